@@ -1,0 +1,10 @@
+//! The journal, `memory/journal.jsonl`: the individual's history, append-only,
+//! written by the kernel alone. See docs/contract.md, section 6.
+pub mod reader;
+pub mod rules;
+pub mod writer;
+
+pub use reader::{last_events, parse_line, Backwards, Event};
+
+/// The journal's place inside an individual.
+pub const JOURNAL_PATH: &str = "memory/journal.jsonl";

@@ -1,0 +1,264 @@
+//! What a body may put into the journal: pure checks over one event as sent.
+//!
+//! The kernel calls [`check_body_event`] on every line a body sends before
+//! anything is written. The rules are the contract's (docs/contract.md,
+//! section 3); a refusal's text goes back to the body as it is, so it says
+//! what was wrong and what would be accepted.
+
+use serde_json::{Map, Value};
+
+/// Fields only the kernel writes.
+pub const KERNEL_FIELDS: [&str; 3] = ["ts", "seq", "commit"];
+
+/// Longest `kind` of a note.
+pub const NOTE_KIND_MAX: usize = 64;
+
+/// What the kernel does with an accepted event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    /// Stamp and append it to the journal.
+    Journal,
+    /// Stamp and append it, after checking that the owner file `file` holds `text`.
+    OwnerLine { file: String, text: String },
+    /// Write `text` to the kernel's log; never journaled.
+    Log { level: String, text: String },
+}
+
+/// One event type a body may send and the fields it must carry.
+struct Shape {
+    kind: &'static str,
+    fields: &'static [(&'static str, Want)],
+}
+
+#[derive(Clone, Copy)]
+enum Want {
+    Str,
+    Num,
+    Any,
+    OptStr,
+    OptBool,
+}
+
+const SHAPES: &[Shape] = &[
+    Shape { kind: "generation.ready", fields: &[] },
+    Shape { kind: "owner.line", fields: &[("file", Want::Str), ("text", Want::Str)] },
+    Shape { kind: "birth", fields: &[("text", Want::Str)] },
+    Shape { kind: "reply", fields: &[("text", Want::Str)] },
+    Shape { kind: "reasoning", fields: &[("text", Want::Str)] },
+    Shape {
+        kind: "tool.call",
+        fields: &[("id", Want::Str), ("name", Want::Str), ("input", Want::Any)],
+    },
+    Shape {
+        kind: "tool.result",
+        fields: &[("id", Want::Str), ("output", Want::Str), ("error", Want::OptBool)],
+    },
+    Shape { kind: "turn.ended", fields: &[] },
+    Shape { kind: "turn.interrupted", fields: &[] },
+    Shape {
+        kind: "usage",
+        fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)],
+    },
+    Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
+    Shape { kind: "mutation.requested", fields: &[("candidate", Want::Str)] },
+    Shape { kind: "note", fields: &[("kind", Want::Str), ("data", Want::Any)] },
+    Shape { kind: "log", fields: &[("text", Want::Str), ("level", Want::OptStr)] },
+];
+
+/// The event types a body may send, for refusal messages and the docs.
+pub fn body_types() -> Vec<&'static str> {
+    SHAPES.iter().map(|s| s.kind).collect()
+}
+
+/// Checks one line a body sent. `Err` holds the refusal sent back to it.
+pub fn check_body_event(line: &str) -> Result<(Map<String, Value>, Accepted), String> {
+    let value: Value = serde_json::from_str(line)
+        .map_err(|e| format!("not JSON ({e}); send one JSON object per line"))?;
+    let Value::Object(event) = value else {
+        return Err("an event is a JSON object with a \"type\"".into());
+    };
+    let Some(kind) = event.get("type").and_then(Value::as_str) else {
+        return Err("the event has no \"type\" string".into());
+    };
+    for field in KERNEL_FIELDS {
+        if event.contains_key(field) {
+            return Err(format!(
+                "field \"{field}\" is the kernel's to write; send the event without it"
+            ));
+        }
+    }
+    let Some(shape) = SHAPES.iter().find(|s| s.kind == kind) else {
+        return Err(format!(
+            "unknown event type \"{kind}\"; a body may send: {}. Keep records of your own as a \"note\"",
+            body_types().join(", ")
+        ));
+    };
+    for (name, want) in shape.fields {
+        check_field(kind, &event, name, *want)?;
+    }
+    let accepted = match kind {
+        "note" => {
+            let note_kind = event.get("kind").and_then(Value::as_str).unwrap_or_default();
+            check_note_kind(note_kind)?;
+            Accepted::Journal
+        }
+        "owner.line" => Accepted::OwnerLine {
+            file: str_field(&event, "file"),
+            text: str_field(&event, "text"),
+        },
+        "log" => Accepted::Log {
+            level: event.get("level").and_then(Value::as_str).unwrap_or("info").to_owned(),
+            text: str_field(&event, "text"),
+        },
+        _ => Accepted::Journal,
+    };
+    Ok((event, accepted))
+}
+
+/// A note's kind: 1 to 64 characters of a-z, 0-9, `.`, `_`, `-`.
+pub fn check_note_kind(kind: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
+    if kind.is_empty() || kind.len() > NOTE_KIND_MAX || !kind.chars().all(ok_char) {
+        return Err(format!(
+            "note kind {kind:?} is not allowed: use 1 to {NOTE_KIND_MAX} characters of a-z, 0-9, '.', '_', '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// An owner file name a body may name: a plain `.txt` name, no dot first, no path.
+pub fn check_owner_file_name(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains('/')
+        && !name.contains('\0')
+        && name.ends_with(".txt");
+    if plain {
+        Ok(())
+    } else {
+        Err(format!(
+            "owner file {name:?} is not an owner line: give the bare name of a .txt file in .teneral/owner/"
+        ))
+    }
+}
+
+fn check_field(kind: &str, event: &Map<String, Value>, name: &str, want: Want) -> Result<(), String> {
+    let value = event.get(name);
+    let fits = match (want, value) {
+        (Want::Str, Some(Value::String(_))) => true,
+        (Want::Num, Some(Value::Number(_))) => true,
+        (Want::Any, Some(_)) => true,
+        (Want::OptStr, None | Some(Value::String(_))) => true,
+        (Want::OptBool, None | Some(Value::Bool(_))) => true,
+        _ => false,
+    };
+    if fits {
+        return Ok(());
+    }
+    let what = match want {
+        Want::Str => "a string",
+        Want::Num => "a number",
+        Want::Any => "present (any JSON)",
+        Want::OptStr => "a string when given",
+        Want::OptBool => "true or false when given",
+    };
+    Err(format!("{kind}: field \"{name}\" must be {what}"))
+}
+
+fn str_field(event: &Map<String, Value>, name: &str) -> String {
+    event.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// The name an event type is read under: old bodies wrote `molt.*`.
+pub fn canonical_type(kind: &str) -> &str {
+    match kind {
+        "molt.requested" => "mutation.requested",
+        "molt.rejected" => "mutation.rejected",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(line: &str) -> String {
+        match check_body_event(line) {
+            Ok(_) => String::from("<accepted>"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn accepts_the_contract_shapes() {
+        let good = [
+            r#"{"type":"generation.ready"}"#,
+            r#"{"type":"reply","text":"hi"}"#,
+            r#"{"type":"tool.call","id":"c1","name":"bash","input":{"command":"ls"}}"#,
+            r#"{"type":"tool.result","id":"c1","output":"x","error":true}"#,
+            r#"{"type":"note","kind":"index.v2","data":[1,{"a":null}]}"#,
+            r#"{"type":"note","kind":"a","data":null}"#,
+            r#"{"type":"usage","input_tokens":10,"output_tokens":2,"context_window":1000}"#,
+            r#"{"type":"reply","text":"extra fields are kept","model":"m"}"#,
+        ];
+        for line in good {
+            assert!(check_body_event(line).is_ok(), "{line}: {}", refused(line));
+        }
+    }
+
+    #[test]
+    fn refuses_with_the_reason() {
+        let table = [
+            ("not json", "not JSON"),
+            ("[1,2]", "JSON object"),
+            (r#"{"text":"x"}"#, "no \"type\""),
+            (r#"{"type":"reply","text":"x","commit":"abc"}"#, "\"commit\" is the kernel's"),
+            (r#"{"type":"reply","text":"x","seq":1}"#, "\"seq\" is the kernel's"),
+            (r#"{"type":"reply","text":"x","ts":"now"}"#, "\"ts\" is the kernel's"),
+            (r#"{"type":"generation.rolledback"}"#, "unknown event type \"generation.rolledback\""),
+            (r#"{"type":"reply"}"#, "field \"text\" must be a string"),
+            (r#"{"type":"reply","text":5}"#, "field \"text\" must be a string"),
+            (r#"{"type":"note","kind":"","data":1}"#, "note kind \"\" is not allowed"),
+            (r#"{"type":"note","kind":"Upper","data":1}"#, "note kind \"Upper\""),
+            (r#"{"type":"note","kind":"a b","data":1}"#, "note kind \"a b\""),
+            (r#"{"type":"note","kind":"ok"}"#, "field \"data\" must be present"),
+            (r#"{"type":"tool.result","id":"1","output":"x","error":"no"}"#, "true or false"),
+        ];
+        for (line, want) in table {
+            let got = refused(line);
+            assert!(got.contains(want), "{line}: got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn note_kind_length_limit() {
+        assert!(check_note_kind(&"a".repeat(64)).is_ok());
+        assert!(check_note_kind(&"a".repeat(65)).is_err());
+        assert!(check_note_kind("a.b_c-9").is_ok());
+    }
+
+    #[test]
+    fn owner_file_names() {
+        assert!(check_owner_file_name("1700000000-1-ab.txt").is_ok());
+        for bad in ["", ".x.txt", "../x.txt", "a/b.txt", "x.interrupt", "x.accept"] {
+            assert!(check_owner_file_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn accepted_kinds() {
+        let (_, a) = check_body_event(r#"{"type":"owner.line","file":"a.txt","text":"hi"}"#)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(a, Accepted::OwnerLine { file: "a.txt".into(), text: "hi".into() });
+        let (_, a) = check_body_event(r#"{"type":"log","text":"retrying"}"#)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(a, Accepted::Log { level: "info".into(), text: "retrying".into() });
+    }
+
+    #[test]
+    fn old_names_are_read_as_new() {
+        assert_eq!(canonical_type("molt.requested"), "mutation.requested");
+        assert_eq!(canonical_type("molt.rejected"), "mutation.rejected");
+        assert_eq!(canonical_type("reply"), "reply");
+    }
+}

@@ -1,0 +1,200 @@
+//! Appending to the journal: stamp, write one line, sync, and only then report
+//! the event as written.
+//!
+//! Invariants: every line in the file is one whole event followed by `\n`;
+//! `seq` grows by one per event; an event is durable (fdatasync) before
+//! [`Journal::append`] returns. A torn last line found at open (a crash in the
+//! middle of a write that was never acknowledged) is moved aside to a file of
+//! its own and cut off, so the journal stays whole and nothing is thrown away.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde_json::{Map, Value};
+
+use super::reader::{parse_line, Backwards};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// The open journal of one individual, held by the kernel alone.
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    next_seq: u64,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal at `path`, mending a torn last line.
+    pub fn open(path: &Path) -> Result<Self, JournalError> {
+        let io_err = |source| JournalError::Io { path: path.to_owned(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io_err)?;
+        set_aside_torn_tail(path, &mut file).map_err(io_err)?;
+        let last_seq = last_seq(&file).map_err(io_err)?;
+        Ok(Self { path: path.to_owned(), file, next_seq: last_seq + 1 })
+    }
+
+    /// The `seq` the next event will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Stamps `event` (which must hold `type`) with time, seq and `commit`,
+    /// appends it and syncs. Returns the stamped event's `seq`.
+    pub fn append(&mut self, commit: &str, event: &Map<String, Value>) -> Result<u64, JournalError> {
+        let seq = self.next_seq;
+        let line = stamp(event, seq, commit, SystemTime::now());
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        let result = self.file.write_all(&bytes).and_then(|()| self.file.sync_data());
+        if let Err(source) = result {
+            // A partial write may sit at the end now; cut it so the next append
+            // starts on a clean line, as a fresh open would.
+            let _ = set_aside_torn_tail(&self.path, &mut self.file);
+            return Err(JournalError::Io { path: self.path.clone(), source });
+        }
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Appends an event the kernel writes itself: `{"type": kind, ...fields}`.
+    pub fn append_kernel(&mut self, commit: &str, kind: &str, fields: Value) -> Result<u64, JournalError> {
+        let mut event = Map::new();
+        event.insert("type".into(), Value::String(kind.into()));
+        if let Value::Object(rest) = fields {
+            for (k, v) in rest {
+                if k != "type" {
+                    event.insert(k, v);
+                }
+            }
+        }
+        self.append(commit, &event)
+    }
+}
+
+/// The journal line for `event`: `type`, `ts`, `seq`, `commit` first, then
+/// the event's own fields in the order it gave them.
+pub fn stamp(event: &Map<String, Value>, seq: u64, commit: &str, now: SystemTime) -> String {
+    let mut out = Map::new();
+    out.insert("type".into(), event.get("type").cloned().unwrap_or(Value::Null));
+    out.insert("ts".into(), Value::String(humantime::format_rfc3339_millis(now).to_string()));
+    out.insert("seq".into(), Value::from(seq));
+    out.insert("commit".into(), Value::String(commit.to_owned()));
+    for (k, v) in event {
+        if !matches!(k.as_str(), "type" | "ts" | "seq" | "commit") {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(out).to_string()
+}
+
+/// The `seq` of the last whole event, 0 for none.
+fn last_seq(file: &File) -> io::Result<u64> {
+    let mut lines = Backwards::new(file.try_clone()?)?;
+    while let Some(line) = lines.next_line()? {
+        if let Some(event) = parse_line(&line) {
+            return Ok(event.seq);
+        }
+    }
+    Ok(0)
+}
+
+/// If the file does not end in `\n`, the bytes after the last `\n` are a
+/// write a crash cut short. They go to `<journal>.torn-<unix-ms>` and the
+/// journal is truncated to its last whole line.
+fn set_aside_torn_tail(path: &Path, file: &mut File) -> io::Result<()> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(());
+    }
+    let window = len.min(64 * 1024 * 1024);
+    let mut tail = vec![0; window as usize];
+    file.seek(SeekFrom::Start(len - window))?;
+    file.read_exact(&mut tail)?;
+    if tail.last() == Some(&b'\n') {
+        return Ok(());
+    }
+    let keep = match tail.iter().rposition(|&b| b == b'\n') {
+        Some(i) => len - window + i as u64 + 1,
+        None if window == len => 0,
+        // A torn line longer than the window: keep everything rather than guess.
+        None => return Ok(()),
+    };
+    let torn = &tail[(keep - (len - window)) as usize..];
+    let ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let aside = path.with_extension(format!("jsonl.torn-{ms}"));
+    let mut out = File::create(&aside)?;
+    out.write_all(torn)?;
+    out.sync_all()?;
+    file.set_len(keep)?;
+    file.sync_all()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn stamps_in_order_and_numbers_events() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let path = dir.path().join("memory/journal.jsonl");
+        let mut j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
+        let ev = obj(serde_json::json!({"type":"reply","text":"hi"}));
+        assert_eq!(j.append("c0ffee", &ev).ok(), Some(1));
+        assert_eq!(j.append("c0ffee", &ev).ok(), Some(2));
+        drop(j);
+        let j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(j.next_seq(), 3);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let first = text.lines().next().unwrap_or_default();
+        assert!(first.starts_with(r#"{"type":"reply","ts":""#), "{first}");
+        assert!(first.ends_with(r#","seq":1,"commit":"c0ffee","text":"hi"}"#), "{first}");
+    }
+
+    #[test]
+    fn torn_tail_is_set_aside_and_numbering_goes_on() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "{\"type\":\"reply\",\"seq\":7}\n{\"type\":\"rep").unwrap_or_default();
+        let mut j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(j.next_seq(), 8);
+        let ev = obj(serde_json::json!({"type":"turn.ended"}));
+        assert_eq!(j.append("c", &ev).ok(), Some(8));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.lines().all(|l| parse_line(l.as_bytes()).is_some()), "{text}");
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".torn-"))
+            .collect();
+        assert_eq!(aside.len(), 1);
+        let kept = std::fs::read_to_string(aside[0].path()).unwrap_or_default();
+        assert_eq!(kept, "{\"type\":\"rep");
+    }
+}

@@ -1,0 +1,5 @@
+//! The kernel's integration tests: one binary, one module per concern.
+mod common;
+mod kernel;
+mod standin;
+mod talk;
