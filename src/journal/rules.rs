@@ -55,10 +55,7 @@ const SHAPES: &[Shape] = &[
     },
     Shape { kind: "turn.ended", fields: &[] },
     Shape { kind: "turn.interrupted", fields: &[] },
-    Shape {
-        kind: "usage",
-        fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)],
-    },
+    Shape { kind: "usage", fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)] },
     Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
     Shape { kind: "mutation.requested", fields: &[("candidate", Want::Str)] },
     Shape { kind: "note", fields: &[("kind", Want::Str), ("data", Want::Any)] },
@@ -102,10 +99,9 @@ pub fn check_body_event(line: &str) -> Result<(Map<String, Value>, Accepted), St
             check_note_kind(note_kind)?;
             Accepted::Journal
         }
-        "owner.line" => Accepted::OwnerLine {
-            file: str_field(&event, "file"),
-            text: str_field(&event, "text"),
-        },
+        "owner.line" => {
+            Accepted::OwnerLine { file: str_field(&event, "file"), text: str_field(&event, "text") }
+        }
         "log" => Accepted::Log {
             level: event.get("level").and_then(Value::as_str).unwrap_or("info").to_owned(),
             text: str_field(&event, "text"),
@@ -117,7 +113,8 @@ pub fn check_body_event(line: &str) -> Result<(Map<String, Value>, Accepted), St
 
 /// A note's kind: 1 to 64 characters of a-z, 0-9, `.`, `_`, `-`.
 pub fn check_note_kind(kind: &str) -> Result<(), String> {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
+    let ok_char =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
     if kind.is_empty() || kind.len() > NOTE_KIND_MAX || !kind.chars().all(ok_char) {
         return Err(format!(
             "note kind {kind:?} is not allowed: use 1 to {NOTE_KIND_MAX} characters of a-z, 0-9, '.', '_', '-'"
@@ -142,7 +139,12 @@ pub fn check_owner_file_name(name: &str) -> Result<(), String> {
     }
 }
 
-fn check_field(kind: &str, event: &Map<String, Value>, name: &str, want: Want) -> Result<(), String> {
+fn check_field(
+    kind: &str,
+    event: &Map<String, Value>,
+    name: &str,
+    want: Want,
+) -> Result<(), String> {
     let value = event.get(name);
     let fits = match (want, value) {
         (Want::Str, Some(Value::String(_))) => true,

@@ -36,12 +36,8 @@ impl Journal {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io_err)?;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io_err)?;
+        let mut file =
+            OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io_err)?;
         set_aside_torn_tail(path, &mut file).map_err(io_err)?;
         let last_seq = last_seq(&file).map_err(io_err)?;
         Ok(Self { path: path.to_owned(), file, next_seq: last_seq + 1 })
@@ -54,7 +50,11 @@ impl Journal {
 
     /// Stamps `event` (which must hold `type`) with time, seq and `commit`,
     /// appends it and syncs. Returns the stamped event's `seq`.
-    pub fn append(&mut self, commit: &str, event: &Map<String, Value>) -> Result<u64, JournalError> {
+    pub fn append(
+        &mut self,
+        commit: &str,
+        event: &Map<String, Value>,
+    ) -> Result<u64, JournalError> {
         let seq = self.next_seq;
         let line = stamp(event, seq, commit, SystemTime::now());
         let mut bytes = line.into_bytes();
@@ -71,7 +71,12 @@ impl Journal {
     }
 
     /// Appends an event the kernel writes itself: `{"type": kind, ...fields}`.
-    pub fn append_kernel(&mut self, commit: &str, kind: &str, fields: Value) -> Result<u64, JournalError> {
+    pub fn append_kernel(
+        &mut self,
+        commit: &str,
+        kind: &str,
+        fields: Value,
+    ) -> Result<u64, JournalError> {
         let mut event = Map::new();
         event.insert("type".into(), Value::String(kind.into()));
         if let Value::Object(rest) = fields {
@@ -179,7 +184,8 @@ mod tests {
     fn torn_tail_is_set_aside_and_numbering_goes_on() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
         let path = dir.path().join("journal.jsonl");
-        std::fs::write(&path, "{\"type\":\"reply\",\"seq\":7}\n{\"type\":\"rep").unwrap_or_default();
+        std::fs::write(&path, "{\"type\":\"reply\",\"seq\":7}\n{\"type\":\"rep")
+            .unwrap_or_default();
         let mut j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(j.next_seq(), 8);
         let ev = obj(serde_json::json!({"type":"turn.ended"}));
