@@ -1,1 +1,433 @@
-//! (being written)
+//! The stand-in model over real HTTP: both protocols, tool rounds sent back
+//! in the shape they came in, the script (errors, delays, `expect`), the key,
+//! the refusals and the request log.
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use teneral::standin::{Config, Standin};
+
+const CHAT: &str = "/v1/chat/completions";
+const RESPONSES: &str = "/v1/responses";
+
+/// A stand-in served from a thread of its own, stopped when dropped.
+struct Server {
+    addr: SocketAddr,
+    log: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(key: Option<&str>, script: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("tempdir: {e}"));
+        let log = dir.path().join("requests.jsonl");
+        let script = script.map(|text| {
+            let path = dir.path().join("script.jsonl");
+            std::fs::write(&path, text).unwrap_or_else(|e| unreachable!("write script: {e}"));
+            path
+        });
+        let config = Config { key: key.map(str::to_owned), script, log: Some(log.clone()) };
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| unreachable!("runtime: {e}"));
+            runtime.block_on(async move {
+                let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+                match Standin::bind(loopback, config).await {
+                    Ok(standin) => {
+                        let _ = ready_tx.send(Ok(standin.local_addr()));
+                        // Spawned as the kernel spawns it, which also proves it is Send.
+                        let task = tokio::spawn(standin.serve());
+                        let _ = stop_rx.await;
+                        task.abort();
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                    }
+                }
+            });
+        });
+        let addr = match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(addr)) => addr,
+            other => unreachable!("the stand-in did not start: {other:?}"),
+        };
+        Server { addr, log, stop: Some(stop), thread: Some(thread), _dir: dir }
+    }
+
+    /// POSTs a JSON body with `Bearer key`.
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.request("POST", path, Some("Bearer k"), &body.to_string())
+    }
+
+    /// One request on a fresh connection; checks the answer's framing.
+    fn request(&self, method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, Value) {
+        let mut stream = TcpStream::connect(self.addr).unwrap_or_else(|e| unreachable!("{e}"));
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+        let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n{auth}\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        stream
+            .write_all(format!("{head}{body}").as_bytes())
+            .unwrap_or_else(|e| unreachable!("send: {e}"));
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap_or_else(|e| unreachable!("read: {e}"));
+        let text = String::from_utf8(raw).unwrap_or_else(|e| unreachable!("not UTF-8: {e}"));
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| unreachable!("{text}"));
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| unreachable!("status line: {head}"));
+        let head = head.to_ascii_lowercase();
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        assert!(!head.contains("transfer-encoding"), "{head}");
+        let json = serde_json::from_str(body).unwrap_or_else(|e| unreachable!("{e}: {body}"));
+        (status, json)
+    }
+
+    fn log_lines(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_else(|e| unreachable!("log: {e}"));
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| unreachable!("{e}: {l}")))
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn error_message(body: &Value) -> &str {
+    body["error"]["message"].as_str().unwrap_or_else(|| unreachable!("no error message: {body}"))
+}
+
+#[test]
+fn chat_text_then_a_tool_round_then_the_default() {
+    let server = Server::start(
+        Some("k"),
+        Some(
+            "# a chat conversation\n\
+             {\"reply\":\"hello there\",\"reasoning\":\"greet first\"}\n\
+             \n\
+             {\"tool_calls\":[{\"name\":\"bash\",\"arguments\":{\"cmd\":\"ls\"}}]}\n\
+             {\"expect\":\"a.txt\",\"reply\":\"I see a.txt\"}\n",
+        ),
+    );
+    let tools = json!([{"type": "function", "function": {"name": "bash",
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]);
+    let mut messages = vec![
+        json!({"role": "system", "content": "you are a test"}),
+        json!({"role": "user", "content": "hi"}),
+    ];
+
+    let first = json!({"model": "standin", "messages": messages, "tools": tools});
+    let (status, answer) = server.post(CHAT, &first);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["object"], "chat.completion");
+    assert_eq!(answer["model"], "standin");
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["finish_reason"], "stop");
+    assert_eq!(choice["message"]["content"], "hello there");
+    assert_eq!(choice["message"]["reasoning_content"], "greet first");
+    let body_chars = first.to_string().chars().count() as u64;
+    assert_eq!(answer["usage"]["prompt_tokens"], json!(body_chars / 4));
+    assert_eq!(answer["usage"]["completion_tokens"], json!(("hello there".len() + 11) / 4));
+
+    messages.push(json!({"role": "assistant", "content": "hello there"}));
+    messages.push(json!({"role": "user", "content": "list the files"}));
+    let (status, answer) =
+        server.post(CHAT, &json!({"model": "standin", "messages": messages, "tools": tools}));
+    assert_eq!(status, 200, "{answer}");
+    let message = answer["choices"][0]["message"].clone();
+    assert_eq!(answer["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(message["content"], Value::Null);
+    assert_eq!(
+        message["tool_calls"],
+        json!([{"id": "call_1", "type": "function",
+                "function": {"name": "bash", "arguments": "{\"cmd\":\"ls\"}"}}])
+    );
+
+    // The assistant message goes back exactly as it came, with the tool's answer.
+    messages.push(message);
+    messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"}));
+    let third = json!({"model": "standin", "messages": messages, "tools": tools});
+    let (status, answer) = server.post(CHAT, &third);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["choices"][0]["message"]["content"], "I see a.txt");
+
+    messages.push(answer["choices"][0]["message"].clone());
+    messages.push(json!({"role": "user", "content": "and now?"}));
+    let (status, answer) = server.post(CHAT, &json!({"model": "standin", "messages": messages}));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "Stand-in model here. You said: and now?"
+    );
+
+    let log = server.log_lines();
+    assert_eq!(log.len(), 4);
+    assert!(log.iter().all(|l| l["path"] == CHAT && l["status"] == 200), "{log:?}");
+    assert_eq!(log[0]["body"], first);
+    assert_eq!(log[2]["body"], third);
+    assert_eq!(
+        log[2]["body"]["messages"][4]["tool_calls"][0]["function"]["arguments"],
+        "{\"cmd\":\"ls\"}"
+    );
+}
+
+#[test]
+fn responses_text_then_a_tool_round_then_the_default() {
+    let server = Server::start(
+        None,
+        Some(
+            "{\"reply\":\"hello\",\"reasoning\":\"thinking\"}\n\
+             {\"tool_calls\":[{\"name\":\"bash\",\"arguments\":{\"cmd\":\"pwd\"}},{\"name\":\"bash\",\"arguments\":{\"cmd\":\"id\"}}]}\n",
+        ),
+    );
+    let tools = json!([{"type": "function", "name": "bash", "parameters": {"type": "object"}}]);
+    let first = json!({"model": "standin", "instructions": "be brief", "input": "hi",
+        "tools": tools, "reasoning": {"effort": "low", "summary": "auto"}, "store": false,
+        "include": ["reasoning.encrypted_content"]});
+    let (status, answer) = server.post(RESPONSES, &first);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["object"], "response");
+    assert_eq!(answer["status"], "completed");
+    assert_eq!(answer["id"], "resp_1");
+    let output = answer["output"].as_array().cloned().unwrap_or_default();
+    assert_eq!(output.len(), 2, "{answer}");
+    assert_eq!(output[0]["type"], "reasoning");
+    assert_eq!(output[0]["summary"], json!([{"type": "summary_text", "text": "thinking"}]));
+    assert!(output[0]["encrypted_content"].is_string(), "{answer}");
+    assert_eq!(
+        output[1],
+        json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+               "content": [{"type": "output_text", "text": "hello", "annotations": []}]})
+    );
+    let body_chars = first.to_string().chars().count() as u64;
+    assert_eq!(answer["usage"]["input_tokens"], json!(body_chars / 4));
+
+    let mut input = vec![json!({"role": "user", "content": "hi"})];
+    input.extend(output);
+    input.push(json!({"role": "user", "content": [{"type": "input_text", "text": "where am I?"}]}));
+    let (status, answer) = server.post(
+        RESPONSES,
+        &json!({"model": "standin", "input": input, "tools": tools, "store": false}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let calls = answer["output"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        calls,
+        vec![
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "bash",
+                   "arguments": "{\"cmd\":\"pwd\"}", "status": "completed"}),
+            json!({"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "bash",
+                   "arguments": "{\"cmd\":\"id\"}", "status": "completed"}),
+        ]
+    );
+
+    // The calls go back as they came, each with its output.
+    input.extend(calls);
+    input.push(json!({"type": "function_call_output", "call_id": "call_1", "output": "/home"}));
+    input.push(json!({"type": "function_call_output", "call_id": "call_2", "output": "uid=0"}));
+    let third = json!({"model": "standin", "input": input, "tools": tools, "store": false});
+    let (status, answer) = server.post(RESPONSES, &third);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["output"][0]["content"][0]["text"],
+        "Stand-in model here. The tool said: uid=0"
+    );
+
+    let log = server.log_lines();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log[2], json!({"path": RESPONSES, "status": 200, "body": third}));
+}
+
+#[test]
+fn scripted_errors_delays_and_expectations() {
+    let server = Server::start(
+        None,
+        Some(
+            "{\"error\":{\"status\":429,\"message\":\"slow down\"},\"delay_ms\":300}\n\
+             {\"error\":{\"status\":500}}\n\
+             {\"delay_ms\":300}\n\
+             {\"expect\":\"the password\",\"reply\":\"granted\"}\n",
+        ),
+    );
+    let chat = |text: &str| json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+
+    let started = Instant::now();
+    let (status, answer) = server.post(CHAT, &chat("one"));
+    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    assert_eq!(status, 429);
+    assert_eq!(answer["error"]["type"], "rate_limit_exceeded");
+    assert_eq!(error_message(&answer), "slow down");
+
+    let (status, answer) = server.post(RESPONSES, &json!({"model": "m", "input": "two"}));
+    assert_eq!(status, 500);
+    assert_eq!(answer["error"]["type"], "server_error");
+
+    let started = Instant::now();
+    let (status, answer) = server.post(CHAT, &chat("three"));
+    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    assert_eq!(status, 200);
+    assert_eq!(answer["choices"][0]["message"]["content"], "Stand-in model here. You said: three");
+
+    let (status, answer) = server.post(CHAT, &chat("wrong words"));
+    assert_eq!(status, 409);
+    let message = error_message(&answer);
+    assert!(message.contains("step 4 (script line 4)"), "{message}");
+    assert!(
+        message.contains("\"the password\"") && message.contains("\"wrong words\""),
+        "{message}"
+    );
+
+    let (status, answer) = server.post(CHAT, &chat("here is the password"));
+    assert_eq!(status, 200);
+    assert_eq!(answer["choices"][0]["message"]["content"], "granted");
+
+    let statuses: Vec<Value> = server.log_lines().iter().map(|l| l["status"].clone()).collect();
+    assert_eq!(statuses, vec![json!(429), json!(500), json!(200), json!(409), json!(200)]);
+}
+
+#[test]
+fn the_key_is_checked() {
+    let server = Server::start(Some("k"), None);
+    let body = json!({"model": "m", "input": "hi"}).to_string();
+    for auth in [Some("Bearer wrong"), None, Some("k")] {
+        let (status, answer) = server.request("POST", RESPONSES, auth, &body);
+        assert_eq!(status, 401, "{auth:?}");
+        assert_eq!(answer["error"]["code"], "invalid_api_key", "{auth:?}");
+    }
+    let (status, _) = server.request("POST", RESPONSES, Some("Bearer k"), &body);
+    assert_eq!(status, 200);
+
+    let open = Server::start(None, None);
+    let (status, _) = open.request("POST", RESPONSES, Some("Bearer anything"), &body);
+    assert_eq!(status, 200);
+    let (status, _) = open.request("POST", RESPONSES, None, &body);
+    assert_eq!(status, 401);
+}
+
+#[test]
+fn malformed_requests_are_refused_as_the_provider_refuses_them() {
+    // One step: it must survive every refusal below.
+    let server = Server::start(None, Some("{\"reply\":\"still here\"}\n"));
+    let user = json!({"role": "user", "content": "hi"});
+    let table: Vec<(&str, Value, u16, &str)> = vec![
+        (
+            CHAT,
+            json!({"model": "m", "messages": [user], "foo": 1}),
+            400,
+            "Unrecognized request argument supplied: foo",
+        ),
+        (
+            CHAT,
+            json!({"model": "m", "messages": [user, {"role": "tool", "tool_call_id": "call_9", "content": "x"}]}),
+            400,
+            "must be a response to a preceding message with 'tool_calls'",
+        ),
+        (
+            CHAT,
+            json!({"model": "m", "messages": [user], "stream": true}),
+            400,
+            "'stream' must be false",
+        ),
+        (CHAT, json!({"model": "m", "messages": []}), 400, "empty array"),
+        (
+            RESPONSES,
+            json!({"model": "m", "input": "hi", "foo": 1}),
+            400,
+            "Unknown parameter: 'foo'.",
+        ),
+        (
+            RESPONSES,
+            json!({"model": "m", "input": "hi",
+            "tools": [{"type": "function", "function": {"name": "bash"}}]}),
+            400,
+            "Missing required parameter: 'tools[0].name'.",
+        ),
+        (
+            RESPONSES,
+            json!({"model": "m", "input": [user,
+            {"type": "function_call_output", "call_id": "call_1", "output": "x"}]}),
+            400,
+            "No tool call found for function call output with call_id call_1.",
+        ),
+        (
+            RESPONSES,
+            json!({"model": "m", "input": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}),
+            400,
+            "Invalid value: 'text'.",
+        ),
+    ];
+    for (path, body, status, message) in table {
+        let (got, answer) = server.post(path, &body);
+        assert_eq!(got, status, "{body}: {answer}");
+        assert_eq!(answer["error"]["type"], "invalid_request_error", "{answer}");
+        assert!(error_message(&answer).contains(message), "{body}: {answer}");
+    }
+    let (status, answer) = server.request("POST", CHAT, Some("Bearer k"), "{\"model\":");
+    assert_eq!(status, 400);
+    assert!(error_message(&answer).contains("not valid JSON"), "{answer}");
+    let (status, answer) = server.request("GET", "/v1/models", Some("Bearer k"), "");
+    assert_eq!(status, 404);
+    assert_eq!(error_message(&answer), "Invalid URL (GET /v1/models)");
+
+    let (status, answer) = server.post(CHAT, &json!({"model": "m", "messages": [user]}));
+    assert_eq!(status, 200);
+    assert_eq!(answer["choices"][0]["message"]["content"], "still here");
+
+    let log = server.log_lines();
+    assert_eq!(log.len(), 11);
+    assert_eq!(log[8]["body"], "{\"model\":", "a body that is not JSON is logged as text");
+    assert_eq!(
+        (log[9]["path"].as_str(), log[9]["status"].as_u64()),
+        (Some("/v1/models"), Some(404))
+    );
+}
+
+#[test]
+fn a_bad_script_or_address_is_refused_at_start() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| unreachable!("runtime: {e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("tempdir: {e}"));
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(&script, "{\"reply\":\"ok\"}\n{\"reply\":\"x\",\"tool_call\":[]}\n")
+        .unwrap_or_else(|e| unreachable!("{e}"));
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let config = Config { script: Some(script), ..Config::default() };
+    let message = match runtime.block_on(Standin::bind(loopback, config)) {
+        Err(e) => e.to_string(),
+        Ok(_) => unreachable!("a bad script was accepted"),
+    };
+    assert!(message.contains("line 2") && message.contains("\"tool_call\""), "{message}");
+
+    let anywhere = SocketAddr::from(([0, 0, 0, 0], 0));
+    match runtime.block_on(Standin::bind(anywhere, Config::default())) {
+        Err(e) => assert!(e.to_string().contains("only on loopback"), "{e}"),
+        Ok(_) => unreachable!("bound beyond loopback"),
+    }
+}

@@ -1,0 +1,152 @@
+//! The HTTP/1.1 side of the stand-in: accepts connections, reads each body,
+//! hands it to the [`Service`], waits the scripted delay, writes the request
+//! log and sends the answer.
+//!
+//! Invariants: every answer is JSON with a `content-length` (never chunked);
+//! a request's log line is on disk (flushed) before its answer is sent, and
+//! an answer whose log line could not be written is turned into a 500 so the
+//! loss shows; dropping the [`serve`] future drops every connection with it.
+use std::convert::Infallible;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use super::service::{Prepared, Service};
+use super::wire::ApiError;
+
+/// The largest request body read; a larger one is refused with 413.
+pub const BODY_LIMIT: usize = 64 << 20;
+
+/// What every connection shares.
+pub struct Shared {
+    pub service: Service,
+    pub log: Option<RequestLog>,
+}
+
+/// The request log: one JSON line per request, `{"path","status","body"}`.
+pub struct RequestLog {
+    file: Mutex<File>,
+}
+
+impl RequestLog {
+    /// Opens (creates, appends to) the log file.
+    pub fn open(path: &Path) -> io::Result<RequestLog> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(RequestLog { file: Mutex::new(file) })
+    }
+
+    /// Appends one request's line and flushes it. A body that is not JSON is
+    /// logged as a string.
+    pub fn record(&self, path: &str, status: u16, body: &[u8]) -> io::Result<()> {
+        let body = serde_json::from_slice::<Value>(body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+        let mut line = json!({"path": path, "status": status, "body": body}).to_string();
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.write_all(line.as_bytes())?;
+        file.flush()
+    }
+}
+
+/// Accepts and serves connections until dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let shared = Arc::clone(&shared);
+                    connections.spawn(async move {
+                        let service = service_fn(move |req| answer(req, Arc::clone(&shared)));
+                        // A connection that fails (the client went away) ends alone.
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                // Out of descriptors or a connection reset before accept: pause, go on.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+async fn answer(
+    request: Request<Incoming>,
+    shared: Arc<Shared>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = request.method().as_str().to_owned();
+    let path = request.uri().path().to_owned();
+    let authorization =
+        request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (body, prepared) = match Limited::new(request.into_body(), BODY_LIMIT).collect().await {
+        Ok(collected) => {
+            let body = collected.to_bytes();
+            let prepared =
+                shared.service.handle(&method, &path, authorization.as_deref(), &body, unix_now());
+            (body, prepared)
+        }
+        Err(e) => {
+            let error = if e.is::<http_body_util::LengthLimitError>() {
+                ApiError::other(
+                    413,
+                    "invalid_request_error",
+                    format!("The request body is larger than {BODY_LIMIT} bytes."),
+                    None,
+                )
+            } else {
+                ApiError::invalid(format!("The request body could not be read: {e}"), None, None)
+            };
+            (Bytes::new(), Prepared::from(error))
+        }
+    };
+    if !prepared.delay.is_zero() {
+        tokio::time::sleep(prepared.delay).await;
+    }
+    let (status, json) = match &shared.log {
+        Some(log) => match log.record(&path, prepared.status, &body) {
+            Ok(()) => (prepared.status, prepared.body),
+            Err(e) => {
+                let error = ApiError::other(
+                    500,
+                    "server_error",
+                    format!("The stand-in could not write its request log: {e}"),
+                    None,
+                );
+                (500, error.body())
+            }
+        },
+        None => (prepared.status, prepared.body),
+    };
+    Ok(respond(status, &json))
+}
+
+fn respond(status: u16, json: &Value) -> Response<Full<Bytes>> {
+    let bytes = Bytes::from(json.to_string());
+    let length = HeaderValue::from(bytes.len());
+    let mut response = Response::new(Full::new(bytes));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_LENGTH, length);
+    response
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

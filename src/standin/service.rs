@@ -1,0 +1,215 @@
+//! One request in, one answer out, with no I/O: the key check, the routes,
+//! the protocol checks, the script's decision and the numbering of
+//! responses and tool calls.
+//!
+//! Invariants: the key is checked before anything else and a refused
+//! request never consumes a script step; a script step is consumed only by a
+//! request that passed its protocol's checks; tool calls are numbered across
+//! both endpoints so no two share an id; a Responses answer is remembered (for
+//! `previous_response_id`) only when the request did not say `store: false`.
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::script::{Outcome, Script};
+use super::turn::{Call, Newest, Turn, Usage};
+use super::wire::ApiError;
+use super::{chat, responses};
+
+pub const CHAT_PATH: &str = "/v1/chat/completions";
+pub const RESPONSES_PATH: &str = "/v1/responses";
+
+/// An answer ready to send after `delay`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub delay: Duration,
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Prepared {
+    fn now(status: u16, body: Value) -> Self {
+        Prepared { delay: Duration::ZERO, status, body }
+    }
+
+    fn error(error: &ApiError) -> Self {
+        Self::now(error.status, error.body())
+    }
+}
+
+impl From<ApiError> for Prepared {
+    fn from(error: ApiError) -> Self {
+        Prepared::error(&error)
+    }
+}
+
+/// The stand-in's state, shared by every connection.
+pub struct Service {
+    key: Option<String>,
+    state: Mutex<State>,
+}
+
+struct State {
+    script: Script,
+    responses: u64,
+    calls: u64,
+    /// Call ids of each stored Responses answer, by response id.
+    stored: HashMap<String, Vec<String>>,
+}
+
+enum Protocol {
+    Chat,
+    Responses,
+}
+
+impl Service {
+    pub fn new(key: Option<String>, script: Script) -> Self {
+        let state = State { script, responses: 0, calls: 0, stored: HashMap::new() };
+        Service { key, state: Mutex::new(state) }
+    }
+
+    /// Answers one request. `now` is the time in Unix seconds.
+    pub fn handle(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) -> Prepared {
+        if let Err(e) = authorize(self.key.as_deref(), authorization) {
+            return Prepared::error(&e);
+        }
+        let protocol = match (method, path) {
+            ("POST", CHAT_PATH) => Protocol::Chat,
+            ("POST", RESPONSES_PATH) => Protocol::Responses,
+            _ => {
+                return Prepared::error(&ApiError::other(
+                    404,
+                    "invalid_request_error",
+                    format!("Invalid URL ({method} {path})"),
+                    None,
+                ))
+            }
+        };
+        let json: Value = match serde_json::from_slice(body) {
+            Ok(json) => json,
+            Err(e) => {
+                return Prepared::error(&ApiError::invalid(
+                    format!("The request body is not valid JSON ({e}). Send a JSON object with Content-Type: application/json."),
+                    None,
+                    None,
+                ))
+            }
+        };
+        let body_chars = String::from_utf8_lossy(body).chars().count();
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let answer = match protocol {
+            Protocol::Chat => state.chat(&json, body_chars, now),
+            Protocol::Responses => state.responses(&json, body_chars, now),
+        };
+        match answer {
+            Ok(prepared) | Err(prepared) => prepared,
+        }
+    }
+}
+
+impl State {
+    fn chat(&mut self, json: &Value, body_chars: usize, now: u64) -> Result<Prepared, Prepared> {
+        let checked = chat::validate(json)?;
+        let (delay, turn) = self.turn(&checked.newest)?;
+        let n = self.next_response();
+        let usage = Usage::of(body_chars, &turn);
+        Ok(Prepared {
+            delay,
+            status: 200,
+            body: chat::render(&checked.model, n, now, &turn, usage),
+        })
+    }
+
+    fn responses(
+        &mut self,
+        json: &Value,
+        body_chars: usize,
+        now: u64,
+    ) -> Result<Prepared, Prepared> {
+        let stored = |id: &str| self.stored.get(id).cloned();
+        let checked = responses::validate(json, &stored)?;
+        let (delay, turn) = self.turn(&checked.newest)?;
+        let n = self.next_response();
+        if checked.store {
+            let calls = turn.calls.iter().map(Call::call_id).collect();
+            self.stored.insert(responses::response_id(n), calls);
+        }
+        let usage = Usage::of(body_chars, &turn);
+        let body = responses::render(n, now, &checked, &turn, usage);
+        Ok(Prepared { delay, status: 200, body })
+    }
+
+    /// Takes the script's decision. A scripted error keeps its step's delay;
+    /// a request that is off script is answered at once.
+    fn turn(&mut self, newest: &Newest) -> Result<(Duration, Turn), Prepared> {
+        let decision = self.script.decide(newest);
+        match decision.outcome {
+            Outcome::OffScript(message) => {
+                Err(ApiError::other(409, "invalid_request_error", message, Some("off_script"))
+                    .into())
+            }
+            Outcome::Fail(failure) => {
+                let error = ApiError {
+                    status: failure.status,
+                    message: failure.message,
+                    kind: failure.kind,
+                    param: None,
+                    code: failure.code,
+                };
+                Err(Prepared { delay: decision.delay, ..error.into() })
+            }
+            Outcome::Say { text, reasoning, calls } => {
+                let calls = calls
+                    .into_iter()
+                    .map(|planned| {
+                        self.calls += 1;
+                        Call { n: self.calls, name: planned.name, arguments: planned.arguments }
+                    })
+                    .collect();
+                Ok((decision.delay, Turn { text, reasoning, calls }))
+            }
+        }
+    }
+
+    fn next_response(&mut self) -> u64 {
+        self.responses += 1;
+        self.responses
+    }
+}
+
+/// `Authorization: Bearer <key>`: with a configured key it must be that key;
+/// without one any non-empty key passes.
+fn authorize(expected: Option<&str>, header: Option<&str>) -> Result<(), ApiError> {
+    let given = header
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim())
+        .filter(|key| !key.is_empty());
+    match (given, expected) {
+        (None, _) => Err(ApiError::other(
+            401,
+            "invalid_request_error",
+            "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'.",
+            Some("invalid_api_key"),
+        )),
+        (Some(given), Some(expected)) if given != expected => Err(ApiError::other(
+            401,
+            "invalid_request_error",
+            "Incorrect API key provided. Use the key this stand-in model was started with.",
+            Some("invalid_api_key"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
