@@ -1,1 +1,236 @@
-//! (being written)
+//! The owner's settings, read from the individual's `.env`.
+//!
+//! Invariants:
+//! - The file is the whole truth: process environment variables are never
+//!   consulted, so what the kernel runs with is what the file says.
+//! - Values are taken exactly as written after the first `=`. A value in
+//!   quotes or with a comment after it is refused rather than guessed at, and
+//!   so is a misspelt `TENERAL_*` name (with the nearest known name offered).
+//! - Every refusal names the file, the line (when there is one), the
+//!   variable, what was wrong and what to write instead.
+//! - The API key is held in a [`Secret`], which never prints, and it never
+//!   appears in a message.
+
+mod interpret;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use interpret::build;
+
+/// Where the model comes from (`TENERAL_PROVIDER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// The kernel's own scripted stand-in model; no network.
+    Standin,
+    /// Any OpenAI-compatible chat-completions endpoint.
+    Compatible,
+    /// OpenAI's API with a key, over the Responses API.
+    OpenAi,
+    /// A ChatGPT plan through its sign-in; no key in `.env`.
+    ChatGpt,
+}
+
+/// Which API the body speaks to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `/chat/completions`.
+    Chat,
+    /// `/responses`.
+    Responses,
+}
+
+/// How far the owner lets the individual go on its own (`TENERAL_SPECIES`,
+/// `TENERAL_PUBLISH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Species {
+    Ask,
+    Auto,
+    Off,
+}
+
+/// A credential. It prints as `<redacted>`; [`Secret::expose`] is the one way
+/// to its text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+/// The lifecycle windows the kernel keeps. Each comes from a variable meant
+/// for tests alone; an owner's `.env` leaves them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// How long a started body has to report `generation.ready`.
+    pub ready: Duration,
+    /// How long a body has to give its first reply.
+    pub first_reply: Duration,
+    /// Between SIGTERM and SIGKILL when a body is stopped.
+    pub stop_grace: Duration,
+    /// The unit the crash backoff is counted in.
+    pub backoff_unit: Duration,
+    /// A generation that ran this long is no longer counted as crashing early.
+    pub long_run: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            ready: Duration::from_secs(60),
+            first_reply: Duration::from_secs(600),
+            stop_grace: Duration::from_secs(5),
+            backoff_unit: Duration::from_secs(1),
+            long_run: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Everything the owner can set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub provider: Provider,
+    pub protocol: Protocol,
+    /// The endpoint, without a trailing slash. Set for compatible and openai;
+    /// for chatgpt only when the owner wrote one; never for standin.
+    pub base_url: Option<String>,
+    /// Set for compatible and openai, maybe for standin, never for chatgpt.
+    pub api_key: Option<Secret>,
+    pub model: String,
+    pub reasoning_effort: Option<String>,
+    /// Minutes between clock stimuli; 0 turns the clock off.
+    pub heartbeat_minutes: u32,
+    /// Characters of context per request; at least 1000.
+    pub context_chars: u64,
+    /// Minutes one check of a mutation may run; 0 for no limit.
+    pub check_minutes: u32,
+    /// Seconds the smoke run has; 0 for no limit.
+    pub smoke_seconds: u32,
+    /// The species ref, as written.
+    pub upstream: Option<String>,
+    pub species: Species,
+    pub publish: Species,
+    /// The stand-in model's script as written; a relative path is taken from
+    /// the individual's directory.
+    pub standin_script: Option<PathBuf>,
+    pub timing: Timing,
+}
+
+/// Why the settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(
+        "there are no settings at {}: run `teneralctl setup`, or copy .env.example to .env and fill it in",
+        path.display()
+    )]
+    Missing { path: PathBuf },
+    #[error("cannot read the settings at {}: {source}; make the file readable by this user", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{shown} in {file} line {line}: {problem}; {fix}")]
+    Value { file: String, line: usize, shown: String, problem: String, fix: String },
+    #[error(
+        "{name} in {file} line {line} is not a setting teneral knows; did you mean {nearest}?"
+    )]
+    Unknown { file: String, line: usize, name: String, nearest: &'static str },
+    #[error("{name} is set twice in {file}, on lines {first} and {line}; keep one of them")]
+    Twice { file: String, name: &'static str, first: usize, line: usize },
+    #[error("{name} is not set in {file}: {problem}; {fix}")]
+    Absent { file: String, name: &'static str, problem: String, fix: String },
+}
+
+impl Settings {
+    /// Reads `home/.env`.
+    pub fn load(home: &Path) -> Result<Settings, SettingsError> {
+        let path = home.join(".env");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SettingsError::Missing { path });
+            }
+            Err(source) => return Err(SettingsError::Read { path, source }),
+        };
+        build(&parse::read(&text, &path.display().to_string())?)
+    }
+
+    /// Reads the text of a `.env`; messages call it `.env`.
+    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
+        build(&parse::read(text, ".env")?)
+    }
+}
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The credential itself, to put in a request and nowhere else.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl Provider {
+    /// The word written in `.env` and passed to the body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Standin => "standin",
+            Provider::Compatible => "compatible",
+            Provider::OpenAi => "openai",
+            Provider::ChatGpt => "chatgpt",
+        }
+    }
+}
+
+impl Protocol {
+    /// The word passed to the body as `TENERAL_PROTOCOL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Chat => "chat",
+            Protocol::Responses => "responses",
+        }
+    }
+}
+
+impl Species {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Species::Ask => "ask",
+            Species::Auto => "auto",
+            Species::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Species {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,86 @@
+//! Passing the upstream's answer back to the body: its status, the few
+//! headers that may pass, and its body chunk by chunk as it arrives.
+//!
+//! Invariant: no upstream header outside [`passes_down`] reaches the body (no
+//! cookie, no hop-by-hop header), and nothing is buffered, so a streamed reply
+//! stays streamed.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::Either;
+use hyper::body::{Body, Frame};
+use hyper::header::{HeaderMap, HeaderName};
+use hyper::Response;
+
+use super::Answer;
+
+/// The upstream's response headers that come back to the body.
+fn passes_down(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(name, "content-type" | "retry-after" | "retry-after-ms" | "x-request-id")
+        || name.starts_with("x-ratelimit-")
+}
+
+pub(super) fn relay(response: reqwest::Response) -> Answer {
+    let status = response.status();
+    let mut headers = HeaderMap::new();
+    for (name, value) in response.headers().iter().filter(|(name, _)| passes_down(name)) {
+        headers.append(name.clone(), value.clone());
+    }
+    let mut answer = Response::new(Either::Right(Relay::Idle(Box::new(response))));
+    *answer.status_mut() = status;
+    *answer.headers_mut() = headers;
+    answer
+}
+
+/// The upstream's response body, passed on chunk by chunk as it arrives.
+/// Dropping it drops the upstream response.
+pub(super) enum Relay {
+    Idle(Box<reqwest::Response>),
+    Reading(Pin<Box<dyn Future<Output = (Box<reqwest::Response>, Chunk)> + Send>>),
+    Done,
+}
+
+type Chunk = Result<Option<Bytes>, reqwest::Error>;
+
+impl Body for Relay {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
+        let this = self.get_mut();
+        loop {
+            match std::mem::replace(this, Relay::Done) {
+                Relay::Idle(mut response) => {
+                    *this = Relay::Reading(Box::pin(async move {
+                        let chunk = response.chunk().await;
+                        (response, chunk)
+                    }));
+                }
+                Relay::Reading(mut reading) => match reading.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        *this = Relay::Reading(reading);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready((response, Ok(Some(bytes)))) => {
+                        *this = Relay::Idle(response);
+                        return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                    }
+                    Poll::Ready((_, Ok(None))) => return Poll::Ready(None),
+                    Poll::Ready((_, Err(e))) => return Poll::Ready(Some(Err(e))),
+                },
+                Relay::Done => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Relay::Done)
+    }
+}

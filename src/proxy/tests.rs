@@ -1,0 +1,362 @@
+//! The proxy against a small upstream on loopback that records what reaches
+//! it.
+
+mod harness;
+
+use std::sync::{Mutex, PoisonError};
+
+use tokio::sync::mpsc;
+
+use super::*;
+use harness::*;
+
+#[test]
+fn the_real_key_goes_upstream_and_the_stand_in_never_does() {
+    run(async {
+        let reply = full(
+            200,
+            &[
+                ("content-type", "application/json"),
+                ("x-request-id", "req-1"),
+                ("set-cookie", "session=upstream"),
+                ("x-internal", "no"),
+            ],
+            r#"{"id":"chatcmpl-1"}"#,
+        );
+        let fake = fake_upstream(reply).await;
+        let proxy = start(format!("http://{}/v1", fake.addr), MAX_REQUEST_BYTES).await;
+        let response = must(
+            client()
+                .post(format!("http://{proxy}/v1/chat/completions?trace=1"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .header("content-type", "application/json")
+                .header("cookie", "session=body")
+                .header("x-custom", STAND_IN)
+                .header("openai-organization", "org-body")
+                .body(r#"{"model":"m"}"#)
+                .send()
+                .await,
+        );
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        assert_eq!(response.headers()["x-request-id"], "req-1");
+        assert!(response.headers().get("set-cookie").is_none());
+        assert!(response.headers().get("x-internal").is_none());
+        assert_eq!(must(response.text().await), r#"{"id":"chatcmpl-1"}"#);
+
+        let seen = fake.seen();
+        assert_eq!(seen.len(), 1);
+        let request = &seen[0];
+        assert_eq!(request.method, Method::POST);
+        assert_eq!(request.uri, "/v1/chat/completions?trace=1");
+        assert_eq!(request.body, r#"{"model":"m"}"#);
+        assert_eq!(request.headers["authorization"], format!("Bearer {REAL}").as_str());
+        assert_eq!(request.headers["content-type"], "application/json");
+        for name in ["cookie", "x-custom", "openai-organization"] {
+            assert!(request.headers.get(name).is_none(), "{name} went upstream");
+        }
+        for (name, value) in &request.headers {
+            let value = String::from_utf8_lossy(value.as_bytes());
+            assert!(!value.contains(STAND_IN), "the stand-in key went upstream in {name}");
+        }
+    });
+}
+
+#[test]
+fn each_forwarded_path_reaches_its_place_under_the_base() {
+    run(async {
+        let fake = fake_upstream(full(200, &[], "{}")).await;
+        // A base with a path of its own and a trailing slash.
+        let proxy = start(format!("http://{}/api/v1/", fake.addr), MAX_REQUEST_BYTES).await;
+        let client = client();
+        let auth = format!("Bearer {STAND_IN}");
+        let post = |path: &str| client.post(format!("http://{proxy}{path}")).body("{}");
+        let r = must(post("/v1/responses").header("authorization", &auth).send().await);
+        assert_eq!(r.status(), 200);
+        let r = must(post("/v1/chat/completions").header("authorization", &auth).send().await);
+        assert_eq!(r.status(), 200);
+        let get = client.get(format!("http://{proxy}/v1/models"));
+        let r = must(get.header("authorization", &auth).send().await);
+        assert_eq!(r.status(), 200);
+
+        let seen = fake.seen();
+        let got: Vec<(&Method, &str)> = seen.iter().map(|s| (&s.method, s.uri.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (&Method::POST, "/api/v1/responses"),
+                (&Method::POST, "/api/v1/chat/completions"),
+                (&Method::GET, "/api/v1/models"),
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_wrong_or_missing_stand_in_key_is_401_and_goes_nowhere() {
+    run(async {
+        let fake = fake_upstream(full(200, &[], "{}")).await;
+        let proxy = start(format!("http://{}/v1", fake.addr), MAX_REQUEST_BYTES).await;
+        let wrong = [
+            None,
+            Some(format!("Bearer {REAL}")),
+            Some("Bearer wrong".to_owned()),
+            Some(format!("Bearer {STAND_IN}x")),
+            Some(format!("Bearer {}", &STAND_IN[1..])),
+            Some(format!("Basic {STAND_IN}")),
+            Some(format!("Bearer{STAND_IN}")),
+            Some("Bearer ".to_owned()),
+            Some(STAND_IN.to_owned()),
+        ];
+        for header in wrong {
+            let mut request =
+                client().post(format!("http://{proxy}/v1/chat/completions")).body("{}");
+            if let Some(value) = &header {
+                request = request.header("authorization", value);
+            }
+            let response = must(request.send().await);
+            assert_eq!(response.status(), 401, "{header:?}");
+            let error = error_of(response).await;
+            assert_eq!(error["code"], "invalid_api_key", "{header:?}");
+            assert_eq!(error["type"], "invalid_request_error", "{header:?}");
+        }
+        assert_eq!(fake.seen().len(), 0, "a refused request reached the upstream");
+    });
+}
+
+#[test]
+fn anything_but_the_three_routes_is_404() {
+    run(async {
+        let fake = fake_upstream(full(200, &[], "{}")).await;
+        let proxy = start(format!("http://{}/v1", fake.addr), MAX_REQUEST_BYTES).await;
+        let cases = [
+            (Method::GET, "/v1/chat/completions"),
+            (Method::POST, "/v1/models"),
+            (Method::DELETE, "/v1/models"),
+            (Method::POST, "/v1/embeddings"),
+            (Method::POST, "/chat/completions"),
+            (Method::POST, "/v1/chat/completions/"),
+            (Method::POST, "/v2/responses"),
+            (Method::GET, "/"),
+        ];
+        for (method, path) in cases {
+            let request = client().request(method.clone(), format!("http://{proxy}{path}"));
+            let response =
+                must(request.header("authorization", format!("Bearer {STAND_IN}")).send().await);
+            assert_eq!(response.status(), 404, "{method} {path}");
+            let error = error_of(response).await;
+            assert_eq!(error["code"], "unknown_url", "{method} {path}");
+        }
+        assert_eq!(fake.seen().len(), 0);
+    });
+}
+
+#[test]
+fn an_upstream_that_is_down_is_502_naming_its_host() {
+    run(async {
+        let closed = must(TcpListener::bind("127.0.0.1:0").await);
+        let addr = must(closed.local_addr());
+        drop(closed);
+        let proxy = start(format!("http://{addr}/v1"), MAX_REQUEST_BYTES).await;
+        let response = must(
+            client()
+                .post(format!("http://{proxy}/v1/responses"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .body("{}")
+                .send()
+                .await,
+        );
+        assert_eq!(response.status(), 502);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let error = error_of(response).await;
+        let message = error["message"].as_str().unwrap_or_default().to_owned();
+        assert!(message.contains(&addr.to_string()), "{message}");
+        assert!(message.to_ascii_lowercase().contains("refused"), "{message}");
+        assert!(!message.contains(REAL) && !message.contains(STAND_IN), "{message}");
+        assert_eq!(error["type"], "upstream_error");
+    });
+}
+
+#[test]
+fn upstream_statuses_and_rate_limit_headers_pass_back() {
+    run(async {
+        let reply = full(
+            429,
+            &[
+                ("content-type", "application/json"),
+                ("retry-after", "7"),
+                ("x-ratelimit-remaining-requests", "0"),
+            ],
+            r#"{"error":{"message":"slow down"}}"#,
+        );
+        let fake = fake_upstream(reply).await;
+        let proxy = start(format!("http://{}/v1", fake.addr), MAX_REQUEST_BYTES).await;
+        let response = must(
+            client()
+                .post(format!("http://{proxy}/v1/chat/completions"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .body("{}")
+                .send()
+                .await,
+        );
+        assert_eq!(response.status(), 429);
+        assert_eq!(response.headers()["retry-after"], "7");
+        assert_eq!(response.headers()["x-ratelimit-remaining-requests"], "0");
+        assert_eq!(must(response.text().await), r#"{"error":{"message":"slow down"}}"#);
+    });
+}
+
+#[test]
+fn a_streamed_reply_is_relayed_as_it_arrives() {
+    run(async {
+        let (feed, chunks) = mpsc::channel(4);
+        let chunks = Arc::new(Mutex::new(Some(chunks)));
+        let reply: Reply = Arc::new(move |_| {
+            let taken = chunks.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let Some(chunks) = taken else { unreachable!("one request only") };
+            let mut response = Response::new(Either::Right(Chunks(chunks)));
+            let event_stream = HeaderValue::from_static("text/event-stream");
+            response.headers_mut().insert(header::CONTENT_TYPE, event_stream);
+            response
+        });
+        let fake = fake_upstream(reply).await;
+        let proxy = start(format!("http://{}/v1", fake.addr), MAX_REQUEST_BYTES).await;
+        must(feed.send(Bytes::from_static(b"data: first\n\n")).await);
+        let mut response = must(
+            client()
+                .post(format!("http://{proxy}/v1/responses"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .body(r#"{"stream":true}"#)
+                .send()
+                .await,
+        );
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        // The upstream has not finished; a proxy that waited for the end
+        // would never hand over this first chunk.
+        let first = tokio::time::timeout(Duration::from_secs(5), response.chunk()).await;
+        assert_eq!(must(must(first)), Some(Bytes::from_static(b"data: first\n\n")));
+        must(feed.send(Bytes::from_static(b"data: second\n\n")).await);
+        drop(feed);
+        let mut rest = Vec::new();
+        while let Some(chunk) = must(response.chunk().await) {
+            rest.extend_from_slice(&chunk);
+        }
+        assert_eq!(rest, b"data: second\n\n");
+    });
+}
+
+#[test]
+fn a_body_over_the_cap_is_413_and_goes_nowhere() {
+    run(async {
+        let fake = fake_upstream(full(200, &[], "{}")).await;
+
+        // The real cap, declared up front: refused before a byte of the body
+        // is read (the test sends none, so a proxy that waited would hang).
+        let upstream =
+            Upstream { base_url: format!("http://{}/v1", fake.addr), api_key: Secret::new(REAL) };
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let proxy = must(Proxy::bind(loopback, upstream, STAND_IN.to_owned()).await);
+        let addr = proxy.local_addr();
+        tokio::spawn(proxy.serve());
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {STAND_IN}\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            MAX_REQUEST_BYTES + 1
+        );
+        let answer = raw(addr, head.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(answer.contains("request_too_large"), "{answer}");
+
+        // A small cap and a chunked body that does not declare its length.
+        let small = start(format!("http://{}/v1", fake.addr), 1024).await;
+        let mut request = format!(
+            "POST /v1/responses HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {STAND_IN}\r\n\
+             transfer-encoding: chunked\r\nconnection: close\r\n\r\n800\r\n"
+        )
+        .into_bytes();
+        request.extend_from_slice(&[b'a'; 0x800]);
+        request.extend_from_slice(b"\r\n0\r\n\r\n");
+        let answer = raw(small, &request).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert_eq!(fake.seen().len(), 0, "an oversized body reached the upstream");
+
+        // Exactly at the cap passes.
+        let response = must(
+            client()
+                .post(format!("http://{small}/v1/responses"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .body(vec![b'a'; 1024])
+                .send()
+                .await,
+        );
+        assert_eq!(response.status(), 200);
+        assert_eq!(fake.seen().len(), 1);
+    });
+}
+
+#[test]
+fn bind_refuses_what_would_open_the_cage() {
+    run(async {
+        let upstream = || Upstream {
+            base_url: "https://api.example/v1".to_owned(),
+            api_key: Secret::new(REAL),
+        };
+        let everywhere = SocketAddr::from(([0, 0, 0, 0], 0));
+        let result = Proxy::bind(everywhere, upstream(), STAND_IN.to_owned()).await;
+        assert!(matches!(result, Err(ProxyError::NotLoopback { .. })));
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let result = Proxy::bind(loopback, upstream(), String::new()).await;
+        assert!(matches!(result, Err(ProxyError::EmptyBodyKey)));
+        let bad = Upstream { api_key: Secret::new("sk\nx"), ..upstream() };
+        let result = Proxy::bind(loopback, bad, STAND_IN.to_owned()).await;
+        assert!(matches!(result, Err(ProxyError::BadKey)));
+        let bad = Upstream { base_url: "ftp://host/v1".to_owned(), ..upstream() };
+        let result = Proxy::bind(loopback, bad, STAND_IN.to_owned()).await;
+        assert!(matches!(result, Err(ProxyError::BadBaseUrl { .. })));
+    });
+}
+
+#[test]
+fn routes_keys_and_hosts() {
+    let routes = [
+        (Method::POST, "/v1/chat/completions", Some("/chat/completions")),
+        (Method::POST, "/v1/responses", Some("/responses")),
+        (Method::GET, "/v1/models", Some("/models")),
+        (Method::GET, "/v1/responses", None),
+        (Method::PUT, "/v1/chat/completions", None),
+        (Method::POST, "/v1//responses", None),
+        (Method::POST, "/V1/responses", None),
+    ];
+    for (method, path, suffix) in routes {
+        assert_eq!(route(&method, path), suffix, "{method} {path}");
+    }
+
+    assert!(same(b"abc", b"abc"));
+    assert!(!same(b"abc", b"abd"));
+    assert!(!same(b"abc", b"ab"));
+    assert!(!same(b"", b"a"));
+
+    let hosts = [
+        ("https://api.openai.com/v1", Some("api.openai.com:443")),
+        ("http://10.0.0.2:8080/v1", Some("10.0.0.2:8080")),
+        ("http://localhost/v1", Some("localhost:80")),
+        ("ftp://host/v1", None),
+        ("host/v1", None),
+    ];
+    for (base, host) in hosts {
+        assert_eq!(host_of(base).as_deref(), host, "{base}");
+    }
+}
+
+#[test]
+fn only_compatible_and_openai_settings_make_an_upstream() {
+    let compatible = "TENERAL_BASE_URL=https://h/v1\nTENERAL_API_KEY=k\nTENERAL_MODEL=m\n";
+    let settings = must(Settings::parse(compatible));
+    let upstream = Upstream::from_settings(&settings);
+    assert_eq!(upstream.as_ref().map(|u| u.base_url.as_str()), Some("https://h/v1"));
+    assert_eq!(upstream.as_ref().map(|u| u.api_key.expose()), Some("k"));
+    let standin = must(Settings::parse("TENERAL_PROVIDER=standin\nTENERAL_API_KEY=k\n"));
+    assert!(Upstream::from_settings(&standin).is_none());
+    let chatgpt = must(Settings::parse("TENERAL_PROVIDER=chatgpt\nTENERAL_MODEL=m\n"));
+    assert!(Upstream::from_settings(&chatgpt).is_none());
+}

@@ -1,0 +1,252 @@
+//! Interpreting the entries of a `.env` as [`Settings`]: defaults, the
+//! rules each provider has, and the refusals with what to write instead.
+//!
+//! Invariant: every refusal here points at the entry's line, or, for a setting
+//! that is missing, says which provider needs it and why.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::parse::{self, Entries, Entry};
+use super::{Protocol, Provider, Secret, Settings, SettingsError, Species, Timing};
+
+const OPENAI_URL: &str = "https://api.openai.com/v1";
+const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
+
+pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
+    let written = entries.get("TENERAL_PROVIDER");
+    let provider = match written.map(|e| e.value) {
+        Some("standin") => Provider::Standin,
+        Some("openai") => Provider::OpenAi,
+        Some("chatgpt") => Provider::ChatGpt,
+        _ => Provider::Compatible,
+    };
+    // The reference reads any other value as compatible; say so when that
+    // leaves something missing, so a misspelt provider is still visible.
+    let because = match written {
+        Some(e) if e.value != "compatible" && provider == Provider::Compatible => format!(
+            " (TENERAL_PROVIDER={} on line {} is not standin, compatible, openai or chatgpt, so it means compatible)",
+            e.value, e.line
+        ),
+        _ => String::new(),
+    };
+    let absent = |name: &'static str, problem: String, fix: &str| SettingsError::Absent {
+        file: entries.file.clone(),
+        name,
+        problem: format!("{problem}{because}"),
+        fix: fix.to_owned(),
+    };
+
+    let protocol = match provider {
+        Provider::Compatible => Protocol::Chat,
+        Provider::OpenAi | Provider::ChatGpt => Protocol::Responses,
+        Provider::Standin => choice(
+            entries,
+            "TENERAL_STANDIN_PROTOCOL",
+            &[("chat", Protocol::Chat), ("responses", Protocol::Responses)],
+            Protocol::Chat,
+        )?,
+    };
+
+    let written_url = match entries.get("TENERAL_BASE_URL") {
+        Some(entry) => Some(base_url(entries, entry)?),
+        None => None,
+    };
+    let base_url = match provider {
+        Provider::Standin => None,
+        Provider::ChatGpt => written_url,
+        Provider::OpenAi => Some(written_url.unwrap_or_else(|| OPENAI_URL.to_owned())),
+        Provider::Compatible => Some(written_url.ok_or_else(|| {
+            absent(
+                "TENERAL_BASE_URL",
+                "the compatible provider needs the endpoint's address".to_owned(),
+                "write e.g. TENERAL_BASE_URL=https://host/v1",
+            )
+        })?),
+    };
+
+    let key = entries.get(parse::SECRET_NAME);
+    let api_key = match (provider, key) {
+        (Provider::ChatGpt, Some(entry)) => {
+            return Err(entries.refuse(
+                parse::SECRET_NAME,
+                entry,
+                "the chatgpt provider signs in instead and must not have a key",
+                "delete this line, or write TENERAL_PROVIDER=openai to use the key",
+            ))
+        }
+        (Provider::Compatible | Provider::OpenAi, None) => {
+            return Err(absent(
+                parse::SECRET_NAME,
+                format!("the {provider} provider needs its key"),
+                "write TENERAL_API_KEY=<your key>, or run `teneralctl setup`",
+            ))
+        }
+        (_, key) => key.map(|entry| Secret(entry.value.to_owned())),
+    };
+
+    let model = match (provider, entries.get("TENERAL_MODEL")) {
+        (_, Some(entry)) => entry.value.to_owned(),
+        (Provider::Standin, None) => "standin".to_owned(),
+        (_, None) => {
+            return Err(absent(
+                "TENERAL_MODEL",
+                format!("the {provider} provider needs the model's name"),
+                "write e.g. TENERAL_MODEL=<a model that supports tool calls>",
+            ))
+        }
+    };
+
+    let reasoning_effort = match entries.get("TENERAL_REASONING_EFFORT") {
+        Some(entry) if EFFORTS.contains(&entry.value) => Some(entry.value.to_owned()),
+        Some(entry) => {
+            return Err(entries.refuse(
+                "TENERAL_REASONING_EFFORT",
+                entry,
+                "not a reasoning effort",
+                "write one of none, minimal, low, medium, high, xhigh, or leave the line out",
+            ))
+        }
+        None => None,
+    };
+
+    let species_choices = [("ask", Species::Ask), ("auto", Species::Auto), ("off", Species::Off)];
+    Ok(Settings {
+        provider,
+        protocol,
+        base_url,
+        api_key,
+        model,
+        reasoning_effort,
+        heartbeat_minutes: number(
+            entries,
+            "TENERAL_HEARTBEAT_MINUTES",
+            30,
+            0,
+            "write e.g. TENERAL_HEARTBEAT_MINUTES=30, or 0 to turn the clock off",
+        )?,
+        context_chars: number(
+            entries,
+            "TENERAL_CONTEXT_CHARS",
+            250_000,
+            1000,
+            "write e.g. TENERAL_CONTEXT_CHARS=250000 (at least 1000)",
+        )?,
+        check_minutes: number(
+            entries,
+            "TENERAL_CHECK_MINUTES",
+            10,
+            0,
+            "write e.g. TENERAL_CHECK_MINUTES=10, or 0 for no limit",
+        )?,
+        smoke_seconds: number(
+            entries,
+            "TENERAL_SMOKE_SECONDS",
+            30,
+            0,
+            "write e.g. TENERAL_SMOKE_SECONDS=30, or 0 for no limit",
+        )?,
+        upstream: entries.get("TENERAL_UPSTREAM").map(|e| e.value.to_owned()),
+        species: choice(entries, "TENERAL_SPECIES", &species_choices, Species::Ask)?,
+        publish: choice(entries, "TENERAL_PUBLISH", &species_choices, Species::Ask)?,
+        standin_script: entries.get("TENERAL_STANDIN_SCRIPT").map(|e| PathBuf::from(e.value)),
+        timing: timing(entries)?,
+    })
+}
+
+fn timing(entries: &Entries<'_>) -> Result<Timing, SettingsError> {
+    let default = Timing::default();
+    let seconds = |name: &'static str, default: Duration, least: u64| {
+        let fix = format!(
+            "write a whole number of seconds, at least {least}, or leave out this knob for tests"
+        );
+        number(entries, name, default.as_secs(), least, &fix).map(Duration::from_secs)
+    };
+    Ok(Timing {
+        ready: seconds("TENERAL_TEST_READY_SECONDS", default.ready, 1)?,
+        first_reply: seconds("TENERAL_TEST_REPLY_SECONDS", default.first_reply, 1)?,
+        stop_grace: seconds("TENERAL_TEST_STOP_GRACE_SECONDS", default.stop_grace, 0)?,
+        backoff_unit: number(
+            entries,
+            "TENERAL_TEST_BACKOFF_MS",
+            1000,
+            0,
+            "write a whole number of milliseconds, or leave out this knob for tests",
+        )
+        .map(Duration::from_millis)?,
+        long_run: seconds("TENERAL_TEST_LONG_RUN_SECONDS", default.long_run, 1)?,
+    })
+}
+
+/// A whole number no smaller than `least`, or `default` when unset.
+fn number<T>(
+    entries: &Entries<'_>,
+    name: &'static str,
+    default: T,
+    least: T,
+    fix: &str,
+) -> Result<T, SettingsError>
+where
+    T: FromStr + PartialOrd + fmt::Display,
+{
+    let Some(entry) = entries.get(name) else {
+        return Ok(default);
+    };
+    let unit = unit_of(name);
+    match entry.value.parse::<T>() {
+        Ok(n) if n >= least => Ok(n),
+        Ok(_) => {
+            Err(entries.refuse(name, entry, &format!("less than {least}, the least allowed"), fix))
+        }
+        Err(_) => Err(entries.refuse(name, entry, &format!("not a whole number of {unit}"), fix)),
+    }
+}
+
+fn unit_of(name: &str) -> &'static str {
+    if name.ends_with("_MINUTES") {
+        "minutes"
+    } else if name.ends_with("_SECONDS") {
+        "seconds"
+    } else if name.ends_with("_MS") {
+        "milliseconds"
+    } else {
+        "characters"
+    }
+}
+
+/// One of a few words, or `default` when unset.
+fn choice<T: Copy>(
+    entries: &Entries<'_>,
+    name: &'static str,
+    options: &[(&str, T)],
+    default: T,
+) -> Result<T, SettingsError> {
+    let Some(entry) = entries.get(name) else {
+        return Ok(default);
+    };
+    if let Some((_, value)) = options.iter().find(|(word, _)| *word == entry.value) {
+        return Ok(*value);
+    }
+    let words: Vec<&str> = options.iter().map(|(word, _)| *word).collect();
+    let fix = format!("write {name}={}, or leave the line out", words.join(" or "));
+    Err(entries.refuse(name, entry, &format!("not one of {}", words.join(", ")), &fix))
+}
+
+/// An `http://` or `https://` address with a host, without trailing slashes.
+fn base_url(entries: &Entries<'_>, entry: Entry<'_>) -> Result<String, SettingsError> {
+    let fix = "write the endpoint's base address, e.g. TENERAL_BASE_URL=https://host/v1";
+    let parsed = reqwest::Url::parse(entry.value).map_err(|e| {
+        entries.refuse("TENERAL_BASE_URL", entry, &format!("not an address ({e})"), fix)
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(entries.refuse(
+            "TENERAL_BASE_URL",
+            entry,
+            "not an http:// or https:// address with a host",
+            fix,
+        ));
+    }
+    Ok(entry.value.trim_end_matches('/').to_owned())
+}

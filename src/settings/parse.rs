@@ -1,0 +1,200 @@
+//! Reading `.env` text into `NAME -> value` entries, before any value is
+//! interpreted.
+//!
+//! Invariants: a known name appears at most once; a value is taken exactly as
+//! written after the first `=` (quotes and trailing comments are refused, not
+//! stripped); a name that looks like one of teneral's but is not exactly a
+//! known one is refused with the nearest known name; every other name is
+//! ignored. The API key's value never appears in a message.
+
+use std::collections::HashMap;
+
+use super::SettingsError;
+
+/// Every name teneral reads from `.env`.
+pub(super) const NAMES: &[&str] = &[
+    "TENERAL_PROVIDER",
+    "TENERAL_BASE_URL",
+    "TENERAL_API_KEY",
+    "TENERAL_MODEL",
+    "TENERAL_REASONING_EFFORT",
+    "TENERAL_HEARTBEAT_MINUTES",
+    "TENERAL_CONTEXT_CHARS",
+    "TENERAL_CHECK_MINUTES",
+    "TENERAL_SMOKE_SECONDS",
+    "TENERAL_UPSTREAM",
+    "TENERAL_SPECIES",
+    "TENERAL_PUBLISH",
+    "TENERAL_STANDIN_PROTOCOL",
+    "TENERAL_STANDIN_SCRIPT",
+    "TENERAL_TEST_READY_SECONDS",
+    "TENERAL_TEST_REPLY_SECONDS",
+    "TENERAL_TEST_STOP_GRACE_SECONDS",
+    "TENERAL_TEST_BACKOFF_MS",
+    "TENERAL_TEST_LONG_RUN_SECONDS",
+];
+
+/// The one name whose value is a secret.
+pub(super) const SECRET_NAME: &str = "TENERAL_API_KEY";
+
+/// One setting as written: its line number and its value (never empty).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry<'a> {
+    pub line: usize,
+    pub value: &'a str,
+}
+
+/// The known settings of one file. A setting written with an empty value is
+/// remembered (so a second line for it is still refused) but reads as unset.
+#[derive(Debug)]
+pub(super) struct Entries<'a> {
+    pub file: String,
+    map: HashMap<&'static str, (usize, &'a str)>,
+}
+
+impl<'a> Entries<'a> {
+    /// The setting, or `None` when it is absent or empty.
+    pub fn get(&self, name: &str) -> Option<Entry<'a>> {
+        match self.map.get(name) {
+            Some(&(line, value)) if !value.is_empty() => Some(Entry { line, value }),
+            _ => None,
+        }
+    }
+
+    /// A refusal of `name`'s value on its line.
+    pub fn refuse(&self, name: &str, entry: Entry<'_>, problem: &str, fix: &str) -> SettingsError {
+        SettingsError::Value {
+            file: self.file.clone(),
+            line: entry.line,
+            shown: shown(name, entry.value),
+            problem: problem.to_owned(),
+            fix: fix.to_owned(),
+        }
+    }
+}
+
+/// Splits `text` into known settings. `file` names the file in messages.
+pub(super) fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError> {
+    let mut entries = Entries { file: file.to_owned(), map: HashMap::new() };
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let start = raw.trim_start();
+        if start.is_empty() || start.starts_with('#') {
+            continue;
+        }
+        let (name, value) = match raw.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (raw, None),
+        };
+        let Some(known) = NAMES.iter().copied().find(|known| *known == name) else {
+            check_foreign(name, line, file)?;
+            continue;
+        };
+        let Some(value) = value else {
+            return Err(SettingsError::Value {
+                file: file.to_owned(),
+                line,
+                shown: known.to_owned(),
+                problem:
+                    "no `=` after the name, and teneral does not take values from its environment"
+                        .to_owned(),
+                fix: format!("write {known}=<value> on this line, or delete it"),
+            });
+        };
+        check_as_written(known, value, line, file)?;
+        if let Some(&(first, _)) = entries.map.get(known) {
+            return Err(SettingsError::Twice { file: file.to_owned(), name: known, first, line });
+        }
+        entries.map.insert(known, (line, value));
+    }
+    Ok(entries)
+}
+
+/// Refuses a name that is not a known one but looks like one of teneral's
+/// (`export TENERAL_MODEL`, `teneral_model`, `TENERAL_MODLE`).
+fn check_foreign(name: &str, line: usize, file: &str) -> Result<(), SettingsError> {
+    let upper = name.to_ascii_uppercase();
+    let Some(at) = upper.find("TENERAL") else {
+        return Ok(());
+    };
+    let candidate = upper[at..].trim();
+    let nearest = nearest(candidate);
+    if candidate == nearest {
+        return Err(SettingsError::Value {
+            file: file.to_owned(),
+            line,
+            shown: name.trim().to_owned(),
+            problem: "not written exactly as the setting's name".to_owned(),
+            fix: format!(
+                "write {nearest}=<value> in capitals, with nothing before the name and no space before ="
+            ),
+        });
+    }
+    Err(SettingsError::Unknown {
+        file: file.to_owned(),
+        line,
+        name: name.trim().to_owned(),
+        nearest,
+    })
+}
+
+/// Refuses a value written with quotes, a trailing comment or spaces around
+/// it: the file is read as written, so any of those would become part of the
+/// value.
+fn check_as_written(name: &str, value: &str, line: usize, file: &str) -> Result<(), SettingsError> {
+    let quoted = value.len() >= 2
+        && ((value.starts_with('"') && value.ends_with('"'))
+            || (value.starts_with('\'') && value.ends_with('\'')));
+    let problem = if quoted {
+        "the value is in quotes"
+    } else if value.contains(" #") || value.contains("\t#") {
+        "a comment follows the value"
+    } else if value.trim() != value {
+        "spaces around the value"
+    } else {
+        return Ok(());
+    };
+    Err(SettingsError::Value {
+        file: file.to_owned(),
+        line,
+        shown: shown(name, value),
+        problem: problem.to_owned(),
+        fix: format!(
+            "values are written without quotes or comments: write {name}=value, \
+             and put a comment on a line of its own starting with #"
+        ),
+    })
+}
+
+/// `NAME=value` as it may appear in a message: the key is hidden and a long
+/// value is cut short.
+pub(super) fn shown(name: &str, value: &str) -> String {
+    if name == SECRET_NAME {
+        return format!("{name}=<redacted>");
+    }
+    const MAX: usize = 80;
+    match value.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{name}={}...", &value[..cut]),
+        None => format!("{name}={value}"),
+    }
+}
+
+/// The known name closest to `candidate` by edit distance.
+pub(super) fn nearest(candidate: &str) -> &'static str {
+    NAMES.iter().copied().min_by_key(|known| distance(candidate, known)).unwrap_or(NAMES[0])
+}
+
+/// Levenshtein distance over bytes (names are ASCII).
+fn distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let replace = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = replace.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
