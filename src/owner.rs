@@ -1,1 +1,155 @@
-//! (being written)
+//! The owner's channel, `.teneral/owner/`: how a line or an interrupt from the
+//! owner reaches the agent (docs/contract.md, section 4).
+//!
+//! This is the writing side, used by the talk clients. Invariants:
+//! - a file appears under its final name only whole: it is written under a
+//!   name starting with a dot (which no reader takes), synced, then renamed,
+//!   and the directory is synced so the rename survives a crash;
+//! - a line always ends in `.txt` and an interrupt is always an empty file
+//!   ending in `.interrupt`, so no text can ever be taken for an interrupt;
+//! - names are `<unix nanos, 20 digits>-<pid>-<8 hex>`, so they sort by the
+//!   time they were written and two clients never pick the same name.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::fsutil::sync_dir;
+
+/// The owner's directory inside an individual.
+pub const OWNER_DIR: &str = ".teneral/owner";
+
+/// What an owner file is, by the end of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A line of text for the agent: `.txt`.
+    Line,
+    /// A request to stop the turn in progress: `.interrupt`, empty.
+    Interrupt,
+}
+
+impl Kind {
+    /// The ending of a file of this kind, dot included.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Kind::Line => ".txt",
+            Kind::Interrupt => ".interrupt",
+        }
+    }
+
+    /// The kind of a file in the owner directory, from its name alone;
+    /// `None` for names no reader takes (a leading dot, another ending).
+    pub fn of(name: &str) -> Option<Kind> {
+        if name.starts_with('.') {
+            return None;
+        }
+        [Kind::Line, Kind::Interrupt]
+            .into_iter()
+            .find(|k| name.strip_suffix(k.extension()).is_some_and(|stem| !stem.is_empty()))
+    }
+}
+
+/// The name of a new owner file: time first, so names sort by time.
+pub fn file_name(unix_nanos: u128, pid: u32, random: u32, kind: Kind) -> String {
+    format!("{unix_nanos:020}-{pid}-{random:08x}{}", kind.extension())
+}
+
+/// The temporary name a file is written under before it is renamed to `name`.
+pub fn temp_name(name: &str) -> String {
+    format!(".{name}.tmp")
+}
+
+/// Writes `text` as a new owner line in `home`; returns the file's name.
+pub fn write_line(home: &Path, text: &str) -> io::Result<String> {
+    write_file(home, Kind::Line, text.as_bytes())
+}
+
+/// Writes a new interrupt in `home`; returns the file's name.
+pub fn write_interrupt(home: &Path) -> io::Result<String> {
+    write_file(home, Kind::Interrupt, b"")
+}
+
+fn write_file(home: &Path, kind: Kind, bytes: &[u8]) -> io::Result<String> {
+    let dir = home.join(OWNER_DIR);
+    fs::create_dir_all(&dir)?;
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let name = file_name(nanos, std::process::id(), random()?, kind);
+    let tmp = dir.join(temp_name(&name));
+    let result = (|| {
+        let mut file = File::create_new(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, dir.join(&name))?;
+        sync_dir(&dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map(|()| name)
+}
+
+/// Four random bytes from the system, for names no two clients share.
+fn random() -> io::Result<u32> {
+    getrandom::u32().map_err(|e| io::Error::other(format!("no random numbers: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_by_time_and_carry_their_kind() {
+        let early = file_name(1_700_000_000_000_000_000, 42, 0xab, Kind::Line);
+        let late = file_name(1_800_000_000_000_000_000, 7, 0x1, Kind::Interrupt);
+        assert_eq!(early, "01700000000000000000-42-000000ab.txt");
+        assert_eq!(late, "01800000000000000000-7-00000001.interrupt");
+        assert!(early < late);
+        // Padding keeps the order across a change in the number of digits.
+        assert!(file_name(999, 1, 0, Kind::Line) < file_name(1000, 1, 0, Kind::Line));
+    }
+
+    #[test]
+    fn kind_of_a_name() {
+        let table = [
+            ("0001-1-00000000.txt", Some(Kind::Line)),
+            ("0001-1-00000000.interrupt", Some(Kind::Interrupt)),
+            (".0001-1-00000000.txt.tmp", None),
+            (".hidden.txt", None),
+            ("note.md", None),
+            (".txt", None),
+            ("x.interrupt.txt", Some(Kind::Line)),
+        ];
+        for (name, want) in table {
+            assert_eq!(Kind::of(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn temp_names_are_never_read() {
+        let name = file_name(5, 1, 2, Kind::Line);
+        assert_eq!(Kind::of(&temp_name(&name)), None);
+    }
+
+    #[test]
+    fn writes_whole_files_and_no_temporaries() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let a = write_line(home.path(), "hello\nthere").unwrap_or_else(|e| unreachable!("{e}"));
+        let b = write_interrupt(home.path()).unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = home.path().join(OWNER_DIR);
+        assert_eq!(fs::read_to_string(dir.join(&a)).unwrap_or_default(), "hello\nthere");
+        assert_eq!(fs::read(dir.join(&b)).map(|v| v.len()).ok(), Some(0));
+        assert_eq!(Kind::of(&a), Some(Kind::Line));
+        assert_eq!(Kind::of(&b), Some(Kind::Interrupt));
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2);
+        assert!(names.iter().all(|n| !n.starts_with('.')));
+        assert!(a < b, "{a} then {b}");
+    }
+}

@@ -1,0 +1,98 @@
+//! The client at a terminal: the last few exchanges, then the conversation
+//! as it is journaled, while each typed line goes to the agent.
+//!
+//! Invariants: one thread prints (this one); typed lines come from a reader
+//! thread and journal changes from the watcher, both through one channel;
+//! `/stop` sends an interrupt only while a turn is in progress and no other
+//! interrupt of this client is unanswered; leaving never stops the agent.
+
+use std::io::{BufRead, Write};
+
+use super::turns::{classify, Activity, Typed, COMMANDS};
+use super::{Client, TalkError, TalkOptions, Wake};
+
+pub(super) fn run<R: BufRead + Send + 'static>(
+    opts: &TalkOptions,
+    input: R,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32, TalkError> {
+    let (mut client, entries) = Client::attach(&opts.home, opts.history, true, out, err)?;
+    for entry in entries {
+        client.print(&entry)?;
+    }
+    client.note_if_not_running(true)?;
+    client.say("[type a line to send it; /help lists the commands, /quit leaves]")?;
+    let tx = client.tx.clone();
+    std::thread::spawn(move || {
+        for line in input.lines() {
+            let wake = match line {
+                Ok(line) => Wake::Line(line),
+                Err(e) => Wake::InputFailed(e),
+            };
+            let failed = matches!(wake, Wake::InputFailed(_));
+            if tx.send(wake).is_err() || failed {
+                return;
+            }
+        }
+        let _ = tx.send(Wake::End);
+    });
+    while let Ok(wake) = client.rx.recv() {
+        match wake {
+            Wake::Journal => client.catch_up()?,
+            Wake::Line(line) => {
+                if !typed(&mut client, &line)? {
+                    break;
+                }
+            }
+            Wake::End => break,
+            Wake::InputFailed(e) => return Err(TalkError::Input(e)),
+        }
+    }
+    client.say("[left; the agent goes on]")?;
+    Ok(0)
+}
+
+/// Acts on one typed line; false when the owner leaves.
+fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
+    match classify(line) {
+        Typed::Empty => {}
+        Typed::Quit => return Ok(false),
+        Typed::Help => {
+            let width = COMMANDS.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+            for (name, what) in COMMANDS {
+                client.print(&format!("  {name:width$}  {what}"))?;
+            }
+            client.print("  Any other line is sent to the agent as its owner's.")?;
+        }
+        Typed::Stop => stop(client)?,
+        Typed::NotYet(command) => {
+            client.say(&format!("{command} is not in this version of the plain client yet"))?;
+        }
+        Typed::Unknown(text) => client.say(&format!(
+            "{text} is not a command and was not sent; /help lists the commands, and a line \
+             that begins with // is sent with one slash"
+        ))?,
+        Typed::Send(text) => {
+            let file = client.send_line(&text)?;
+            client.own.insert(file);
+        }
+    }
+    Ok(true)
+}
+
+/// `/stop`: interrupts the turn in progress, or says why there is none.
+fn stop(client: &mut Client<'_>) -> Result<(), TalkError> {
+    client.catch_up()?;
+    if !client.running() {
+        return client.say("teneral is not running: there is no turn to stop");
+    }
+    if client.activity == Activity::Resting {
+        return client.say("the agent is at rest: there is no turn to stop, nothing was sent");
+    }
+    if client.interrupting {
+        return client.say("an interrupt is already on its way");
+    }
+    client.send_interrupt()?;
+    client.say("[interrupt sent]")
+}
