@@ -1,0 +1,59 @@
+//! The body's only `unsafe` code: stop signals and process groups, via libc.
+//!
+//! Stop signals (SIGTERM from the kernel, SIGINT at a terminal) are blocked in
+//! every thread and taken by one thread with `sigwait`, so no handler runs at
+//! an arbitrary point. Children do not inherit the block: std's spawn clears
+//! the signal mask in the child before it executes.
+
+use std::io;
+
+fn stop_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset fully initialises the set before sigaddset reads
+    // it; both only write the local set, and the signal numbers are valid.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        set
+    }
+}
+
+/// Blocks SIGTERM and SIGINT in this thread and every thread it starts
+/// later. Call it first thing in `main`, before any thread exists.
+pub fn block_stop_signals() -> io::Result<()> {
+    let set = stop_set();
+    // SAFETY: `set` is an initialised sigset_t; a null old-set pointer is
+    // allowed.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
+/// Waits until SIGTERM or SIGINT is pending and takes it; returns its number.
+pub fn wait_stop_signal() -> i32 {
+    let set = stop_set();
+    loop {
+        let mut signal: libc::c_int = 0;
+        // SAFETY: `set` is initialised and `signal` is a valid place to write.
+        let rc = unsafe { libc::sigwait(&set, &mut signal) };
+        if rc == 0 {
+            return signal;
+        }
+    }
+}
+
+/// Kills every process in the group `pgid` at once (SIGKILL).
+pub fn kill_group(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else { return };
+    if pgid > 1 {
+        // SAFETY: kill has no memory effects; a negative pid names the
+        // group, and pgid > 1 keeps it away from "every process" (-1).
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}

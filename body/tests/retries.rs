@@ -1,0 +1,109 @@
+//! Retries of a model request: the schedule, the reasons in the kernel's
+//! log, giving up on an interrupt, and failures not worth retrying.
+//! `TENERAL_TEST_RETRY_SCALE` shortens the waits (0.001: 10 s is 10 ms).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::*;
+
+fn retry_lines(rig: &Rig) -> Vec<String> {
+    rig.kernel_log().lines().filter(|l| l.contains("trying again in")).map(str::to_owned).collect()
+}
+
+#[test]
+fn retries_follow_the_schedule_and_then_answer() {
+    let mut rig = Rig::new(
+        Wire::Chat,
+        &[
+            r#"{"error":{"status":429,"message":"slow down"}}"#,
+            r#"{"error":{"status":503,"message":"busy"}}"#,
+            r#"{"error":{"status":500,"message":"oops"}}"#,
+            r#"{"error":{"status":502,"message":"gateway"}}"#,
+            r#"{"reply":"at last"}"#,
+        ],
+    );
+    rig.set_env("TENERAL_TEST_RETRY_SCALE", "0.001");
+    rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
+    rig.start_ready();
+    rig.say(1, "hello");
+    let journal = rig.wait_turns(1);
+    assert_eq!(of(&journal, "reply").last().unwrap()["text"], "at last", "{}", rig.report());
+    assert_eq!(rig.requests().len(), 5);
+    let lines = retry_lines(&rig);
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    for (line, (wait, reason)) in lines.iter().zip([
+        ("0.010 s", "HTTP 429: slow down"),
+        ("0.060 s", "HTTP 503: busy"),
+        ("0.300 s", "HTTP 500: oops"),
+        ("0.900 s", "HTTP 502: gateway"),
+    ]) {
+        assert!(line.contains(wait) && line.contains(reason), "{line}");
+    }
+    let texts = journal.iter().map(|e| e.to_string()).collect::<String>();
+    assert!(!texts.contains("slow down"), "retries are logged, not journaled");
+}
+
+#[test]
+fn an_interrupt_gives_up_a_turn_waiting_to_retry() {
+    let mut rig = Rig::new(Wire::Responses, &[r#"{"error":{"status":503,"message":"busy"}}"#]);
+    rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
+    rig.start_ready();
+    rig.say(1, "hello");
+    wait_until(WAIT, "the retry to be logged", || {
+        retry_lines(&rig).iter().any(|l| l.contains("in 10.000 s")).then_some(())
+    });
+    let asked = Instant::now();
+    rig.interrupt(2);
+    let journal = rig.wait_for("turn.interrupted", |j| has(j, "turn.interrupted"));
+    assert!(asked.elapsed() < Duration::from_secs(3), "took {:?}", asked.elapsed());
+    assert_eq!(count(&journal, "reply"), 1, "only the seeded reply: {}", rig.report());
+    assert_eq!(rig.requests().len(), 1, "no request after the interrupt");
+}
+
+#[test]
+fn an_unreachable_model_is_tried_again() {
+    let mut rig = Rig::new(Wire::Chat, &[]);
+    rig.set_env("TENERAL_TEST_RETRY_SCALE", "0.001");
+    rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
+    rig.stop_model();
+    rig.start_ready();
+    rig.say(1, "anyone there?");
+    wait_until(WAIT, "three retries", || {
+        let lines = retry_lines(&rig);
+        (lines.len() >= 3 && lines.iter().all(|l| l.contains("could not be reached"))).then_some(())
+    });
+    rig.interrupt(2);
+    let journal = rig.wait_for("turn.interrupted", |j| has(j, "turn.interrupted"));
+    assert_eq!(count(&journal, "reply"), 1, "only the seeded reply: {}", rig.report());
+}
+
+#[test]
+fn a_refused_request_is_told_to_the_owner_in_the_bodys_words() {
+    let mut rig = Rig::new(
+        Wire::Chat,
+        &[
+            r#"{"error":{"status":400,"message":"that model does not exist"}}"#,
+            r#"{"reply":"fine"}"#,
+        ],
+    );
+    rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
+    rig.start_ready();
+    rig.say(1, "hello");
+    let journal = rig.wait_turns(1);
+    let reply = (*of(&journal, "reply").last().unwrap()).clone();
+    assert_eq!(reply["from"], "body", "{}", rig.report());
+    let text = reply["text"].as_str().unwrap();
+    assert!(text.contains("HTTP 400: that model does not exist"), "{text}");
+    assert_eq!(rig.requests().len(), 1, "a refusal is not retried");
+    assert!(retry_lines(&rig).is_empty());
+    // The model later sees it as the body's words, not its own.
+    rig.say(2, "again");
+    rig.wait_turns(2);
+    let request = body_of(&rig.requests()[1]);
+    let messages = request["messages"].as_array().unwrap();
+    let told =
+        messages.iter().find(|m| m["content"].as_str().is_some_and(|c| c.contains("HTTP 400")));
+    assert_eq!(told.unwrap()["role"], "user");
+}
