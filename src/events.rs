@@ -1,1 +1,240 @@
-//! (being written)
+//! The event channel: the only way a body's words reach the journal.
+//!
+//! The kernel listens on a Unix socket made for one run of one generation and
+//! hands its path to the body (docs/contract.md, section 3). Each line the
+//! body sends is checked ([`crate::journal::rules`]), stamped with the
+//! generation's commit, appended and synced, and only then acknowledged. A
+//! refusal writes nothing and tells the body why. An owner line is journaled
+//! only if its file holds exactly the text the body sent, and its file is
+//! removed after the journal has it, so a line is never lost and never taken
+//! in twice.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+
+use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
+use crate::journal::writer::Journal;
+use crate::log;
+use crate::owner::OWNER_DIR;
+
+/// Longest line a body may send.
+pub const MAX_LINE: u64 = 32 * 1024 * 1024;
+
+/// What the supervisor needs to hear of, after the journal has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Ready,
+    Replied,
+    Interrupted,
+    TurnEnded,
+    MutationRequested { candidate: String },
+}
+
+/// The journal, shared by the channel and the supervisor's own events.
+pub type SharedJournal = Arc<Mutex<Journal>>;
+
+/// Appends an event the kernel writes itself, logging a failure.
+pub fn kernel_event(journal: &SharedJournal, commit: &str, kind: &str, fields: Value) {
+    let mut j = journal.lock().unwrap_or_else(|p| p.into_inner());
+    if let Err(e) = j.append_kernel(commit, kind, fields) {
+        log::info(format!("could not journal {kind}: {e}"));
+    }
+}
+
+/// One generation's channel.
+pub struct Channel {
+    pub home: PathBuf,
+    pub commit: String,
+    pub journal: SharedJournal,
+    pub seen: mpsc::UnboundedSender<Seen>,
+}
+
+impl Channel {
+    /// Serves every connection made to `listener` until dropped.
+    pub async fn serve(self, listener: UnixListener) {
+        let this = Arc::new(self);
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let this = Arc::clone(&this);
+                    tokio::spawn(async move { this.connection(stream).await });
+                }
+                Err(e) => {
+                    log::info(format!("event socket: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn connection(&self, stream: UnixStream) {
+        let (read, mut write) = stream.into_split();
+        let mut reader = BufReader::new(read);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = match (&mut reader).take(MAX_LINE + 1).read_until(b'\n', &mut line).await {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+            if n == 0 {
+                return;
+            }
+            let too_long = line.last() != Some(&b'\n') && n as u64 > MAX_LINE;
+            let answer = if too_long {
+                json!({"ok": false, "error": format!("an event is at most {MAX_LINE} bytes; this connection is closed")})
+            } else if line.last() != Some(&b'\n') {
+                // The body closed in the middle of a line: nothing to answer.
+                return;
+            } else {
+                self.take(&line[..line.len() - 1])
+            };
+            let mut out = answer.to_string().into_bytes();
+            out.push(b'\n');
+            if write.write_all(&out).await.is_err() || too_long {
+                return;
+            }
+        }
+    }
+
+    /// Checks, journals and answers one line.
+    fn take(&self, line: &[u8]) -> Value {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return refuse("an event must be UTF-8 JSON".into());
+        };
+        let (event, accepted) = match check_body_event(text) {
+            Ok(ok) => ok,
+            Err(e) => return refuse(e),
+        };
+        match accepted {
+            Accepted::Log { level, text } => {
+                log::agent("body", format!("{level}: {text}"));
+                json!({"ok": true})
+            }
+            Accepted::Journal => self.append(&event, None),
+            Accepted::OwnerLine { file, text } => match self.owner_file(&file, &text) {
+                Ok(path) => self.append(&event, Some(&path)),
+                Err(e) => refuse(e),
+            },
+        }
+    }
+
+    /// The owner file a body names, if it holds exactly `text`.
+    fn owner_file(&self, name: &str, text: &str) -> Result<PathBuf, String> {
+        check_owner_file_name(name)?;
+        let path = self.home.join(OWNER_DIR).join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes == text.as_bytes() => Ok(path),
+            Ok(_) => Err(format!(
+                "owner line {name}: the text sent is not what the owner wrote; send the file's content exactly"
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+                "owner line {name}: there is no such file in {OWNER_DIR} (already taken in?)"
+            )),
+            Err(e) => Err(format!("owner line {name}: {e}")),
+        }
+    }
+
+    fn append(&self, event: &Map<String, Value>, owner_file: Option<&Path>) -> Value {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let result = {
+            let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+            j.append(&self.commit, event)
+        };
+        let seq = match result {
+            Ok(seq) => seq,
+            Err(e) => {
+                log::info(format!("could not journal a {kind} event: {e}"));
+                return refuse(format!("the kernel could not write the journal: {e}"));
+            }
+        };
+        if let Some(path) = owner_file {
+            if let Err(e) = std::fs::remove_file(path) {
+                log::info(format!(
+                    "journaled owner line {} but could not remove it: {e}",
+                    path.display()
+                ));
+            }
+        }
+        self.tell(&kind, event);
+        json!({"ok": true, "seq": seq})
+    }
+
+    fn tell(&self, kind: &str, event: &Map<String, Value>) {
+        let text = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let seen = match kind {
+            "generation.ready" => Some(Seen::Ready),
+            "reply" => {
+                log::agent("reply", first_line(&text("text")));
+                Some(Seen::Replied)
+            }
+            "turn.interrupted" => Some(Seen::Interrupted),
+            "turn.ended" => Some(Seen::TurnEnded),
+            "mutation.requested" => Some(Seen::MutationRequested { candidate: text("candidate") }),
+            "tool.call" => {
+                log::agent("tool", text("name"));
+                None
+            }
+            "reasoning" => {
+                log::agent("thinking", first_line(&text("text")));
+                None
+            }
+            _ => None,
+        };
+        if let Some(seen) = seen {
+            let _ = self.seen.send(seen);
+        }
+    }
+}
+
+fn refuse(error: String) -> Value {
+    json!({"ok": false, "error": error})
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut cut: String = line.chars().take(160).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// Binds a fresh socket for one run at `path`, replacing a stale one.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if path.as_os_str().len() > 107 {
+        return Err(std::io::Error::other(format!(
+            "the event socket path {} is longer than a Unix socket allows (107 bytes); \
+             move the individual to a shorter directory",
+            path.display()
+        )));
+    }
+    let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    UnixListener::bind(path)
+}
+
+/// `teneral serve-events`: the channel of one generation without a
+/// supervisor, so a body can be tested against the kernel's real rules.
+pub async fn serve_alone(socket: &Path, home: &Path, commit: &str) -> std::io::Result<()> {
+    let journal =
+        Journal::open(&home.join(crate::journal::JOURNAL_PATH)).map_err(std::io::Error::other)?;
+    let listener = bind(socket)?;
+    let (seen, mut drain) = mpsc::unbounded_channel();
+    tokio::spawn(async move { while drain.recv().await.is_some() {} });
+    let channel = Channel {
+        home: home.to_owned(),
+        commit: commit.to_owned(),
+        journal: Arc::new(Mutex::new(journal)),
+        seen,
+    };
+    channel.serve(listener).await;
+    Ok(())
+}

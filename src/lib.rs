@@ -4,9 +4,11 @@
 //! thin: they parse arguments and call in here.
 pub mod events;
 pub mod fsutil;
+pub mod generation;
 pub mod journal;
 pub mod lifecycle;
 pub mod lock;
+pub mod log;
 pub mod owner;
 pub mod proxy;
 pub mod repo;

@@ -1,1 +1,273 @@
-//! (being written)
+//! Every child process of the kernel starts here, and is reaped here.
+//!
+//! [`spawn`] clears the environment and passes only what the caller lists,
+//! gives the child an empty stdin, its own process group, and death with the
+//! kernel. [`Child::stop`] sends SIGTERM to the whole group, waits a grace
+//! period, then SIGKILLs the group.
+//!
+//! The kernel is a child subreaper, so orphans of its children become its
+//! own. One reaper ([`start_reaper`]) collects every exit with `waitpid(-1)`
+//! and hands each to the [`Child`] that waits for it; exits of processes the
+//! kernel never started (adopted orphans) are collected and dropped. Nothing
+//! else in the kernel may wait for a child (no `std::process::Child::wait`,
+//! no `tokio::process`), or it would race the reaper.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use rustix::process::{kill_process_group, Pid, Signal, WaitOptions, WaitStatus};
+use tokio::net::unix::pipe;
+use tokio::sync::oneshot;
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit status {c}"),
+            Exit::Signal(s) => write!(f, "killed by signal {s}"),
+        }
+    }
+}
+
+/// Where a child's output goes.
+pub enum Output {
+    Null,
+    /// A pipe the caller reads from [`Child::stdout`] / [`Child::stderr`].
+    Pipe,
+    File(File),
+}
+
+/// What to start.
+pub struct Spec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub cwd: PathBuf,
+    /// The child's whole environment.
+    pub env: Vec<(String, OsString)>,
+    pub stdout: Output,
+    pub stderr: Output,
+}
+
+impl Spec {
+    pub fn new(program: impl Into<PathBuf>, cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            cwd: cwd.into(),
+            env: Vec::new(),
+            stdout: Output::Null,
+            stderr: Output::Null,
+        }
+    }
+
+    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: impl Into<OsString>) -> Self {
+        self.env.push((k.to_owned(), v.into()));
+        self
+    }
+}
+
+/// A started child, in a process group of its own (its pid is the group id).
+pub struct Child {
+    pub pid: u32,
+    exit: Option<oneshot::Receiver<Exit>>,
+    done: Option<Exit>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+}
+
+fn registry() -> &'static Mutex<HashMap<i32, oneshot::Sender<Exit>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<i32, oneshot::Sender<Exit>>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock_registry() -> std::sync::MutexGuard<'static, HashMap<i32, oneshot::Sender<Exit>>> {
+    registry().lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Becomes a child subreaper and starts the task that reaps every child.
+/// Call once, inside the runtime, before the first [`spawn`].
+pub fn start_reaper() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(
+        Pid::from_raw(std::process::id() as i32).ok_or_else(|| io::Error::other("no pid"))?,
+    ))
+    .map_err(io::Error::from)?;
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+    tokio::spawn(async move {
+        loop {
+            reap_all();
+            if sigchld.recv().await.is_none() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Collects every child that has ended and hands each exit to its waiter.
+fn reap_all() {
+    loop {
+        // `wait` is waitpid(-1): any child. (`waitpid(None)` would be waitpid(0),
+        // this process group only, and every child has a group of its own.)
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some((pid, status))) => deliver(pid.as_raw_nonzero().get(), exit_of(status)),
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+fn exit_of(status: WaitStatus) -> Exit {
+    if let Some(sig) = status.terminating_signal() {
+        Exit::Signal(sig)
+    } else {
+        Exit::Code(status.exit_status().unwrap_or(-1))
+    }
+}
+
+fn deliver(pid: i32, exit: Exit) {
+    // An adopted orphan has no waiter; its exit is dropped. A child of ours
+    // is always registered before the reaper can see it (spawn holds the lock).
+    if let Some(tx) = lock_registry().remove(&pid) {
+        let _ = tx.send(exit);
+    }
+}
+
+/// Starts a child as [`Spec`] says. See the module doc for what it gets.
+pub fn spawn(spec: Spec) -> io::Result<Child> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args).current_dir(&spec.cwd).env_clear().stdin(Stdio::null()).process_group(0);
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let want_out = matches!(spec.stdout, Output::Pipe);
+    let want_err = matches!(spec.stderr, Output::Pipe);
+    cmd.stdout(stdio(spec.stdout));
+    cmd.stderr(stdio(spec.stderr));
+    crate::sys::die_with_parent(&mut cmd);
+    let (tx, rx) = oneshot::channel();
+    // Holding the registry while the child starts means the reaper cannot
+    // collect its exit before the waiter is in place.
+    let mut reg = lock_registry();
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    reg.insert(pid as i32, tx);
+    drop(reg);
+    let stdout = if want_out { child.stdout.take().map(receiver).transpose()? } else { None };
+    let stderr = if want_err { child.stderr.take().map(receiver).transpose()? } else { None };
+    Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
+}
+
+fn stdio(out: Output) -> Stdio {
+    match out {
+        Output::Null => Stdio::null(),
+        Output::Pipe => Stdio::piped(),
+        Output::File(f) => Stdio::from(f),
+    }
+}
+
+fn receiver(fd: impl Into<OwnedFd>) -> io::Result<pipe::Receiver> {
+    pipe::Receiver::from_owned_fd(fd.into())
+}
+
+impl Child {
+    /// Waits for the child to end. Cancel-safe: dropping the future before
+    /// the exit arrives loses nothing (`select!` loops rely on that).
+    pub async fn wait(&mut self) -> Exit {
+        if let Some(done) = self.done {
+            return done;
+        }
+        let exit = match self.exit.as_mut() {
+            Some(rx) => rx.await.unwrap_or(Exit::Code(-1)),
+            None => Exit::Code(-1),
+        };
+        self.exit = None;
+        self.done = Some(exit);
+        exit
+    }
+
+    /// Whether it has ended, without waiting.
+    pub fn try_exit(&mut self) -> Option<Exit> {
+        if self.done.is_none() {
+            if let Some(rx) = self.exit.as_mut() {
+                if let Ok(exit) = rx.try_recv() {
+                    self.done = Some(exit);
+                    self.exit = None;
+                }
+            }
+        }
+        self.done
+    }
+
+    /// Sends `sig` to the child's whole process group.
+    pub fn signal(&self, sig: Signal) {
+        if let Some(pgid) = Pid::from_raw(self.pid as i32) {
+            let _ = kill_process_group(pgid, sig);
+        }
+    }
+
+    /// SIGTERM to the group, `grace` to end, then SIGKILL to the group.
+    pub async fn stop(&mut self, grace: Duration) -> Exit {
+        if let Some(exit) = self.try_exit() {
+            self.signal(Signal::KILL);
+            return exit;
+        }
+        self.signal(Signal::TERM);
+        let exit = match tokio::time::timeout(grace, self.wait()).await {
+            Ok(exit) => exit,
+            Err(_) => {
+                self.signal(Signal::KILL);
+                self.wait().await
+            }
+        };
+        // Whatever the child left running in its group goes with it.
+        self.signal(Signal::KILL);
+        exit
+    }
+}
+
+/// Kills the process group of a body that a killed kernel left behind,
+/// when `pid` still runs the same process (its start time matches).
+pub fn kill_leftover(pid: u32, start_time: u64) -> bool {
+    if process_start_time(pid) != Some(start_time) {
+        return false;
+    }
+    if let Some(p) = Pid::from_raw(pid as i32) {
+        let _ = kill_process_group(p, Signal::KILL);
+        let _ = rustix::process::kill_process(p, Signal::KILL);
+        return true;
+    }
+    false
+}
+
+/// The start time of a process in clock ticks since boot (`/proc/<pid>/stat`
+/// field 22), which tells a process from a later one with the same pid.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}

@@ -1,1 +1,105 @@
-//! (being written)
+//! `.teneral/state.json`: what the kernel must know across its own restarts.
+//! Written atomically (fsutil) and only by the kernel.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil::write_atomic;
+
+pub const STATE_PATH: &str = ".teneral/state.json";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// The commit of the current generation.
+    pub generation: Option<String>,
+    /// The generation before it, the one a failure goes back to.
+    #[serde(default)]
+    pub previous: Option<String>,
+    /// The body process of the running generation, so a kernel that was
+    /// killed can have it stopped by the next one.
+    #[serde(default)]
+    pub body: Option<BodyProcess>,
+    /// Why the kernel last stopped by itself, if it did.
+    #[serde(default)]
+    pub stopped: Option<Stopped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BodyProcess {
+    pub pid: u32,
+    /// Start time in clock ticks (`/proc/<pid>/stat`), to tell a reused pid.
+    pub start_time: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub reason: String,
+    pub status: i32,
+    pub at: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error(
+        "{path} is not valid state ({source}); move it aside and start again to begin from HEAD"
+    )]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+impl State {
+    /// Reads the state of the individual at `home`; none yet is the default.
+    pub fn load(home: &Path) -> Result<State, StateError> {
+        let path = home.join(STATE_PATH);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|source| StateError::Parse { path, source })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+            Err(source) => Err(StateError::Read { path, source }),
+        }
+    }
+
+    pub fn save(&self, home: &Path) -> Result<(), StateError> {
+        let path = home.join(STATE_PATH);
+        let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| StateError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes).map_err(|source| StateError::Write { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_default() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(State::load(dir.path()).ok(), Some(State::default()));
+        std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
+        let s = State {
+            generation: Some("a".repeat(40)),
+            previous: None,
+            body: Some(BodyProcess { pid: 7, start_time: 9 }),
+            stopped: None,
+        };
+        s.save(dir.path()).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(State::load(dir.path()).ok(), Some(s));
+    }
+
+    #[test]
+    fn damaged_state_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
+        std::fs::write(dir.path().join(STATE_PATH), "{").unwrap_or_default();
+        let err = State::load(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("move it aside"), "{err}");
+    }
+}

@@ -1,1 +1,82 @@
-fn main() {}
+//! `teneral`: the kernel. `teneral run` supervises an individual.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "teneral",
+    version,
+    about = "The supervisor of an agent that rewrites its own code"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Supervise the individual in DIR (default: the current directory) in the foreground.
+    Run {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Serve the stand-in model on loopback (both wire protocols).
+    Standin {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// The bearer key requests must carry (any non-empty key when not given).
+        #[arg(long)]
+        key: Option<String>,
+        /// A script of replies, tool calls, errors and delays (JSON Lines).
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// Append every request to this file as a JSON line.
+        #[arg(long)]
+        log: Option<PathBuf>,
+    },
+    /// Run the kernel's event channel alone, for testing a body against it.
+    #[command(hide = true)]
+    ServeEvents {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        home: PathBuf,
+        #[arg(long)]
+        commit: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("teneral: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result: anyhow::Result<i32> = runtime.block_on(async {
+        match cli.command {
+            Command::Run { dir } => Ok(teneral::supervisor::run(&dir).await?),
+            Command::Standin { listen, key, script, log } => {
+                teneral::standin::run_cli(listen, teneral::standin::Config { key, script, log })
+                    .await?;
+                Ok(0)
+            }
+            Command::ServeEvents { socket, home, commit } => {
+                teneral::events::serve_alone(&socket, &home, &commit).await?;
+                Ok(0)
+            }
+        }
+    });
+    match result {
+        Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("teneral: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,1 +1,43 @@
-fn main() {}
+//! `teneralctl`: the owner's commands for a running individual.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "teneralctl", version, about = "Talk to and steer a teneral individual")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Attach to the conversation; lines typed or piped go to the agent as its owner's.
+    Talk {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Seconds of journal silence after which a piped line gives up (exit 1).
+        #[arg(long, default_value_t = 300)]
+        wait: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Talk { dir, wait } => teneral::talk::run(teneral::talk::TalkOptions {
+            home: dir,
+            wait: Duration::from_secs(wait),
+            history: 6,
+        }),
+    };
+    match result {
+        Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("teneralctl: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

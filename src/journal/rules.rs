@@ -146,14 +146,14 @@ fn check_field(
     want: Want,
 ) -> Result<(), String> {
     let value = event.get(name);
-    let fits = match (want, value) {
-        (Want::Str, Some(Value::String(_))) => true,
-        (Want::Num, Some(Value::Number(_))) => true,
-        (Want::Any, Some(_)) => true,
-        (Want::OptStr, None | Some(Value::String(_))) => true,
-        (Want::OptBool, None | Some(Value::Bool(_))) => true,
-        _ => false,
-    };
+    let fits = matches!(
+        (want, value),
+        (Want::Str, Some(Value::String(_)))
+            | (Want::Num, Some(Value::Number(_)))
+            | (Want::Any, Some(_))
+            | (Want::OptStr, None | Some(Value::String(_)))
+            | (Want::OptBool, None | Some(Value::Bool(_)))
+    );
     if fits {
         return Ok(());
     }

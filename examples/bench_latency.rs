@@ -1,0 +1,214 @@
+//! Benchmark behind `scripts/bench-latency`: owner line to journal latency,
+//! idle wake-ups and idle memory of the kernel and the seed body.
+//!
+//! It makes a temporary individual holding this repository's body, runs the
+//! release `teneral run` on it with the stand-in model, and measures:
+//! - the time from an owner line's file appearing in `.teneral/owner/` to its
+//!   `owner.line` event in the journal (the body is at rest each time);
+//! - context switches of every thread of the kernel and the body over an idle
+//!   period (each is a wake-up);
+//! - their resident memory when idle.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use inotify::{Inotify, WatchMask};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let lines: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
+    let idle_secs: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(60);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let teneral = root.join("target/release/teneral");
+    if !teneral.exists() {
+        bail!("build the kernel first: cargo build --release --bins");
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-bench").tempdir()?;
+    let home = dir.path();
+    make_individual(&root, home)?;
+
+    let log = std::fs::File::create(home.join("kernel.log"))?;
+    let mut kernel = Command::new(&teneral)
+        .arg("run")
+        .arg("--dir")
+        .arg(home)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    let result = measure(home, lines, idle_secs, kernel.id());
+    let _ = Command::new("kill").arg("-TERM").arg(kernel.id().to_string()).status();
+    let _ = kernel.wait();
+    if result.is_err() {
+        let mut text = String::new();
+        let _ = std::fs::File::open(home.join("kernel.log"))
+            .and_then(|mut f| f.read_to_string(&mut text));
+        eprintln!("kernel log:\n{text}");
+    }
+    result
+}
+
+fn make_individual(root: &Path, home: &Path) -> Result<()> {
+    let status = Command::new("cp").arg("-r").arg(root.join("body")).arg(home).status()?;
+    if !status.success() {
+        bail!("cannot copy body/");
+    }
+    let _ = std::fs::remove_dir_all(home.join("body/target"));
+    std::fs::copy(root.join("BIRTH.md"), home.join("BIRTH.md"))?;
+    std::fs::write(
+        home.join(".gitignore"),
+        "/.teneral\n/.env\n/memory\n/soul\n/inbox\n/kernel.log\n",
+    )?;
+    std::fs::write(home.join(".env"), "TENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=0\n")?;
+    // Reuse the build cache of the tests, if there is one.
+    std::fs::create_dir_all(home.join(".teneral"))?;
+    let cache = root.join("target/test-bodies");
+    std::fs::create_dir_all(&cache)?;
+    std::os::unix::fs::symlink(&cache, home.join(".teneral/target"))?;
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "bench"],
+    ] {
+        let ok = Command::new("git").args(args).current_dir(home).status()?.success();
+        if !ok {
+            bail!("git {args:?} failed");
+        }
+    }
+    Ok(())
+}
+
+fn measure(home: &Path, lines: usize, idle_secs: u64, kernel_pid: u32) -> Result<()> {
+    let journal = home.join("memory/journal.jsonl");
+    let mut watch = JournalWatch::new(home)?;
+    // The birth turn: wait until the agent is at rest.
+    watch.until(Duration::from_secs(600), |text| text.contains(TURN_ENDED))?;
+    let body_pid = body_pid(&journal)?;
+
+    let mut latencies = Vec::with_capacity(lines);
+    for i in 0..lines {
+        let text = format!("bench line {i}");
+        let start = Instant::now();
+        let name = teneral::owner::write_line(home, &text)?;
+        let needle = format!(r#""file":"{name}""#);
+        watch.until(Duration::from_secs(30), |t| t.contains(&needle))?;
+        latencies.push(start.elapsed());
+        // The next line waits until the agent is at rest again.
+        let ended = watch.count(TURN_ENDED) + 1;
+        watch.until(Duration::from_secs(30), |t| t.matches(TURN_ENDED).count() >= ended)?;
+    }
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    println!("owner line -> journal over {lines} lines:");
+    println!("  p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (goal p99 <= 20 ms; the reference polls every 250 ms)",
+        ms(pct(0.50)), ms(pct(0.99)), ms(pct(1.0)));
+
+    std::thread::sleep(Duration::from_secs(1));
+    let k0 = switches(kernel_pid)?;
+    let b0 = switches(body_pid)?;
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let k1 = switches(kernel_pid)?;
+    let b1 = switches(body_pid)?;
+    println!("wake-ups over {idle_secs} s idle (context switches, all threads; goal 0):");
+    println!("  kernel {}, body {}", k1 - k0, b1 - b0);
+    println!("resident memory idle (goals: kernel 10 MB, body 20 MB):");
+    println!("  kernel {:.1} MB, body {:.1} MB", rss_mb(kernel_pid)?, rss_mb(body_pid)?);
+    Ok(())
+}
+
+const TURN_ENDED: &str = r#""type":"turn.ended""#;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The body's pid, from the last `generation.started` event.
+fn body_pid(journal: &Path) -> Result<u32> {
+    let text = std::fs::read_to_string(journal)?;
+    for line in text.lines().rev() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        if v["type"] == "generation.started" {
+            return v["pid"].as_u64().map(|p| p as u32).context("no pid");
+        }
+    }
+    bail!("no generation.started in the journal")
+}
+
+/// Voluntary and involuntary context switches of every thread of `pid`.
+fn switches(pid: u32) -> Result<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let status = std::fs::read_to_string(task?.path().join("status"))?;
+        for line in status.lines() {
+            if line.starts_with("voluntary_ctxt_switches:")
+                || line.starts_with("nonvoluntary_ctxt_switches:")
+            {
+                total +=
+                    line.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn rss_mb(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse::<f64>().ok())
+        .context("no VmRSS")?;
+    Ok(kb / 1024.0)
+}
+
+/// Follows the journal's text, woken by inotify on `memory/`.
+struct JournalWatch {
+    inotify: Inotify,
+    path: PathBuf,
+    text: String,
+}
+
+impl JournalWatch {
+    fn new(home: &Path) -> Result<Self> {
+        let memory = home.join("memory");
+        let end = Instant::now() + Duration::from_secs(600);
+        while !memory.exists() {
+            if Instant::now() > end {
+                bail!("the kernel never made memory/");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let inotify = Inotify::init()?;
+        inotify.watches().add(&memory, WatchMask::MODIFY | WatchMask::CREATE)?;
+        Ok(Self { inotify, path: memory.join("journal.jsonl"), text: String::new() })
+    }
+
+    fn refresh(&mut self) {
+        self.text = std::fs::read_to_string(&self.path).unwrap_or_default();
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.text.matches(needle).count()
+    }
+
+    /// Waits for a change after which `done` holds for the journal's text.
+    fn until(&mut self, timeout: Duration, done: impl Fn(&str) -> bool) -> Result<()> {
+        let end = Instant::now() + timeout;
+        let mut buf = [0u8; 4096];
+        loop {
+            self.refresh();
+            if done(&self.text) {
+                return Ok(());
+            }
+            if Instant::now() > end {
+                bail!("timed out waiting on the journal");
+            }
+            // Blocks until the journal changes.
+            self.inotify.read_events_blocking(&mut buf)?;
+        }
+    }
+}

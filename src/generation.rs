@@ -1,0 +1,211 @@
+//! One generation as the kernel handles it: its body built once per commit,
+//! and started with exactly the contract's environment (docs/contract.md).
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
+
+use crate::log;
+use crate::settings::{Protocol, Provider, Settings};
+use crate::spawn::{self, Child, Output, Spec};
+
+/// Where built bodies are kept, one directory per commit.
+pub const BIN_DIR: &str = ".teneral/bin";
+/// The cargo target directory shared by every generation's build.
+pub const TARGET_DIR: &str = ".teneral/target";
+/// Lines of a body's stderr kept for the message about its failure.
+pub const TAIL_LINES: usize = 40;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot start cargo to build the body of {commit}: {source}; is cargo on PATH?")]
+    Spawn { commit: String, source: std::io::Error },
+    #[error("the body of {commit} does not build ({exit}):\n{tail}")]
+    Failed { commit: String, exit: spawn::Exit, tail: String },
+    #[error("cannot keep the built body at {path}: {source}")]
+    Keep { path: PathBuf, source: std::io::Error },
+}
+
+/// The environment every toolchain command needs, from the kernel's own.
+pub fn toolchain_env() -> Vec<(String, OsString)> {
+    ["PATH", "HOME", "LANG", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN"]
+        .iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| ((*k).to_owned(), v)))
+        .collect()
+}
+
+/// The body binary of `commit`, built from the live checkout if not yet kept.
+pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, BuildError> {
+    let kept = home.join(BIN_DIR).join(commit).join("teneral-body");
+    if kept.is_file() {
+        return Ok(kept);
+    }
+    let target = home.join(TARGET_DIR);
+    let _build_lock = lock_target(&target)
+        .await
+        .map_err(|source| BuildError::Keep { path: target.clone(), source })?;
+    if kept.is_file() {
+        return Ok(kept);
+    }
+    log::info(format!("building the body of {}", short(commit)));
+    let mut spec = Spec::new("cargo", live.join("body"))
+        .arg("build")
+        .arg("--release")
+        .arg("--locked")
+        .env("CARGO_TARGET_DIR", &target);
+    spec.env.extend(toolchain_env());
+    spec.stderr = Output::Pipe;
+    let mut child = spawn::spawn(spec)
+        .map_err(|source| BuildError::Spawn { commit: commit.to_owned(), source })?;
+    let stderr = child.stderr.take();
+    let (exit, tail) = tokio::join!(child.wait(), read_tail(stderr));
+    if !exit.success() {
+        return Err(BuildError::Failed { commit: commit.to_owned(), exit, tail });
+    }
+    let built = target.join("release/teneral-body");
+    let keep = |source| BuildError::Keep { path: kept.clone(), source };
+    if let Some(dir) = kept.parent() {
+        std::fs::create_dir_all(dir).map_err(keep)?;
+    }
+    let tmp = kept.with_extension("tmp");
+    std::fs::copy(&built, &tmp).map_err(keep)?;
+    std::fs::rename(&tmp, &kept).map_err(keep)?;
+    Ok(kept)
+}
+
+/// Holds the target directory for one build and the copy of its result, so
+/// that kernels sharing a cache never copy each other's binary. Contention
+/// is rare (one cache, several individuals), so waiting is a short sleep.
+async fn lock_target(target: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{flock, FlockOperation};
+    std::fs::create_dir_all(target)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(target.join(".teneral-build.lock"))?;
+    while flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(file)
+}
+
+/// What a body is started with, besides its binary.
+pub struct Start<'a> {
+    pub home: &'a Path,
+    pub commit: &'a str,
+    pub events: &'a Path,
+    pub model_url: &'a str,
+    pub body_key: &'a str,
+    pub settings: &'a Settings,
+    pub clock: bool,
+}
+
+/// The body's whole environment: the contract's variables and nothing else.
+pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
+    let provider = match s.settings.provider {
+        Provider::Standin => "standin",
+        Provider::Compatible => "compatible",
+        Provider::OpenAi => "openai",
+        Provider::ChatGpt => "chatgpt",
+    };
+    let protocol = match s.settings.protocol {
+        Protocol::Chat => "chat",
+        Protocol::Responses => "responses",
+    };
+    let mut env: Vec<(String, OsString)> = vec![
+        ("TENERAL_CONTRACT".into(), "1".into()),
+        ("TENERAL_HOME".into(), s.home.into()),
+        ("TENERAL_COMMIT".into(), s.commit.into()),
+        ("TENERAL_EVENTS".into(), s.events.into()),
+        ("TENERAL_PROVIDER".into(), provider.into()),
+        ("TENERAL_PROTOCOL".into(), protocol.into()),
+        ("TENERAL_MODEL_URL".into(), s.model_url.into()),
+        ("TENERAL_MODEL".into(), s.settings.model.clone().into()),
+        ("TENERAL_API_KEY".into(), s.body_key.into()),
+        ("TENERAL_HEARTBEAT_MINUTES".into(), s.settings.heartbeat_minutes.to_string().into()),
+        ("TENERAL_CONTEXT_CHARS".into(), s.settings.context_chars.to_string().into()),
+        ("TENERAL_CLOCK".into(), if s.clock { "on" } else { "off" }.into()),
+    ];
+    if let Some(effort) = &s.settings.reasoning_effort {
+        env.push(("TENERAL_REASONING_EFFORT".into(), effort.into()));
+    }
+    for k in ["PATH", "HOME", "LANG"] {
+        if let Some(v) = std::env::var_os(k) {
+            env.push((k.into(), v));
+        }
+    }
+    env
+}
+
+/// A started body and the tail of what it wrote to stderr.
+pub struct Body {
+    pub child: Child,
+    pub stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// Starts the body binary with the contract's environment, in the
+/// individual's directory; its output goes to the kernel's log.
+pub fn start(binary: &Path, start: &Start<'_>) -> std::io::Result<Body> {
+    let mut spec = Spec::new(binary, start.home);
+    spec.env = environment(start);
+    spec.stdout = Output::Pipe;
+    spec.stderr = Output::Pipe;
+    let mut child = spawn::spawn(spec)?;
+    let tag = format!("body {}", short(start.commit));
+    let stderr_tail = keep_tail(child.stderr.take(), Some(tag.clone()));
+    keep_tail(child.stdout.take(), Some(tag));
+    Ok(Body { child, stderr_tail })
+}
+
+/// Reads lines from `pipe` until it closes, keeping the last [`TAIL_LINES`]
+/// and logging each under `tag` when given.
+fn keep_tail(pipe: Option<pipe::Receiver>, tag: Option<String>) -> Arc<Mutex<VecDeque<String>>> {
+    let tail = Arc::new(Mutex::new(VecDeque::new()));
+    let Some(pipe) = pipe else { return tail };
+    let keep = Arc::clone(&tail);
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(tag) = &tag {
+                log::agent(tag, &line);
+            }
+            let mut t = keep.lock().unwrap_or_else(|p| p.into_inner());
+            if t.len() == TAIL_LINES {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    });
+    tail
+}
+
+/// Reads `pipe` to its end and returns its last [`TAIL_LINES`] lines.
+async fn read_tail(pipe: Option<pipe::Receiver>) -> String {
+    let mut tail = VecDeque::new();
+    if let Some(pipe) = pipe {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if tail.len() == TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }
+    tail.into_iter().collect::<Vec<_>>().join("\n")
+}
+
+/// The kept tail as one text.
+pub fn tail_text(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
+    let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    t.iter().cloned().collect::<Vec<_>>().join("\n")
+}
+
+/// The first seven characters of a commit, as people read them.
+pub fn short(commit: &str) -> &str {
+    commit.get(..7).unwrap_or(commit)
+}
