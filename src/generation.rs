@@ -52,6 +52,8 @@ pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, Bu
         return Ok(kept);
     }
     log::info(format!("building the body of {}", short(commit)));
+    touch_tree(&live.join("body"))
+        .map_err(|source| BuildError::Keep { path: live.join("body"), source })?;
     let mut spec = Spec::new("cargo", live.join("body"))
         .arg("build")
         .arg("--release")
@@ -75,6 +77,27 @@ pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, Bu
     std::fs::copy(&built, &tmp).map_err(keep)?;
     std::fs::rename(&tmp, &kept).map_err(keep)?;
     Ok(kept)
+}
+
+/// Marks every file under `dir` as changed now.
+///
+/// Cargo names a path package's build by its place relative to its own
+/// workspace, so the bodies of two individuals sharing a target directory
+/// share one fingerprint, and cargo decides freshness by modification times.
+/// A body whose files are older than another's last build would be taken as
+/// built. Touching the checkout first makes cargo compare it as new.
+fn touch_tree(dir: &Path) -> std::io::Result<()> {
+    let now = std::time::SystemTime::now();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            touch_tree(&entry.path())?;
+        } else if kind.is_file() {
+            std::fs::File::options().write(true).open(entry.path())?.set_modified(now)?;
+        }
+    }
+    Ok(())
 }
 
 /// Holds the target directory for one build and the copy of its result, so

@@ -20,6 +20,20 @@ pub fn teneralctl() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_teneralctl"))
 }
 
+/// The kernel tests' own body, which keeps the contract and nothing more.
+pub fn fixture_body() -> PathBuf {
+    repo_root().join("tests/fixtures/body")
+}
+
+/// Sets the fixture body's `MODE` in the body under `home`.
+pub fn set_mode(home: &Path, mode: &str) -> std::io::Result<()> {
+    let main = home.join("body/src/main.rs");
+    let text = std::fs::read_to_string(&main)?;
+    let changed =
+        text.replace("const MODE: &str = \"normal\";", &format!("const MODE: &str = \"{mode}\";"));
+    std::fs::write(main, changed)
+}
+
 /// This repository's root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -37,12 +51,23 @@ pub struct Individual {
 }
 
 impl Individual {
-    /// An individual with this repository's seed body and the given stand-in
-    /// script (JSON Lines) and extra `.env` lines.
-    pub fn seed(script: &str, env: &[&str]) -> Result<Self, Box<dyn std::error::Error>> {
+    /// An individual whose body is the kernel tests' fixture body
+    /// (`tests/fixtures/body`), with the given stand-in script (JSON Lines)
+    /// and extra `.env` lines.
+    pub fn new(script: &str, env: &[&str]) -> Result<Self, Box<dyn std::error::Error>> {
+        Self::with_mode("normal", script, env)
+    }
+
+    /// The same, with the fixture body's `MODE` set (see its module doc).
+    pub fn with_mode(
+        mode: &str,
+        script: &str,
+        env: &[&str],
+    ) -> Result<Self, Box<dyn std::error::Error>> {
         let dir = tempfile::Builder::new().prefix("tnl").tempdir()?;
-        copy_tree(&repo_root().join("body"), &dir.path().join("body"))?;
-        std::fs::copy(repo_root().join("BIRTH.md"), dir.path().join("BIRTH.md"))?;
+        copy_tree(&fixture_body(), &dir.path().join("body"))?;
+        set_mode(dir.path(), mode)?;
+        std::fs::write(dir.path().join("BIRTH.md"), "You were just born. Say hello.\n")?;
         let me = Self { dir };
         me.finish(script, env)?;
         Ok(me)
