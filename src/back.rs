@@ -61,7 +61,10 @@ pub enum BackError {
          (systemctl --user stop teneral) and run `teneralctl back` again"
     )]
     NoPid { path: PathBuf, content: String },
-    #[error("cannot send SIGHUP to the kernel (pid {pid}): {source}")]
+    #[error(
+        "cannot send SIGHUP to the kernel (pid {pid}): {source}; nothing was changed. See \
+         whether it runs (systemctl --user status teneral) and run `teneralctl back` again"
+    )]
     Signal { pid: i32, source: io::Error },
     #[error(
         "the kernel (pid {pid}) did not answer within {secs} s, and {what}; see its log \

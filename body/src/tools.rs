@@ -178,7 +178,8 @@ fn request_mutation(env: &ToolEnv, message: &str) -> Outcome {
             ok(format!(
                 "Committed {candidate} in {} and asked the kernel for it. When this turn \
                  ends, this process stops and the kernel checks the commit; its answer (your \
-                 new generation, or which check refused it and why) comes in the conversation.",
+                 new generation, or which check refused it and why) comes in the conversation. \
+                 What you change from now on is not in that commit.",
                 mutate::CANDIDATE
             ))
         }
