@@ -2,9 +2,11 @@
 //!
 //! One module per concept (docs/design.md). The binaries in `src/bin/` are
 //! thin: they parse arguments and call in here.
+pub mod back;
 pub mod events;
 pub mod fsutil;
 pub mod generation;
+pub mod generations;
 pub mod journal;
 pub mod lifecycle;
 pub mod lock;

@@ -98,7 +98,9 @@ impl Conversation {
             | "stimulus"
             | "kernel.notice"
             | "mutation.rejected"
-            | "generation.rolledback" => self.unanswered = true,
+            | "mutation.accepted"
+            | "generation.rolledback"
+            | "generation.sentback" => self.unanswered = true,
             "turn.ended" | "turn.interrupted" => self.unanswered = false,
             _ => {}
         }
@@ -117,9 +119,11 @@ impl Conversation {
             "turn.interrupted" => self.push(Block::User(INTERRUPTED.to_owned())),
             "tool.call" => self.add_call(event),
             "tool.result" => self.add_result(event),
-            "kernel.notice" | "mutation.rejected" | "generation.rolledback" => {
-                self.push(Block::User(kernel_text(kind, event)))
-            }
+            "kernel.notice"
+            | "mutation.rejected"
+            | "mutation.accepted"
+            | "generation.rolledback"
+            | "generation.sentback" => self.push(Block::User(kernel_text(kind, event))),
             _ => {}
         }
     }
@@ -249,10 +253,31 @@ fn stimulus_text(event: &Map<String, Value>) -> String {
     )
 }
 
-/// What the model is shown for an event the kernel wrote.
+/// What the model is shown for an event the kernel wrote: its `text`, else
+/// words for a change of generation, else its fields.
 fn kernel_text(kind: &str, event: &Map<String, Value>) -> String {
     if let Some(text) = event.get("text").and_then(Value::as_str) {
         return format!("[kernel: {kind}] {text}");
+    }
+    let field = |name: &str| event.get(name).and_then(Value::as_str).unwrap_or("?");
+    match kind {
+        "mutation.accepted" => {
+            return format!(
+                "[kernel: mutation.accepted] Your mutation passed every check: you now run {} \
+                 (promoted from {}).",
+                field("to"),
+                field("from")
+            )
+        }
+        "generation.sentback" => {
+            return format!(
+                "[kernel: generation.sentback] Your owner sent you back from {} to {}. You run \
+                 the older code now; your workspace still holds the later one.",
+                field("from"),
+                field("to")
+            )
+        }
+        _ => {}
     }
     let mut rest = event.clone();
     for field in ["type", "ts", "seq", "commit"] {

@@ -21,6 +21,7 @@
 //! | [`tools`] | the tools the model can call |
 //! | [`shell`] | the `bash` tool: a command in its own process group |
 //! | [`inbox`] | envelopes from and to other agents |
+//! | [`mutate`] | committing the workspace to ask for a new generation |
 //! | [`sensors`] | inotify on the owner's directory and the inbox |
 //! | [`clock`] | the heartbeat and the time of day |
 //! | [`cancel`] | how an owner's interrupt reaches the work in progress |
@@ -36,6 +37,7 @@ pub mod http;
 pub mod inbox;
 pub mod journal;
 pub mod model;
+pub mod mutate;
 pub mod prompt;
 pub mod sensors;
 pub mod shell;

@@ -9,6 +9,10 @@
 //! something unanswered in the journal (it stopped mid-turn, or the kernel
 //! wrote to the agent while it was down) answers that first.
 //!
+//! A turn in which the `mutate` tool asked for a new generation is the
+//! last: once it has ended, the body exits with status 75 and the kernel
+//! checks the commit.
+//!
 //! SIGTERM (or SIGINT) stops the body: whatever runs is killed, the event
 //! being written is let finish, and the body exits with status 0.
 
@@ -24,7 +28,7 @@ use teneral_body::config::Config;
 use teneral_body::events::Events;
 use teneral_body::sensors::{self, Wake};
 use teneral_body::turn::Body;
-use teneral_body::{prompt, sys};
+use teneral_body::{mutate, prompt, sys};
 
 fn main() {
     let code = match run() {
@@ -103,6 +107,12 @@ fn run() -> Result<(), (i32, String)> {
         }
         if woke {
             body.run_turn(mark);
+        }
+        if let Some(candidate) = body.mutation() {
+            events
+                .log("info", &format!("mutation to {candidate} requested; exiting for the check"));
+            let _held = events.hold(); // nothing is left half sent
+            std::process::exit(mutate::EXIT);
         }
     }
 }

@@ -18,8 +18,12 @@ in memory/ (other than the journal), derived from the journal.
 you may change, is body/ there (Rust, its own Cargo workspace).
 - .teneral/candidate: your workspace, a clone on branch lineage/local. Edit \
 .teneral/candidate/body there, and run its tests with `cd .teneral/candidate/body \
-&& cargo test`. This body has no tool yet to ask the kernel to run your \
-workspace as a new generation; until it has one, changes stay in the workspace.
+&& cargo test`. To live in what you changed, call mutate with a commit \
+message: it commits the workspace and asks the kernel to run that commit as \
+your next generation. Your process stops when that turn ends; the kernel checks \
+the commit (only body/ and BACKLOG.md may change; the type check, the tests and \
+a smoke run must pass) and its answer comes to you in the conversation. A new \
+generation that fails is rolled back to the one before.
 - BACKLOG.md: known faults and ideas; yours to work from and add to.
 - inbox/: messages from other agents; soul/peers.json lists the inboxes of agents \
 you may write to with the send tool.

@@ -8,14 +8,14 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Map, Value};
 
 use crate::cancel::Cancel;
 use crate::events::{Events, SendError};
 use crate::model::ToolSpec;
-use crate::{clock, inbox, shell};
+use crate::{clock, inbox, mutate, shell};
 
 /// Characters of a file `read_file` returns.
 pub const READ_MAX: usize = 60_000;
@@ -28,6 +28,9 @@ pub struct ToolEnv {
     pub home: PathBuf,
     pub events: Arc<Events>,
     pub cancel: Arc<Cancel>,
+    /// The commit a `mutate` call asked for; the body exits when it is set
+    /// and the turn ends.
+    pub mutation: Arc<OnceLock<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +110,17 @@ pub fn specs() -> Vec<ToolSpec> {
                 &["to", "text"],
             ),
         },
+        ToolSpec {
+            name: "mutate",
+            description: "Commit everything in your workspace (.teneral/candidate) and ask the \
+                kernel to run that commit as your next generation. The kernel checks it when \
+                this turn ends (only body/ and BACKLOG.md may change; the type check, the \
+                tests and a smoke run must pass); its answer comes in the conversation.",
+            parameters: object(
+                json!({"message": string("the commit message: what the change does and why")}),
+                &["message"],
+            ),
+        },
     ]
 }
 
@@ -138,10 +152,42 @@ pub fn run(env: &ToolEnv, name: &str, args: &Map<String, Value>) -> Outcome {
                 }
             }
             "send" => send(&env.home, need("to")?, need("text")?, text("reply_to")),
+            "mutate" => request_mutation(env, need("message")?),
             other => fail(format!("there is no tool named {other:?}")),
         })
     })();
     result.unwrap_or_else(|refusal| refusal)
+}
+
+/// Commits the workspace and asks the kernel for it, once per turn.
+fn request_mutation(env: &ToolEnv, message: &str) -> Outcome {
+    if let Some(asked) = env.mutation.get() {
+        return fail(format!(
+            "a mutation to {asked} is already requested; the kernel checks it when this turn \
+             ends, so end the turn now"
+        ));
+    }
+    let candidate = match mutate::commit(&env.home, message) {
+        Ok(candidate) => candidate,
+        Err(why) => return fail(why),
+    };
+    let event = json!({"type": "mutation.requested", "candidate": candidate});
+    match env.events.send(&event) {
+        Ok(_) => {
+            let _ = env.mutation.set(candidate.clone());
+            ok(format!(
+                "Committed {candidate} in {} and asked the kernel for it. When this turn \
+                 ends, this process stops and the kernel checks the commit; its answer (your \
+                 new generation, or which check refused it and why) comes in the conversation. \
+                 What you change from now on is not in that commit.",
+                mutate::CANDIDATE
+            ))
+        }
+        Err(SendError::Refused(why)) => {
+            fail(format!("committed {candidate}, but the kernel refused the request: {why}"))
+        }
+        Err(e) => fail(e.to_string()),
+    }
 }
 
 fn read_file(path: &Path) -> Outcome {

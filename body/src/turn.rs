@@ -16,7 +16,7 @@ use std::fs;
 use std::io;
 use std::net::Shutdown;
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -46,6 +46,8 @@ pub struct Body {
     pub cancel: Arc<Cancel>,
     pub conversation: Conversation,
     tools: Vec<ToolSpec>,
+    /// Set by the `mutate` tool: the commit asked for.
+    mutation: Arc<OnceLock<String>>,
 }
 
 impl Body {
@@ -53,7 +55,14 @@ impl Body {
     pub fn new(config: Config, events: Arc<Events>, cancel: Arc<Cancel>) -> io::Result<Body> {
         let mut conversation = Conversation::new(config.context_chars.saturating_mul(2));
         journal::read(&config.home, |event| conversation.add(event))?;
-        Ok(Body { config, events, cancel, conversation, tools: tools::specs() })
+        let mutation = Arc::new(OnceLock::new());
+        Ok(Body { config, events, cancel, conversation, tools: tools::specs(), mutation })
+    }
+
+    /// The commit a `mutate` call asked for, if one did: the body must exit
+    /// with [`crate::mutate::EXIT`] once the turn has ended.
+    pub fn mutation(&self) -> Option<&str> {
+        self.mutation.get().map(String::as_str)
     }
 
     fn home(&self) -> &Path {
@@ -306,6 +315,7 @@ impl Body {
             home: self.config.home.clone(),
             events: Arc::clone(&self.events),
             cancel: Arc::clone(&self.cancel),
+            mutation: Arc::clone(&self.mutation),
         };
         let name = call.name.clone();
         thread::spawn(move || drop(tx.send(Some(tools::run(&env, &name, &args)))));

@@ -8,6 +8,7 @@ mod basics;
 mod context;
 mod inbox;
 mod interrupts;
+mod mutate;
 mod retries;
 mod shapes;
 mod tools;

@@ -121,6 +121,28 @@ fn old_names_are_read_as_new_and_a_torn_last_line_is_passed_over() {
 }
 
 #[test]
+fn a_promotion_and_a_send_back_are_told_as_kernel_messages_to_answer() {
+    let (from, to) = ("a".repeat(40), "b".repeat(40));
+    let table = [
+        ("mutation.accepted", "passed every check: you now run bbbb", "(promoted from aaaa"),
+        ("generation.sentback", "Your owner sent you back from aaaa", "to bbbb"),
+    ];
+    for (kind, says, also) in table {
+        let mut c = Conversation::new(1_000_000);
+        let done = json!({"type": "turn.ended"});
+        c.add(done.as_object().unwrap());
+        assert!(!c.unanswered);
+        let event = json!({"type": kind, "ts": "t", "seq": 9, "commit": "c", "from": from, "to": to, "by": "owner"});
+        c.add(event.as_object().unwrap());
+        assert!(c.unanswered, "{kind} waits for an answer");
+        let items = c.items(10_000, 0).unwrap();
+        let Some(Item::User(text)) = items.last() else { panic!("{items:?}") };
+        assert!(text.starts_with(&format!("[kernel: {kind}] ")), "{text}");
+        assert!(text.contains(says) && text.contains(also), "{text}");
+    }
+}
+
+#[test]
 fn older_turns_give_way_to_fit_the_budget() {
     let mut rig = Rig::new(Wire::Chat, &[r#"{"reply":"ok"}"#]);
     let mut seeded = Vec::new();

@@ -173,6 +173,7 @@ fn env(home: &Path) -> (ToolEnv, UnixStream) {
         home: home.to_owned(),
         events: Arc::new(Events::over(ours).unwrap()),
         cancel: Arc::new(Cancel::new()),
+        mutation: Arc::default(),
     };
     (env, theirs)
 }

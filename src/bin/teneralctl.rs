@@ -22,6 +22,20 @@ enum Command {
         #[arg(long, default_value_t = 300)]
         wait: u64,
     },
+    /// Send the agent back to the generation before the current one, or to COMMIT.
+    Back {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// An earlier generation's commit: 7 or more of its hex digits.
+        #[arg(conflicts_with = "list")]
+        commit: Option<String>,
+        /// List the generations, oldest first: when each became ready, its replies, the current one.
+        #[arg(long)]
+        list: bool,
+        /// Seconds to wait for a running kernel to make the change.
+        #[arg(long, default_value_t = teneral::back::ANSWER_WAIT.as_secs())]
+        wait: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -32,6 +46,15 @@ fn main() -> ExitCode {
             wait: Duration::from_secs(wait),
             history: 6,
         }),
+        Command::Back { dir, commit, list, wait } => {
+            let options = teneral::back::BackOptions {
+                home: dir,
+                target: commit,
+                list,
+                wait: Duration::from_secs(wait),
+            };
+            teneral::back::run(&options, &mut std::io::stdout().lock()).map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(1)),

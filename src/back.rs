@@ -1,0 +1,294 @@
+//! `teneralctl back`: the owner sends the agent back to an earlier
+//! generation. The rules are [`crate::generations`]'s; this is the I/O.
+//!
+//! - `--list` prints the generations of the journal, oldest first.
+//! - With no kernel running, `back` takes the individual's lock itself for
+//!   the change, writes `.teneral/state.json` (the target, no step back) and
+//!   journals `generation.sentback` stamped with the generation it leaves.
+//!   The agent stays down.
+//! - With a kernel running, `back` writes its request to [`BACK_REQUEST`]
+//!   and sends the kernel SIGHUP; the kernel stops the body, switches,
+//!   journals `generation.sentback` and starts the target. `back` waits for
+//!   that event. A request the kernel has not taken when the wait ends is
+//!   withdrawn, so it never acts later by surprise.
+//!
+//! The kernel takes a request with [`read_request`], which claims the file
+//! by renaming it: of the kernel taking it and `back` withdrawing it, exactly
+//! one wins.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::generations::{self, Lineage, Refusal};
+use crate::journal::writer::{Journal, JournalError};
+use crate::journal::{parse_line, Event, JOURNAL_PATH};
+use crate::lock::{self, LockError, LOCK_PATH};
+use crate::repo::{self, RepoError};
+use crate::state::{State, StateError};
+use crate::talk::{follow, Wake};
+
+/// Where `back` leaves its request for a running kernel: `{"to": commit}`.
+pub const BACK_REQUEST: &str = ".teneral/requests/back.json";
+/// How long `back` waits for a running kernel to answer, unless told.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackError {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Lock(LockError),
+    #[error(
+        "a kernel started while `teneralctl back` was at work; nothing was changed, run it again"
+    )]
+    KernelStarted,
+    #[error("cannot {what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: io::Error },
+    #[error(
+        "a kernel runs, but {path} holds {content:?}, not its pid; stop it \
+         (systemctl --user stop teneral) and run `teneralctl back` again"
+    )]
+    NoPid { path: PathBuf, content: String },
+    #[error(
+        "cannot send SIGHUP to the kernel (pid {pid}): {source}; nothing was changed. See \
+         whether it runs (systemctl --user status teneral) and run `teneralctl back` again"
+    )]
+    Signal { pid: i32, source: io::Error },
+    #[error(
+        "the kernel (pid {pid}) did not answer within {secs} s, and {what}; see its log \
+         (journalctl --user -u teneral)"
+    )]
+    NoAnswer { pid: i32, secs: u64, what: &'static str },
+    #[error(
+        "the kernel stopped before it answered; nothing was changed, run `teneralctl back` again"
+    )]
+    KernelGone,
+    #[error("ignored the send-back request {path}: {why}; `teneralctl back` writes it")]
+    BadRequest { path: PathBuf, why: String },
+}
+
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BackError {
+    let path = path.to_owned();
+    move |source| BackError::Io { what, path, source }
+}
+
+/// What the owner asked for.
+#[derive(Debug, Clone)]
+pub struct BackOptions {
+    /// The individual's directory.
+    pub home: PathBuf,
+    /// A commit (7 or more hex digits); `None` for the generation before.
+    pub target: Option<String>,
+    /// Only list the generations.
+    pub list: bool,
+    /// How long to wait for a running kernel's answer.
+    pub wait: Duration,
+}
+
+/// Runs `teneralctl back`, printing to `out`; the exit status.
+pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError> {
+    let home = &options.home;
+    let print = |out: &mut dyn Write, text: &str| {
+        writeln!(out, "{text}").map_err(io_err("write to", Path::new("stdout")))
+    };
+    if options.list {
+        let lineage = lineage(home)?;
+        if lineage.generations().is_empty() {
+            print(out, "no generation in the journal yet")?;
+        }
+        for line in list_lines(&lineage) {
+            print(out, &line)?;
+        }
+        return Ok(0);
+    }
+    let target = options.target.as_deref();
+    if lock::is_held(home) {
+        let (from, to) = choose(home, target)?;
+        let event = ask_kernel(home, &to, options.wait)?;
+        let from = if event.text("from").is_empty() { from } else { event.text("from").to_owned() };
+        let text = format!(
+            "sent back from {} to {}: the kernel stopped the agent and started it on {}",
+            from,
+            to,
+            generations::short(&to)
+        );
+        print(out, &text)?;
+        return Ok(0);
+    }
+    if !home.join(JOURNAL_PATH).is_file() {
+        return Err(Refusal::NoGeneration.into()); // and no lock file is made in a wrong --dir
+    }
+    let _lock = lock::acquire(home).map_err(|e| match e {
+        LockError::Held { .. } => BackError::KernelStarted,
+        other => BackError::Lock(other),
+    })?;
+    let (from, to) = choose(home, target)?;
+    let mut state = State::load(home)?;
+    state.generation = Some(to.clone());
+    state.previous = None;
+    state.save(home)?;
+    let mut journal = Journal::open(&home.join(JOURNAL_PATH))?;
+    let fields = json!({"from": from, "to": to, "by": "owner"});
+    journal.append_kernel(&from, "generation.sentback", fields)?;
+    let text = format!(
+        "sent back from {from} to {to}. The agent was down and stays down; it starts on {} \
+         at the next start (systemctl --user start teneral, or teneral run)",
+        generations::short(&to)
+    );
+    print(out, &text)?;
+    Ok(0)
+}
+
+/// The generations of the journal of `home`, read line by line.
+pub fn lineage(home: &Path) -> Result<Lineage, BackError> {
+    let path = home.join(JOURNAL_PATH);
+    let mut lineage = Lineage::new();
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(lineage),
+        Err(e) => return Err(io_err("read the journal", &path)(e)),
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(io_err("read the journal", &path))?;
+        if n == 0 {
+            return Ok(lineage);
+        }
+        if let Some(event) = parse_line(&line) {
+            lineage.take(&event);
+        }
+    }
+}
+
+/// The current commit and the one to go to, both whole.
+fn choose(home: &Path, target: Option<&str>) -> Result<(String, String), BackError> {
+    let lineage = lineage(home)?;
+    let git = repo::open(home)?;
+    let to = lineage.choose(target, |c| repo::commit_id(&git, home, c).is_ok())?;
+    let from = lineage.current().map(|g| g.commit.clone()).unwrap_or_default();
+    Ok((from, to.commit.clone()))
+}
+
+/// One line per generation, oldest first: its commit, when it became
+/// ready, its replies, and a mark on the current one.
+pub fn list_lines(lineage: &Lineage) -> Vec<String> {
+    let current = lineage.current().map(|g| g.commit.as_str());
+    let when = |ts: &str| match (ts.get(..10), ts.get(11..19)) {
+        (Some(day), Some(time)) => format!("ready {day} {time} UTC"),
+        _ => format!("ready {ts}"),
+    };
+    lineage
+        .generations()
+        .iter()
+        .map(|g| {
+            let ready = g.ready_at.as_deref().map_or("never ready".to_owned(), when);
+            let word = if g.replies == 1 { "reply" } else { "replies" };
+            let mark = if Some(g.commit.as_str()) == current { "  (current)" } else { "" };
+            format!("{}  {ready:<29}  {} {word}{mark}", g.short(), g.replies)
+        })
+        .collect()
+}
+
+/// Leaves the request for the running kernel, signals it and waits for the
+/// journal to say it is done; the `generation.sentback` event.
+fn ask_kernel(home: &Path, to: &str, wait: Duration) -> Result<Event, BackError> {
+    let lock_path = home.join(LOCK_PATH);
+    let content = fs::read_to_string(&lock_path).map_err(io_err("read", &lock_path))?;
+    let pid = content.trim().parse::<i32>().ok().and_then(rustix::process::Pid::from_raw);
+    let Some(pid) = pid else {
+        return Err(BackError::NoPid { path: lock_path, content });
+    };
+    let (tx, rx) = mpsc::channel::<Wake>();
+    let pending = Arc::new(AtomicBool::new(false));
+    let memory = home.join("memory");
+    follow::watch(home, tx, Arc::clone(&pending)).map_err(io_err("watch", &memory))?;
+    let journal = home.join(JOURNAL_PATH);
+    let start = fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+    let mut tail = follow::Tail::at(journal.clone(), start);
+
+    let request = home.join(BACK_REQUEST);
+    if let Some(dir) = request.parent() {
+        fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    }
+    let body = json!({"to": to}).to_string();
+    crate::fsutil::write_atomic(&request, body.as_bytes()).map_err(io_err("write", &request))?;
+    let raw = pid.as_raw_nonzero().get();
+    if let Err(e) = rustix::process::kill_process(pid, rustix::process::Signal::HUP) {
+        let _ = fs::remove_file(&request);
+        return Err(BackError::Signal { pid: raw, source: e.into() });
+    }
+
+    let deadline = Instant::now() + wait;
+    loop {
+        pending.store(false, Ordering::Release);
+        for event in tail.read_new().map_err(io_err("read the journal", &journal))? {
+            if event.kind == "generation.sentback" && event.text("to") == to {
+                return Ok(event);
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if !lock::is_held(home) {
+            withdraw(&request);
+            return Err(BackError::KernelGone);
+        }
+        // Woken by the journal; at least once a second to see the kernel is alive.
+        match rx.recv_timeout(left.min(Duration::from_secs(1))) {
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+        }
+    }
+    let what = if withdraw(&request) {
+        "it had not taken the request: it is withdrawn and nothing was changed"
+    } else {
+        "it took the request but has not journaled the change yet: \
+         `teneralctl back --list` shows where the agent is"
+    };
+    Err(BackError::NoAnswer { pid: raw, secs: wait.as_secs(), what })
+}
+
+/// Removes a request the kernel has not taken; true when it was still there.
+fn withdraw(request: &Path) -> bool {
+    fs::remove_file(request).is_ok()
+}
+
+/// For the kernel: the commit the owner's request asks for, if one waits.
+/// The request is claimed (renamed) first and then removed, so `back`
+/// cannot withdraw it half read. The commit is 40 hex digits; whether it may
+/// be gone to is for the kernel to check ([`Lineage::choose`]).
+pub fn read_request(home: &Path) -> Result<Option<String>, BackError> {
+    let path = home.join(BACK_REQUEST);
+    let taken = path.with_extension(format!("taken-{}", std::process::id()));
+    match fs::rename(&path, &taken) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("take", &path)(e)),
+    }
+    let bytes = fs::read(&taken).map_err(io_err("read", &taken));
+    let _ = fs::remove_file(&taken);
+    let bad = |why: &str| BackError::BadRequest { path: path.clone(), why: why.to_owned() };
+    let value: Value = serde_json::from_slice(&bytes?).map_err(|e| bad(&e.to_string()))?;
+    let to = value.get("to").and_then(Value::as_str).unwrap_or_default();
+    if to.len() != 40 || !to.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad("\"to\" is not a commit of 40 hex digits"));
+    }
+    Ok(Some(to.to_ascii_lowercase()))
+}
