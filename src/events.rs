@@ -29,6 +29,7 @@ pub const MAX_LINE: u64 = 32 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
     Ready,
+    OwnerLine,
     Replied,
     Interrupted,
     TurnEnded,
@@ -169,6 +170,7 @@ impl Channel {
         let text = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         let seen = match kind {
             "generation.ready" => Some(Seen::Ready),
+            "owner.line" => Some(Seen::OwnerLine),
             "reply" => {
                 log::agent("reply", first_line(&text("text")));
                 Some(Seen::Replied)

@@ -38,8 +38,15 @@ pub fn toolchain_env() -> Vec<(String, OsString)> {
         .collect()
 }
 
-/// The body binary of `commit`, built from the live checkout if not yet kept.
-pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, BuildError> {
+/// The body binary of `commit`, built from `checkout` if not yet kept.
+/// `offline` keeps cargo from the network (the gate's build).
+pub async fn build(
+    home: &Path,
+    checkout: &Path,
+    commit: &str,
+    offline: bool,
+) -> Result<PathBuf, BuildError> {
+    let live = checkout;
     let kept = home.join(BIN_DIR).join(commit).join("teneral-body");
     if kept.is_file() {
         return Ok(kept);
@@ -59,6 +66,9 @@ pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, Bu
         .arg("--release")
         .arg("--locked")
         .env("CARGO_TARGET_DIR", &target);
+    if offline {
+        spec.args.push("--offline".into());
+    }
     spec.env.extend(toolchain_env());
     spec.stderr = Output::Pipe;
     let mut child = spawn::spawn(spec)
@@ -86,12 +96,12 @@ pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, Bu
 /// share one fingerprint, and cargo decides freshness by modification times.
 /// A body whose files are older than another's last build would be taken as
 /// built. Touching the checkout first makes cargo compare it as new.
-fn touch_tree(dir: &Path) -> std::io::Result<()> {
+pub fn touch_tree(dir: &Path) -> std::io::Result<()> {
     let now = std::time::SystemTime::now();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let kind = entry.file_type()?;
-        if kind.is_dir() {
+        if kind.is_dir() && entry.file_name() != ".git" {
             touch_tree(&entry.path())?;
         } else if kind.is_file() {
             std::fs::File::options().write(true).open(entry.path())?.set_modified(now)?;

@@ -5,6 +5,7 @@
 pub mod back;
 pub mod events;
 pub mod fsutil;
+pub mod gate;
 pub mod generation;
 pub mod generations;
 pub mod journal;

@@ -73,35 +73,125 @@ pub fn ensure_lineage(repo: &Repository, home: &Path, at: Oid) -> Result<(), Rep
 /// Makes `.teneral/live` hold exactly `commit`, nothing more.
 pub fn reset_live(repo: &Repository, home: &Path, commit: Oid) -> Result<PathBuf, RepoError> {
     let live = home.join(LIVE_DIR);
-    let live_repo = match Repository::open(&live) {
+    checkout_at(repo, &live, commit)?;
+    Ok(live)
+}
+
+/// Makes `dir` a checkout of exactly `commit` whose objects are the main
+/// repository's (through `objects/info/alternates`, so nothing is copied):
+/// HEAD detached at the commit, every other file removed.
+pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), RepoError> {
+    let checkout = match Repository::open(dir) {
         Ok(r) => r,
         Err(_) => {
-            let _ = std::fs::remove_dir_all(&live);
-            Repository::init(&live).map_err(git("init live checkout", &live))?
+            let _ = std::fs::remove_dir_all(dir);
+            Repository::init(dir).map_err(git("init a checkout", dir))?
         }
     };
-    // Objects come from the main repository. Written every time, so a moved
-    // individual directory mends itself at the next start.
+    // Written every time, so a moved individual directory mends itself.
     let objects = repo.commondir().join("objects");
-    let alternates = live_repo.path().join("objects/info/alternates");
+    let alternates = checkout.path().join("objects/info/alternates");
     let io = |what, path: &Path| {
         let path = path.to_owned();
         move |source| RepoError::Io { what, path, source }
     };
-    if let Some(dir) = alternates.parent() {
-        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+    if let Some(parent) = alternates.parent() {
+        std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
     }
     let line = format!("{}\n", objects.display());
     crate::fsutil::write_atomic(&alternates, line.as_bytes())
         .map_err(io("cannot write", &alternates))?;
     // Reopen so libgit2 reads the alternates just written.
-    let live_repo = Repository::open(&live).map_err(git("open live checkout", &live))?;
-    live_repo.find_commit(commit).map_err(git("find generation commit", &live))?;
-    live_repo.set_head_detached(commit).map_err(git("detach HEAD", &live))?;
-    let mut checkout = CheckoutBuilder::new();
-    checkout.force().remove_untracked(true).remove_ignored(true);
-    live_repo.checkout_head(Some(&mut checkout)).map_err(git("check out generation", &live))?;
-    Ok(live)
+    let checkout = Repository::open(dir).map_err(git("open a checkout", dir))?;
+    checkout.find_commit(commit).map_err(git("find the commit", dir))?;
+    checkout.set_head_detached(commit).map_err(git("detach HEAD", dir))?;
+    let mut opts = CheckoutBuilder::new();
+    opts.force().remove_untracked(true).remove_ignored(true);
+    checkout.checkout_head(Some(&mut opts)).map_err(git("check out", dir))?;
+    Ok(())
+}
+
+/// Brings the objects of `candidate` from the agent's workspace into the
+/// main repository. Only objects move: the workspace's refs are fetched into
+/// `refs/teneral/workspace/` of the main repository, and libgit2 runs no
+/// hook and reads no configuration of the workspace's for that.
+pub fn fetch_candidate(repo: &Repository, home: &Path, candidate: &str) -> Result<Oid, RepoError> {
+    let workspace = home.join(CANDIDATE_DIR);
+    let url = workspace.to_string_lossy().into_owned();
+    let mut remote = repo.remote_anonymous(&url).map_err(git("open the workspace", &workspace))?;
+    remote
+        .fetch(&["+refs/heads/*:refs/teneral/workspace/*"], None, None)
+        .map_err(git("fetch from the workspace", &workspace))?;
+    commit_id(repo, home, candidate)
+}
+
+/// The paths that differ between the trees of `from` and `to`.
+pub fn changed_paths(
+    repo: &Repository,
+    home: &Path,
+    from: Oid,
+    to: Oid,
+) -> Result<Vec<String>, RepoError> {
+    let tree =
+        |oid: Oid| repo.find_commit(oid).and_then(|c| c.tree()).map_err(git("read a tree", home));
+    let (old, new) = (tree(from)?, tree(to)?);
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(git("diff", home))?;
+    let mut paths = Vec::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(p) = file.path().map(|p| p.to_string_lossy().into_owned()) {
+                if !paths.contains(&p) {
+                    paths.push(p);
+                }
+            }
+        }
+    }
+    Ok(paths)
+}
+
+/// Every entry under `body/` in `commit`, with its git file mode.
+pub fn body_entries(
+    repo: &Repository,
+    home: &Path,
+    commit: Oid,
+) -> Result<Vec<(String, i32)>, RepoError> {
+    let tree = repo.find_commit(commit).and_then(|c| c.tree()).map_err(git("read a tree", home))?;
+    let Some(body) = tree.get_name("body") else { return Ok(Vec::new()) };
+    let body =
+        body.to_object(repo).and_then(|o| o.peel_to_tree()).map_err(git("read body/", home))?;
+    let mut entries = Vec::new();
+    body.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        let name = entry.name().unwrap_or("?");
+        entries.push((format!("body/{dir}{name}"), entry.filemode()));
+        git2::TreeWalkResult::Ok
+    })
+    .map_err(git("walk body/", home))?;
+    Ok(entries)
+}
+
+/// The tree ids a check's verdict depends on: `(kernel, body)` where the
+/// kernel's is the whole tree without `body/` and `BACKLOG.md`.
+pub fn tree_ids(
+    repo: &Repository,
+    home: &Path,
+    commit: Oid,
+) -> Result<(String, String), RepoError> {
+    let tree = repo.find_commit(commit).and_then(|c| c.tree()).map_err(git("read a tree", home))?;
+    let body = tree.get_name("body").map(|e| e.id().to_string()).unwrap_or_default();
+    let mut builder = repo.treebuilder(Some(&tree)).map_err(git("read a tree", home))?;
+    for name in ["body", "BACKLOG.md"] {
+        if builder.get(name).ok().flatten().is_some() {
+            builder.remove(name).map_err(git("read a tree", home))?;
+        }
+    }
+    let kernel = builder.write().map_err(git("write a tree", home))?;
+    Ok((kernel.to_string(), body))
+}
+
+/// Points `lineage/local` of the main repository at `commit`.
+pub fn move_lineage(repo: &Repository, home: &Path, commit: Oid) -> Result<(), RepoError> {
+    let target = repo.find_commit(commit).map_err(git("find commit", home))?;
+    repo.branch(LINEAGE_BRANCH, &target, true).map(|_| ()).map_err(git("move lineage/local", home))
 }
 
 /// Makes the agent's workspace if it is not there: a clone of the main

@@ -72,6 +72,9 @@ pub struct Timing {
     pub backoff_unit: Duration,
     /// A generation that ran this long is no longer counted as crashing early.
     pub long_run: Duration,
+    /// A limit for one gate check in seconds, in place of the minutes of
+    /// `TENERAL_CHECK_MINUTES`.
+    pub check_limit: Option<Duration>,
 }
 
 impl Default for Timing {
@@ -82,6 +85,7 @@ impl Default for Timing {
             stop_grace: Duration::from_secs(5),
             backoff_unit: Duration::from_secs(1),
             long_run: Duration::from_secs(3600),
+            check_limit: None,
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct Settings {
     /// The stand-in model's script as written; a relative path is taken from
     /// the individual's directory.
     pub standin_script: Option<PathBuf>,
+    /// For `standin`: append every request the stand-in gets to this file.
+    pub standin_log: Option<PathBuf>,
     pub timing: Timing,
 }
 

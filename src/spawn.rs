@@ -249,6 +249,16 @@ impl Child {
     }
 }
 
+impl Drop for Child {
+    /// A child dropped before it ended (its waiter was cancelled, say by the
+    /// kernel being asked to stop during a check) is killed with its group.
+    fn drop(&mut self) {
+        if self.try_exit().is_none() {
+            self.signal(Signal::KILL);
+        }
+    }
+}
+
 /// Kills the process group of a body that a killed kernel left behind,
 /// when `pid` still runs the same process (its start time matches).
 pub fn kill_leftover(pid: u32, start_time: u64) -> bool {

@@ -23,6 +23,19 @@ pub struct State {
     /// Why the kernel last stopped by itself, if it did.
     #[serde(default)]
     pub stopped: Option<Stopped>,
+    /// A mutation the gate was judging; still set at a start means the kernel
+    /// stopped before deciding, and the agent must be told so.
+    #[serde(default)]
+    pub pending: Option<String>,
+    /// The commit refused last and how many times in a row.
+    #[serde(default)]
+    pub refused: Option<Refused>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Refused {
+    pub commit: String,
+    pub times: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,6 +102,8 @@ mod tests {
             previous: None,
             body: Some(BodyProcess { pid: 7, start_time: 9 }),
             stopped: None,
+            pending: Some("b".repeat(40)),
+            refused: Some(Refused { commit: "c".repeat(40), times: 2 }),
         };
         s.save(dir.path()).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(State::load(dir.path()).ok(), Some(s));

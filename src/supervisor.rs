@@ -1,27 +1,34 @@
 //! `teneral run`: the supervisor of one individual.
 //!
 //! It holds the individual's lock, keeps `.teneral/state.json`, owns the
-//! journal, builds and starts the current generation, serves it the model
-//! and its event channel, and applies the lifecycle rules
-//! ([`crate::lifecycle`]) to what it sees. SIGTERM and SIGINT stop the body
-//! (SIGTERM, a grace period, SIGKILL to its group) and then the kernel.
+//! journal, serves the model, builds and starts the current generation and
+//! applies the lifecycle rules ([`crate::lifecycle`]) to what it sees. A body
+//! that asks for a mutation has its candidate judged by the gate
+//! ([`crate::gate`]): refused, the same generation starts again and is told;
+//! accepted, the candidate becomes the generation, on trial until its first
+//! reply. A generation that fails goes back one step, or the kernel stops.
+//! SIGHUP carries the owner's request to go back (`teneralctl back`).
+//! SIGTERM and SIGINT stop the body (SIGTERM, a grace period, SIGKILL to its
+//! group) and then the kernel.
 
-use std::net::SocketAddr;
+mod run;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::mpsc;
 
-use crate::events::{self, kernel_event, Channel, Seen, SharedJournal};
-use crate::generation::{self, short, Start};
+use crate::events::{kernel_event, SharedJournal};
+use crate::gate::{Gate, Verdict};
+use crate::generation::{self, short};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
-use crate::lifecycle::{Decision, Input, Lifecycle, Windows};
+use crate::lifecycle::{Decision, Lifecycle, Windows};
 use crate::settings::{Provider, Settings};
-use crate::state::{BodyProcess, State, Stopped};
-use crate::{lock, log, proxy, repo, spawn, standin};
+use crate::state::{Refused, State, Stopped};
+use crate::{back, lock, log, proxy, repo, spawn, standin};
+use run::{RunEnd, RunOf};
 
 /// `teneral run` ended because it was asked to.
 pub const EXIT_STOPPED: i32 = 0;
@@ -80,12 +87,21 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     let commit = commit.to_string();
     state.generation = Some(commit.clone());
     state.stopped = None;
-    state.save(&home)?;
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     kernel_event(&journal, &commit, "kernel.started", json!({"pid": std::process::id()}));
+    if let Some(candidate) = state.pending.take() {
+        answer_undecided(
+            &journal,
+            &commit,
+            &candidate,
+            "the kernel stopped while it checked this commit",
+        );
+    }
+    state.save(&home)?;
     log::info(format!("supervising {} at generation {}", home.display(), short(&commit)));
 
     let mut k = Kernel {
+        model: Model::start(&settings, &home).await?,
         home,
         settings,
         state,
@@ -93,14 +109,11 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
         git,
         sigterm: signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?,
         sigint: signal(SignalKind::interrupt()).map_err(io("SIGINT handler"))?,
+        sighup: signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?,
     };
-    let (status, reason) = k.supervise(commit.clone()).await?;
-    kernel_event(
-        &k.journal,
-        &commit,
-        "kernel.stopped",
-        json!({"reason": reason, "status": status}),
-    );
+    let (status, reason) = k.supervise().await?;
+    let now = k.current();
+    kernel_event(&k.journal, &now, "kernel.stopped", json!({"reason": reason, "status": status}));
     if status != EXIT_STOPPED {
         k.state.stopped = Some(Stopped { reason: reason.clone(), status, at: now_text() });
         log::info(format!("stopping: {reason}"));
@@ -110,23 +123,48 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     Ok(status)
 }
 
-struct Kernel {
+/// Tells the agent a mutation it asked for got no verdict, so it asks again.
+fn answer_undecided(journal: &SharedJournal, commit: &str, candidate: &str, why: &str) {
+    kernel_event(
+        journal,
+        commit,
+        "mutation.rejected",
+        json!({
+            "candidate": candidate,
+            "check": "undecided",
+            "undecided": true,
+            "output": format!("nothing was decided about {}: {why}; ask again", short(candidate)),
+        }),
+    );
+}
+
+pub(crate) struct Kernel {
     home: PathBuf,
     settings: Settings,
     state: State,
     journal: SharedJournal,
     git: git2::Repository,
+    model: Model,
     sigterm: Signal,
     sigint: Signal,
+    sighup: Signal,
 }
 
-/// How one run of a body ended, as far as the loop is concerned.
-enum RunEnd {
-    Decided(Decision),
-    AskedToStop,
+/// How the generation after a decision starts.
+enum Next {
+    /// The same generation, started again.
+    Same,
+    /// Another generation: promoted (on trial), or gone back to.
+    Switch { to: String, trial: bool },
+    /// The kernel ends with this status and reason.
+    End(i32, String),
 }
 
 impl Kernel {
+    fn current(&self) -> String {
+        self.state.generation.clone().unwrap_or_default()
+    }
+
     fn windows(&self) -> Windows {
         let t = &self.settings.timing;
         Windows {
@@ -137,193 +175,262 @@ impl Kernel {
         }
     }
 
-    /// Runs generation `commit` until the kernel is asked to stop or gives up.
-    async fn supervise(&mut self, commit: String) -> Result<(i32, String), KernelError> {
-        let oid = repo::commit_id(&self.git, &self.home, &commit)?;
-        let live = repo::reset_live(&self.git, &self.home, oid)?;
-        repo::ensure_candidate(&self.home)?;
-        let build = generation::build(&self.home, &live, &commit);
-        let binary = tokio::select! {
-            built = build => match built {
-                Ok(path) => path,
-                Err(e) => {
-                    kernel_event(&self.journal, &commit, "kernel.notice", json!({"text": e.to_string()}));
-                    return Ok((EXIT_GAVE_UP, format!("generation {} cannot be started: {e}", short(&commit))));
-                }
-            },
-            _ = self.sigterm.recv() => return Ok((EXIT_STOPPED, "asked to stop (SIGTERM)".into())),
-            _ = self.sigint.recv() => return Ok((EXIT_STOPPED, "asked to stop (SIGINT)".into())),
-        };
-        let body_key = random_key()?;
-        let model_url = self.serve_model(&body_key).await?;
-        let mut life = Lifecycle::new(self.windows(), self.state.previous.is_some());
-        let mut runs = 0u32;
+    /// Runs generations until asked to stop or the rules give up.
+    async fn supervise(&mut self) -> Result<(i32, String), KernelError> {
+        let mut trial = false;
         loop {
-            runs += 1;
-            // Reset the live checkout before every start, as the contract says.
-            repo::reset_live(&self.git, &self.home, oid)?;
-            let end =
-                self.one_run(&binary, &commit, &model_url, &body_key, &mut life, runs).await?;
-            let decision = match end {
-                RunEnd::AskedToStop => return Ok((EXIT_STOPPED, "asked to stop".into())),
-                RunEnd::Decided(d) => d,
-            };
-            match decision {
-                Decision::Restart { after, reason } => {
-                    log::info(format!(
-                        "the body {reason}; starting it again in {} s",
-                        after.as_secs_f32()
-                    ));
-                    if self.pause(after).await {
-                        return Ok((EXIT_STOPPED, "asked to stop".into()));
+            let commit = self.current();
+            let oid = repo::commit_id(&self.git, &self.home, &commit)?;
+            let live = repo::reset_live(&self.git, &self.home, oid)?;
+            repo::ensure_candidate(&self.home)?;
+            let build = generation::build(&self.home, &live, &commit, false);
+            let binary = tokio::select! {
+                built = build => match built {
+                    Ok(path) => path,
+                    Err(e) => {
+                        kernel_event(&self.journal, &commit, "kernel.notice", json!({"text": e.to_string()}));
+                        match self.fail(&commit, format!("it cannot be built: {e}"), String::new())? {
+                            Next::Switch { to, trial: t } => { self.switch(&to, t)?; trial = t; continue; }
+                            Next::End(status, reason) => return Ok((status, reason)),
+                            Next::Same => continue,
+                        }
                     }
+                },
+                _ = self.sigterm.recv() => return Ok((EXIT_STOPPED, "asked to stop (SIGTERM)".into())),
+                _ = self.sigint.recv() => return Ok((EXIT_STOPPED, "asked to stop (SIGINT)".into())),
+            };
+            let body_key = random_key()?;
+            let model_url = self.model.url_for(&body_key, &self.settings).await?;
+            let can_roll_back = self.state.previous.is_some();
+            let mut life = if trial {
+                Lifecycle::on_trial(self.windows(), can_roll_back)
+            } else {
+                Lifecycle::new(self.windows(), can_roll_back)
+            };
+            let mut runs = 0u32;
+            let next = loop {
+                runs += 1;
+                repo::reset_live(&self.git, &self.home, oid)?;
+                let of = RunOf {
+                    binary: &binary,
+                    commit: &commit,
+                    model_url: &model_url,
+                    body_key: &body_key,
+                    run: runs,
+                };
+                let end = self.one_run(of, &mut life).await?;
+                let next = match end {
+                    RunEnd::AskedToStop => Next::End(EXIT_STOPPED, "asked to stop".into()),
+                    RunEnd::SentBack { to } => {
+                        kernel_event(
+                            &self.journal,
+                            &commit,
+                            "generation.sentback",
+                            json!({"from": commit, "to": to, "by": "owner"}),
+                        );
+                        Next::Switch { to, trial: false }
+                    }
+                    RunEnd::Decided { decision, requested, tail } => {
+                        self.decided(&commit, decision, requested, tail).await?
+                    }
+                };
+                if !matches!(next, Next::Same) {
+                    break next;
                 }
-                Decision::Gate => {
-                    // The gate is its own issue; until it lands every request
-                    // gets this answer, so none goes unanswered.
-                    kernel_event(
-                        &self.journal,
-                        &commit,
-                        "mutation.rejected",
-                        json!({"check": "gate", "output": "this kernel cannot check mutations yet; nothing was changed"}),
-                    );
+            };
+            match next {
+                Next::End(status, reason) => return Ok((status, reason)),
+                Next::Switch { to, trial: t } => {
+                    self.switch(&to, t)?;
+                    trial = t;
                 }
-                Decision::RollBack { reason } | Decision::Stop { reason } => {
-                    return Ok((
-                        EXIT_GAVE_UP,
-                        format!("generation {} failed: {reason}", short(&commit)),
-                    ));
-                }
-                Decision::Wait | Decision::Kill { .. } => {}
+                Next::Same => {}
             }
         }
     }
 
-    /// Starts the model endpoint the body will use; returns its base URL.
-    async fn serve_model(&self, body_key: &str) -> Result<String, KernelError> {
-        let loopback: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let addr = match self.settings.provider {
-            Provider::Standin => {
-                let config = standin::Config {
-                    key: Some(body_key.to_owned()),
-                    script: self.settings.standin_script.as_ref().map(|p| self.home.join(p)),
-                    log: None,
-                };
-                let server = standin::Standin::bind(loopback, config)
-                    .await
-                    .map_err(|e| KernelError::Io(format!("the stand-in model: {e}")))?;
-                let addr = server.local_addr();
-                tokio::spawn(server.serve());
-                addr
+    /// What follows a decision of the rules about generation `commit`.
+    async fn decided(
+        &mut self,
+        commit: &str,
+        decision: Decision,
+        requested: Option<String>,
+        tail: String,
+    ) -> Result<Next, KernelError> {
+        if !matches!(decision, Decision::Gate) {
+            if let Some(candidate) = &requested {
+                answer_undecided(
+                    &self.journal,
+                    commit,
+                    candidate,
+                    "the body ended before it could hand the commit over",
+                );
             }
-            Provider::Compatible | Provider::OpenAi => {
-                let Some(upstream) = proxy::Upstream::from_settings(&self.settings) else {
-                    return Err(KernelError::Io(
-                        "TENERAL_BASE_URL and TENERAL_API_KEY are needed".into(),
-                    ));
-                };
-                let server = proxy::Proxy::bind(loopback, upstream, body_key.to_owned())
-                    .await
-                    .map_err(|e| KernelError::Io(format!("the model proxy: {e}")))?;
-                let addr = server.local_addr();
-                tokio::spawn(server.serve());
-                addr
+        }
+        match decision {
+            Decision::Restart { after, reason } => {
+                log::info(format!(
+                    "the body {reason}; starting it again in {} s",
+                    after.as_secs_f32()
+                ));
+                Ok(if self.pause(after).await {
+                    Next::End(EXIT_STOPPED, "asked to stop".into())
+                } else {
+                    Next::Same
+                })
             }
-            Provider::ChatGpt => return Err(KernelError::Io(
-                "the ChatGPT sign-in is not built yet; use TENERAL_PROVIDER=openai or compatible"
-                    .into(),
-            )),
-        };
-        Ok(format!("http://{addr}/v1"))
+            Decision::Gate => self.mutation(commit, requested).await,
+            Decision::RollBack { reason } | Decision::Stop { reason } => {
+                self.fail(commit, reason, tail)
+            }
+            Decision::Wait | Decision::Kill { .. } => Ok(Next::Same),
+        }
     }
 
-    /// Starts the body once and watches it until the rules decide.
-    async fn one_run(
-        &mut self,
-        binary: &Path,
-        commit: &str,
-        model_url: &str,
-        body_key: &str,
-        life: &mut Lifecycle,
-        run: u32,
-    ) -> Result<RunEnd, KernelError> {
-        let socket = self.home.join(format!(".teneral/run/events-{}-{run}.sock", short(commit)));
-        let listener = events::bind(&socket).map_err(io("the event socket"))?;
-        let (seen_tx, mut seen) = mpsc::unbounded_channel();
-        let channel = Channel {
-            home: self.home.clone(),
-            commit: commit.to_owned(),
-            journal: Arc::clone(&self.journal),
-            seen: seen_tx,
-        };
-        let server = tokio::spawn(channel.serve(listener));
-        let start = Start {
-            home: &self.home,
-            commit,
-            events: &socket,
-            model_url,
-            body_key,
-            settings: &self.settings,
-            clock: true,
-        };
-        let mut body = generation::start(binary, &start).map_err(io("cannot start the body"))?;
-        let start_time = spawn::process_start_time(body.child.pid).unwrap_or_default();
-        self.state.body = Some(BodyProcess { pid: body.child.pid, start_time });
-        self.state.save(&self.home)?;
-        kernel_event(&self.journal, commit, "generation.started", json!({"pid": body.child.pid}));
-        life.on(Input::Started, Instant::now());
+    /// A generation failed: one step back when there is one, else stop.
+    fn fail(&mut self, commit: &str, reason: String, tail: String) -> Result<Next, KernelError> {
+        match self.state.previous.clone() {
+            Some(to) => {
+                log::info(format!(
+                    "rolling back from {} to {}: {reason}",
+                    short(commit),
+                    short(&to)
+                ));
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "generation.rolledback",
+                    json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
+                );
+                Ok(Next::Switch { to, trial: false })
+            }
+            None => {
+                let text = format!(
+                    "generation {} failed: {reason}\nwhat it last wrote to stderr:\n{tail}",
+                    short(commit)
+                );
+                kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
+                Ok(Next::End(
+                    EXIT_GAVE_UP,
+                    format!("generation {} failed: {reason}; nothing to go back to", short(commit)),
+                ))
+            }
+        }
+    }
 
-        let grace = self.settings.timing.stop_grace;
-        let end = loop {
-            let deadline = life.deadline();
-            let sleep = async move {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
+    /// Makes `to` the generation. After a promotion the one before it is kept
+    /// to go back to; after going back there is none (one step, not a history).
+    fn switch(&mut self, to: &str, promoted: bool) -> Result<(), KernelError> {
+        let from = self.current();
+        self.state.pending = None;
+        self.state.previous = if promoted { Some(from) } else { None };
+        self.state.generation = Some(to.to_owned());
+        let oid = repo::commit_id(&self.git, &self.home, to)?;
+        repo::move_lineage(&self.git, &self.home, oid)?;
+        self.state.save(&self.home)?;
+        Ok(())
+    }
+
+    /// The body exited 75: judge what it asked for.
+    async fn mutation(
+        &mut self,
+        commit: &str,
+        requested: Option<String>,
+    ) -> Result<Next, KernelError> {
+        let Some(candidate) = requested else {
+            kernel_event(
+                &self.journal,
+                commit,
+                "mutation.rejected",
+                json!({"check": "request", "output": "the body exited 75 without asking for a mutation (send mutation.requested first)"}),
+            );
+            return Ok(Next::Same);
+        };
+        self.state.pending = Some(candidate.clone());
+        self.state.save(&self.home)?;
+        let gate = Gate {
+            home: &self.home,
+            repo: &self.git,
+            settings: &self.settings,
+            journal: &self.journal,
+            running: commit,
+        };
+        let verdict = tokio::select! {
+            v = gate.judge(&candidate) => v,
+            _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+            _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+        };
+        match verdict {
+            Verdict::Accepted { .. } => {
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "mutation.accepted",
+                    json!({"from": commit, "to": candidate}),
+                );
+                self.state.refused = None;
+                Ok(Next::Switch { to: candidate, trial: true })
+            }
+            Verdict::Rejected { check, output } => {
+                self.state.pending = None;
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "mutation.rejected",
+                    json!({"candidate": candidate, "check": check, "output": tail_of(&output, 4000)}),
+                );
+                let times = match &self.state.refused {
+                    Some(r) if r.commit == candidate => r.times + 1,
+                    _ => 1,
+                };
+                self.state.refused = Some(Refused { commit: candidate.clone(), times });
+                self.state.save(&self.home)?;
+                if times >= 3 {
+                    return Ok(Next::End(
+                        EXIT_GAVE_UP,
+                        format!(
+                            "the same commit {} was refused three times in a row (last at {check})",
+                            short(&candidate)
+                        ),
+                    ));
                 }
-            };
-            tokio::select! {
-                biased;
-                Some(event) = seen.recv() => {
-                    let input = match event {
-                        Seen::Ready => Input::Ready,
-                        Seen::Replied => Input::Replied,
-                        Seen::Interrupted => Input::Interrupted,
-                        Seen::TurnEnded | Seen::MutationRequested { .. } => continue,
-                    };
-                    life.on(input, Instant::now());
-                }
-                exit = body.child.wait() => {
-                    let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
-                    // Events the body sent before it ended count first.
-                    while let Ok(event) = seen.try_recv() {
-                        if event == Seen::Ready { life.on(Input::Ready, Instant::now()); }
-                        if event == Seen::Replied { life.on(Input::Replied, Instant::now()); }
-                    }
-                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string()}));
-                    let decision = life.on(Input::Exited { code }, Instant::now());
-                    if let Decision::Stop { reason } | Decision::RollBack { reason } = &decision {
-                        let tail = generation::tail_text(&body.stderr_tail);
-                        let text = format!("{reason}\nwhat it last wrote to stderr:\n{tail}");
-                        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
-                    }
-                    break RunEnd::Decided(decision);
-                }
-                () = sleep => {
-                    if let Decision::Kill { reason } = life.on(Input::Deadline, Instant::now()) {
-                        log::info(format!("stopping the body: {reason}"));
-                        body.child.signal(rustix::process::Signal::KILL);
-                    }
-                }
-                _ = self.sigterm.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
-                _ = self.sigint.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
+                let wait = self.settings.timing.backoff_unit * times;
+                Ok(if self.pause(wait).await {
+                    Next::End(EXIT_STOPPED, "asked to stop".into())
+                } else {
+                    Next::Same
+                })
+            }
+        }
+    }
+
+    /// The owner's request to go back, if SIGHUP brought one that may be
+    /// followed; a refusal is journaled for the owner to see.
+    fn back_request(&self, commit: &str) -> Option<String> {
+        let to = match back::read_request(&self.home) {
+            Ok(Some(to)) => to,
+            Ok(None) => return None,
+            Err(e) => {
+                log::info(format!("a request to go back was not readable: {e}"));
+                return None;
             }
         };
-        server.abort();
-        let _ = std::fs::remove_file(&socket);
-        self.state.body = None;
-        self.state.save(&self.home)?;
-        Ok(end)
+        let in_git = |c: &str| repo::commit_id(&self.git, &self.home, c).is_ok();
+        let chosen = back::lineage(&self.home).map_err(|e| e.to_string()).and_then(|l| {
+            l.choose(Some(&to), in_git).map(|g| g.commit.clone()).map_err(|e| e.to_string())
+        });
+        match chosen {
+            Ok(target) => Some(target),
+            Err(why) => {
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "kernel.notice",
+                    json!({"text": format!("not going back: {why}")}),
+                );
+                None
+            }
+        }
     }
 
     /// Waits `after`; true when asked to stop meanwhile.
@@ -334,6 +441,73 @@ impl Kernel {
             _ = self.sigint.recv() => true,
         }
     }
+}
+
+/// The model the bodies reach: one stand-in for the kernel's whole life (its
+/// script goes on across generations; each generation gets its own key), or
+/// the proxy to the owner's provider, bound anew for each generation's key.
+enum Model {
+    Standin { url: String, keys: standin::KeyHandle },
+    Proxy { task: Option<tokio::task::JoinHandle<()>> },
+}
+
+impl Model {
+    async fn start(settings: &Settings, home: &Path) -> Result<Model, KernelError> {
+        if settings.provider != Provider::Standin {
+            return Ok(Model::Proxy { task: None });
+        }
+        let config = standin::Config {
+            key: Some(random_key()?),
+            script: settings.standin_script.as_ref().map(|p| home.join(p)),
+            log: settings.standin_log.as_ref().map(|p| home.join(p)),
+        };
+        let server = standin::Standin::bind(([127, 0, 0, 1], 0).into(), config)
+            .await
+            .map_err(|e| KernelError::Io(format!("the stand-in model: {e}")))?;
+        let (url, keys) = (server.base_url(), server.keys());
+        tokio::spawn(server.serve());
+        Ok(Model::Standin { url, keys })
+    }
+
+    /// The base URL a generation with `key` uses; only `key` is accepted there now.
+    async fn url_for(&mut self, key: &str, settings: &Settings) -> Result<String, KernelError> {
+        match self {
+            Model::Standin { url, keys } => {
+                keys.set(key);
+                Ok(url.clone())
+            }
+            Model::Proxy { task } => {
+                if let Some(old) = task.take() {
+                    old.abort();
+                }
+                let upstream = match settings.provider {
+                    Provider::ChatGpt => {
+                        return Err(KernelError::Io(
+                            "the ChatGPT sign-in is not built yet; use TENERAL_PROVIDER=openai or compatible".into(),
+                        ))
+                    }
+                    _ => proxy::Upstream::from_settings(settings)
+                        .ok_or_else(|| KernelError::Io("TENERAL_BASE_URL and TENERAL_API_KEY are needed".into()))?,
+                };
+                let server =
+                    proxy::Proxy::bind(([127, 0, 0, 1], 0).into(), upstream, key.to_owned())
+                        .await
+                        .map_err(|e| KernelError::Io(format!("the model proxy: {e}")))?;
+                let url = format!("http://{}/v1", server.local_addr());
+                *task = Some(tokio::spawn(server.serve()));
+                Ok(url)
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn tail_of(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 /// A key made for one generation: 32 random bytes, hex.

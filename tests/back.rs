@@ -83,6 +83,8 @@ fn back_with_the_kernel_down_goes_to_the_generation_before_and_stays_down() -> T
         previous: Some(c[1].clone()),
         body: None,
         stopped: Some(stopped.clone()),
+        pending: None,
+        refused: None,
     };
     state.save(ind.path())?;
 

@@ -152,6 +152,7 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         species: choice(entries, "TENERAL_SPECIES", &species_choices, Species::Ask)?,
         publish: choice(entries, "TENERAL_PUBLISH", &species_choices, Species::Ask)?,
         standin_script: entries.get("TENERAL_STANDIN_SCRIPT").map(|e| PathBuf::from(e.value)),
+        standin_log: entries.get("TENERAL_STANDIN_LOG").map(|e| PathBuf::from(e.value)),
         timing: timing(entries)?,
     })
 }
@@ -177,6 +178,10 @@ fn timing(entries: &Entries<'_>) -> Result<Timing, SettingsError> {
         )
         .map(Duration::from_millis)?,
         long_run: seconds("TENERAL_TEST_LONG_RUN_SECONDS", default.long_run, 1)?,
+        check_limit: match entries.get("TENERAL_TEST_CHECK_SECONDS") {
+            None => None,
+            Some(_) => Some(seconds("TENERAL_TEST_CHECK_SECONDS", Duration::ZERO, 1)?),
+        },
     })
 }
 

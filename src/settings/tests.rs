@@ -145,6 +145,7 @@ fn good_files() {
                         stop_grace: Duration::ZERO,
                         backoff_unit: Duration::from_millis(10),
                         long_run: Duration::from_secs(4),
+                        check_limit: None,
                     }
             },
         ),

@@ -105,9 +105,26 @@ impl Standin {
         format!("http://{}/v1", self.addr)
     }
 
+    /// A handle that replaces the accepted key while the stand-in serves.
+    pub fn keys(&self) -> KeyHandle {
+        KeyHandle { shared: Arc::clone(&self.shared) }
+    }
+
     /// Serves until the future is dropped.
     pub async fn serve(self) {
         http::serve(self.listener, self.shared).await;
+    }
+}
+
+/// Replaces the key a serving stand-in accepts (one per generation).
+#[derive(Clone)]
+pub struct KeyHandle {
+    shared: Arc<http::Shared>,
+}
+
+impl KeyHandle {
+    pub fn set(&self, key: &str) {
+        self.shared.service.set_key(Some(key.to_owned()));
     }
 }
 

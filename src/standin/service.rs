@@ -47,7 +47,8 @@ impl From<ApiError> for Prepared {
 
 /// The stand-in's state, shared by every connection.
 pub struct Service {
-    key: Option<String>,
+    /// Replaced when the kernel starts another generation (each has its own).
+    key: Mutex<Option<String>>,
     state: Mutex<State>,
 }
 
@@ -67,7 +68,12 @@ enum Protocol {
 impl Service {
     pub fn new(key: Option<String>, script: Script) -> Self {
         let state = State { script, responses: 0, calls: 0, stored: HashMap::new() };
-        Service { key, state: Mutex::new(state) }
+        Service { key: Mutex::new(key), state: Mutex::new(state) }
+    }
+
+    /// Makes `key` the only one accepted from now on.
+    pub fn set_key(&self, key: Option<String>) {
+        *self.key.lock().unwrap_or_else(|p| p.into_inner()) = key;
     }
 
     /// Answers one request. `now` is the time in Unix seconds.
@@ -79,7 +85,8 @@ impl Service {
         body: &[u8],
         now: u64,
     ) -> Prepared {
-        if let Err(e) = authorize(self.key.as_deref(), authorization) {
+        let key = self.key.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Err(e) = authorize(key.as_deref(), authorization) {
             return Prepared::error(&e);
         }
         let protocol = match (method, path) {

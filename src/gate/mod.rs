@@ -1,0 +1,239 @@
+//! The gate: what a candidate commit must pass before it may run.
+//!
+//! In order, each step timed and journaled as `mutation.check`, the first
+//! failure ending the gate with its name and the tail of its output:
+//! 1. `paths`: only `body/` and `BACKLOG.md` changed; `body/` holds only
+//!    regular files ([`rules`]);
+//! 2. in a fresh checkout of exactly that commit, with a bare environment and
+//!    a temp dir inside the checkout, each limited by the check limit: the
+//!    type checks of the kernel and the body, the kernel's tests, the body's
+//!    tests, all `--offline --locked`; a check whose tree already passed is
+//!    reused ([`memo`]);
+//! 3. `smoke`: the candidate started on a throwaway individual ([`smoke`]).
+
+pub mod checks;
+pub mod memo;
+pub mod rules;
+pub mod smoke;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use git2::Repository;
+use serde_json::json;
+
+use crate::events::{kernel_event, SharedJournal};
+use crate::settings::Settings;
+use crate::{generation, log, repo};
+use checks::{Check, Outcome};
+use memo::Memo;
+
+/// The gate's working directories.
+pub const CHECKOUT_DIR: &str = ".teneral/gate/checkout";
+pub const TARGET_DIR: &str = ".teneral/gate/target";
+
+/// What the gate decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Every check passed; the body is built at `binary`.
+    Accepted { binary: PathBuf },
+    /// `check` failed; `output` ends with what it printed.
+    Rejected { check: String, output: String },
+}
+
+/// One judgement of a candidate against the running generation.
+pub struct Gate<'a> {
+    pub home: &'a Path,
+    pub repo: &'a Repository,
+    pub settings: &'a Settings,
+    pub journal: &'a SharedJournal,
+    /// The running generation's commit.
+    pub running: &'a str,
+}
+
+fn reject(check: &str, output: impl Into<String>) -> Verdict {
+    Verdict::Rejected { check: check.to_owned(), output: output.into() }
+}
+
+impl Gate<'_> {
+    /// Judges `candidate`. Dropping the future kills the check in progress.
+    pub async fn judge(&self, candidate: &str) -> Verdict {
+        let started = Instant::now();
+        let running = match repo::commit_id(self.repo, self.home, self.running) {
+            Ok(oid) => oid,
+            Err(e) => return reject("fetch", e.to_string()),
+        };
+        let oid = match repo::fetch_candidate(self.repo, self.home, candidate) {
+            Ok(oid) => oid,
+            Err(e) => {
+                return reject(
+                    "fetch",
+                    format!("{e}; commit in .teneral/candidate on lineage/local and ask again"),
+                )
+            }
+        };
+        let paths = repo::changed_paths(self.repo, self.home, running, oid)
+            .map_err(|e| e.to_string())
+            .and_then(|changed| rules::check_paths(&changed))
+            .and_then(|()| repo::body_entries(self.repo, self.home, oid).map_err(|e| e.to_string()))
+            .and_then(|entries| rules::check_body_entries(&entries));
+        self.step(candidate, "paths", paths.is_ok(), false, started.elapsed());
+        if let Err(why) = paths {
+            return reject("paths", why);
+        }
+        let checkout = self.home.join(CHECKOUT_DIR);
+        let fresh = repo::checkout_at(self.repo, &checkout, oid)
+            .map_err(|e| e.to_string())
+            .and_then(|()| generation::touch_tree(&checkout).map_err(|e| e.to_string()));
+        if let Err(e) = fresh {
+            return reject("checkout", e);
+        }
+        let verdict = self.checks(candidate, oid, &checkout).await;
+        let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
+        log::info(format!(
+            "gate: {} for {} after {:.1} s",
+            match &verdict {
+                Verdict::Accepted { .. } => "accepted".to_owned(),
+                Verdict::Rejected { check, .. } => format!("rejected at {check}"),
+            },
+            generation::short(candidate),
+            started.elapsed().as_secs_f64()
+        ));
+        verdict
+    }
+
+    async fn checks(&self, candidate: &str, oid: git2::Oid, checkout: &Path) -> Verdict {
+        let (kernel_tree, body_tree) = match repo::tree_ids(self.repo, self.home, oid) {
+            Ok(ids) => ids,
+            Err(e) => return reject("checkout", e.to_string()),
+        };
+        let tmp = checkout.join(".tmp");
+        if let Err(e) = std::fs::create_dir_all(&tmp) {
+            return reject("checkout", format!("cannot make {}: {e}", tmp.display()));
+        }
+        let env = checks::bare_env(&tmp, &self.home.join(TARGET_DIR));
+        let toolchain = toolchain(&env).await;
+        let kernel_exe = kernel_identity();
+        let limit = match (self.settings.timing.check_limit, self.settings.check_minutes) {
+            (Some(limit), _) => Some(limit),
+            (None, 0) => None,
+            (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),
+        };
+        let body_dir = checkout.join("body");
+        let exe: Vec<(String, OsString)> = std::env::current_exe()
+            .map(|p| vec![("TENERAL_BIN".to_owned(), p.into_os_string())])
+            .unwrap_or_default();
+        let plan = [
+            (
+                check("typecheck-kernel", checkout, &["check", "--all-targets"], false, vec![]),
+                &kernel_tree,
+                "",
+            ),
+            (
+                check("typecheck-body", &body_dir, &["check", "--all-targets"], false, vec![]),
+                &body_tree,
+                "",
+            ),
+            (check("kernel-tests", checkout, &["test"], true, vec![]), &kernel_tree, ""),
+            (check("body-tests", &body_dir, &["test"], true, exe), &body_tree, kernel_exe.as_str()),
+        ];
+        let mut memo = Memo::load(self.home);
+        for (check, tree, extra) in &plan {
+            let key = memo::key(check.name, &format!("{tree}{extra}"), &toolchain);
+            if memo.passed(&key) {
+                self.step(candidate, check.name, true, true, Duration::ZERO);
+                continue;
+            }
+            log::info(format!("gate: {} of {}", check.name, generation::short(candidate)));
+            match checks::run(check, &env, limit).await {
+                Outcome::Passed { seconds } => {
+                    self.step(candidate, check.name, true, false, Duration::from_secs_f64(seconds));
+                    memo.record(key);
+                }
+                Outcome::Failed { seconds, output } | Outcome::OverTime { seconds, output } => {
+                    self.step(
+                        candidate,
+                        check.name,
+                        false,
+                        false,
+                        Duration::from_secs_f64(seconds),
+                    );
+                    return reject(check.name, output);
+                }
+            }
+        }
+        let started = Instant::now();
+        let binary = match generation::build(self.home, checkout, candidate, true).await {
+            Ok(binary) => binary,
+            Err(e) => {
+                self.step(candidate, "smoke", false, false, started.elapsed());
+                return reject("smoke", e.to_string());
+            }
+        };
+        let limit = match self.settings.smoke_seconds {
+            0 => None,
+            s => Some(Duration::from_secs(u64::from(s))),
+        };
+        let smoke = smoke::run(self.home, checkout, &binary, candidate, self.settings, limit).await;
+        self.step(candidate, "smoke", smoke.is_ok(), false, started.elapsed());
+        match smoke {
+            Ok(()) => Verdict::Accepted { binary },
+            Err(why) => reject("smoke", why),
+        }
+    }
+
+    fn step(&self, candidate: &str, check: &str, passed: bool, reused: bool, took: Duration) {
+        let result = match (passed, reused) {
+            (true, true) => "reused",
+            (true, false) => "passed",
+            (false, _) => "failed",
+        };
+        let seconds = (took.as_secs_f64() * 100.0).round() / 100.0;
+        kernel_event(
+            self.journal,
+            self.running,
+            "mutation.check",
+            json!({"candidate": candidate, "check": check, "result": result, "seconds": seconds}),
+        );
+    }
+}
+
+fn check(
+    name: &'static str,
+    dir: &Path,
+    args: &[&'static str],
+    counts_tests: bool,
+    env: Vec<(String, OsString)>,
+) -> Check {
+    let mut args = args.to_vec();
+    args.extend(["--offline", "--locked"]);
+    Check { name, dir: dir.to_owned(), args, counts_tests, env }
+}
+
+/// The toolchain's version, part of every memo key (`rustc -vV`).
+async fn toolchain(env: &[(String, OsString)]) -> String {
+    let mut spec = crate::spawn::Spec::new("rustc", std::env::temp_dir()).arg("-vV");
+    spec.env = env.to_vec();
+    spec.stdout = crate::spawn::Output::Pipe;
+    let Ok(mut child) = crate::spawn::spawn(spec) else { return "unknown rustc".into() };
+    let mut out = String::new();
+    if let Some(pipe) = child.stdout.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = tokio::io::BufReader::new(pipe).read_to_string(&mut out).await;
+    }
+    child.wait().await;
+    out.lines()
+        .filter(|l| l.starts_with("release:") || l.starts_with("commit-hash:"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What identifies the kernel binary the body's tests run against.
+fn kernel_identity() -> String {
+    use std::os::unix::fs::MetadataExt;
+    std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .map(|m| format!(" kernel {}:{}:{}:{}", m.dev(), m.ino(), m.size(), m.mtime()))
+        .unwrap_or_default()
+}

@@ -1,0 +1,127 @@
+//! The smoke run: the candidate started as a generation is, on an empty
+//! throwaway individual with one message waiting, against a stand-in model
+//! served on loopback with a dummy key and the clock off. It passes when the
+//! body reports ready and answers that message within the limit.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::events::{self, Channel, Seen};
+use crate::generation::{self, Start};
+use crate::journal::{writer::Journal, JOURNAL_PATH};
+use crate::settings::Settings;
+use crate::standin;
+
+/// Where the throwaway individual lives while the smoke run lasts.
+pub const SMOKE_DIR: &str = ".teneral/gate/smoke";
+/// The message waiting for the candidate.
+pub const MESSAGE: &str = "This is the smoke run of a new generation: answer in one short line.";
+
+/// Runs the smoke run of `commit` whose body is built at `binary`; the
+/// checkout it came from gives the throwaway individual its `BIRTH.md`.
+/// `Err` holds what went wrong and what the body last wrote to stderr.
+pub async fn run(
+    home: &Path,
+    checkout: &Path,
+    binary: &Path,
+    commit: &str,
+    settings: &Settings,
+    limit: Option<Duration>,
+) -> Result<(), String> {
+    let dir = home.join(SMOKE_DIR);
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = smoke(&dir, checkout, binary, commit, settings, limit).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn smoke(
+    dir: &Path,
+    checkout: &Path,
+    binary: &Path,
+    commit: &str,
+    settings: &Settings,
+    limit: Option<Duration>,
+) -> Result<(), String> {
+    let setup =
+        |e: std::io::Error| format!("cannot set up the smoke run in {}: {e}", dir.display());
+    std::fs::create_dir_all(dir.join("memory")).map_err(setup)?;
+    if let Ok(letter) = std::fs::read(checkout.join("BIRTH.md")) {
+        std::fs::write(dir.join("BIRTH.md"), letter).map_err(setup)?;
+    }
+    crate::owner::write_line(dir, MESSAGE).map_err(setup)?;
+    let journal = Journal::open(&dir.join(JOURNAL_PATH)).map_err(|e| e.to_string())?;
+
+    let key = "tnl-smoke-dummy-key";
+    let config = standin::Config { key: Some(key.into()), script: None, log: None };
+    let model = standin::Standin::bind(([127, 0, 0, 1], 0).into(), config)
+        .await
+        .map_err(|e| format!("cannot serve the stand-in model: {e}"))?;
+    let model_url = model.base_url();
+    let model_task = tokio::spawn(model.serve());
+
+    let socket = dir.join(".teneral/run/events.sock");
+    let listener = events::bind(&socket).map_err(setup)?;
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let channel = Channel {
+        home: dir.to_owned(),
+        commit: commit.to_owned(),
+        journal: Arc::new(Mutex::new(journal)),
+        seen: seen_tx,
+    };
+    let channel_task = tokio::spawn(channel.serve(listener));
+    let start = Start {
+        home: dir,
+        commit,
+        events: &socket,
+        model_url: &model_url,
+        body_key: key,
+        settings,
+        clock: false,
+    };
+    let mut body =
+        generation::start(binary, &start).map_err(|e| format!("cannot start the body: {e}"))?;
+
+    let started = Instant::now();
+    let deadline = limit.map(|l| tokio::time::Instant::from_std(started + l));
+    let (mut ready, mut line_taken) = (false, false);
+    let outcome = loop {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            Some(event) = seen.recv() => match event {
+                Seen::Ready => ready = true,
+                Seen::OwnerLine => line_taken = true,
+                Seen::Replied if line_taken => break Ok(()),
+                _ => {}
+            },
+            exit = body.child.wait() => break Err(format!("the body ended ({exit}) before it answered")),
+            () = sleep => {
+                let secs = limit.map(|l| l.as_secs()).unwrap_or_default();
+                let what = if ready { "answer the waiting message" } else { "report ready" };
+                break Err(format!(
+                    "the body did not {what} within {secs} s (TENERAL_SMOKE_SECONDS in .env raises the limit)"
+                ));
+            }
+        }
+    };
+    body.child.stop(settings.timing.stop_grace).await;
+    channel_task.abort();
+    model_task.abort();
+    outcome.map_err(|why| {
+        let tail = generation::tail_text(&body.stderr_tail);
+        if tail.is_empty() {
+            why
+        } else {
+            format!("{why}; what it wrote to stderr:\n{tail}")
+        }
+    })
+}

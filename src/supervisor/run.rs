@@ -1,0 +1,138 @@
+//! One run of a body: start it with its event channel, watch it until the
+//! lifecycle rules decide, the owner sends it back, or the kernel is asked
+//! to stop.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::Kernel;
+use crate::events::{self, kernel_event, Channel, Seen};
+use crate::generation::{self, short, Start};
+use crate::lifecycle::{Decision, Input, Lifecycle};
+use crate::state::BodyProcess;
+use crate::{log, spawn};
+
+/// How one run ended.
+pub enum RunEnd {
+    /// The rules decided; `requested` is the mutation the body asked for in
+    /// this run, if any; `tail` is the end of its stderr.
+    Decided { decision: Decision, requested: Option<String>, tail: String },
+    /// SIGTERM or SIGINT: the body is stopped, the kernel ends.
+    AskedToStop,
+    /// The owner asked to go back to `to` (SIGHUP with a request); the body is stopped.
+    SentBack { to: String },
+}
+
+/// What the run needs to start a body.
+pub struct RunOf<'a> {
+    pub binary: &'a Path,
+    pub commit: &'a str,
+    pub model_url: &'a str,
+    pub body_key: &'a str,
+    pub run: u32,
+}
+
+impl Kernel {
+    /// Starts the body once and watches it.
+    pub(super) async fn one_run(
+        &mut self,
+        of: RunOf<'_>,
+        life: &mut Lifecycle,
+    ) -> Result<RunEnd, super::KernelError> {
+        let commit = of.commit;
+        let socket =
+            self.home.join(format!(".teneral/run/events-{}-{}.sock", short(commit), of.run));
+        let listener = events::bind(&socket).map_err(super::io("the event socket"))?;
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let channel = Channel {
+            home: self.home.clone(),
+            commit: commit.to_owned(),
+            journal: Arc::clone(&self.journal),
+            seen: seen_tx,
+        };
+        let server = tokio::spawn(channel.serve(listener));
+        let start = Start {
+            home: &self.home,
+            commit,
+            events: &socket,
+            model_url: of.model_url,
+            body_key: of.body_key,
+            settings: &self.settings,
+            clock: true,
+        };
+        let mut body =
+            generation::start(of.binary, &start).map_err(super::io("cannot start the body"))?;
+        let start_time = spawn::process_start_time(body.child.pid).unwrap_or_default();
+        self.state.body = Some(BodyProcess { pid: body.child.pid, start_time });
+        self.state.save(&self.home)?;
+        kernel_event(&self.journal, commit, "generation.started", json!({"pid": body.child.pid}));
+        life.on(Input::Started, Instant::now());
+
+        let grace = self.settings.timing.stop_grace;
+        let mut requested = None;
+        let end = loop {
+            let deadline = life.deadline();
+            let sleep = async move {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                Some(event) = seen.recv() => {
+                    see(event, life, &mut requested);
+                }
+                exit = body.child.wait() => {
+                    // Events the body sent before it ended count first.
+                    while let Ok(event) = seen.try_recv() {
+                        see(event, life, &mut requested);
+                    }
+                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string()}));
+                    let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
+                    let decision = life.on(Input::Exited { code }, Instant::now());
+                    let tail = generation::tail_text(&body.stderr_tail);
+                    break RunEnd::Decided { decision, requested, tail };
+                }
+                () = sleep => {
+                    if let Decision::Kill { reason } = life.on(Input::Deadline, Instant::now()) {
+                        log::info(format!("stopping the body: {reason}"));
+                        body.child.signal(rustix::process::Signal::KILL);
+                    }
+                }
+                _ = self.sigterm.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
+                _ = self.sigint.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
+                _ = self.sighup.recv() => {
+                    if let Some(to) = self.back_request(commit) {
+                        body.child.stop(grace).await;
+                        break RunEnd::SentBack { to };
+                    }
+                }
+            }
+        };
+        server.abort();
+        let _ = std::fs::remove_file(&socket);
+        self.state.body = None;
+        self.state.save(&self.home)?;
+        Ok(end)
+    }
+}
+
+/// Feeds what the channel saw into the rules.
+fn see(event: Seen, life: &mut Lifecycle, requested: &mut Option<String>) {
+    let input = match event {
+        Seen::Ready => Input::Ready,
+        Seen::Replied => Input::Replied,
+        Seen::Interrupted => Input::Interrupted,
+        Seen::MutationRequested { candidate } => {
+            *requested = Some(candidate);
+            return;
+        }
+        Seen::OwnerLine | Seen::TurnEnded => return,
+    };
+    life.on(input, Instant::now());
+}
