@@ -3,5 +3,6 @@ mod back;
 mod common;
 mod gate;
 mod kernel;
+mod selfmod;
 mod standin;
 mod talk;

@@ -86,6 +86,18 @@ impl Individual {
         Self::with_mode("normal", script, env)
     }
 
+    /// An individual whose body is this repository's seed body (`body/`).
+    /// Only system tests may use it: a kernel test that read `body/` would
+    /// make the kernel's verdict in the gate depend on the body.
+    pub fn seed(script: &str, env: &[&str]) -> Result<Self, Box<dyn std::error::Error>> {
+        let dir = tempfile::Builder::new().prefix("tnl").tempdir()?;
+        copy_tree(&repo_root().join("body"), &dir.path().join("body"))?;
+        std::fs::copy(repo_root().join("BIRTH.md"), dir.path().join("BIRTH.md"))?;
+        let me = Self { dir };
+        me.finish(script, env)?;
+        Ok(me)
+    }
+
     /// The same, with the fixture body's `MODE` set (see its module doc).
     pub fn with_mode(
         mode: &str,
@@ -286,6 +298,20 @@ impl Drop for Kernel {
             let _ = child.wait();
         }
     }
+}
+
+/// Whether system tests run: `scripts/test` sets `TENERAL_SYSTEM_TESTS=1`.
+/// They are left out of a gate's check (whose environment is bare) because
+/// they read what a gate keeps apart (the seed body) or need what a check
+/// cannot have (a user manager). Prints why when they do not run.
+pub fn system_tests(name: &str) -> bool {
+    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
+    if !on {
+        eprintln!(
+            "{name}: skipped, a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)"
+        );
+    }
+    on
 }
 
 /// Whether a process runs (and is not a zombie).
