@@ -28,7 +28,10 @@ async fn bench(root: &Path) -> Result<()> {
     teneral::spawn::start_reaper()?;
     let dir = tempfile::Builder::new().prefix("tnl-bench-gate").tempdir()?;
     let home = dir.path().join("individual");
-    git(root, &["clone", "-q", "--no-hardlinks", &root.to_string_lossy(), &home.to_string_lossy()])?;
+    git(
+        root,
+        &["clone", "-q", "--no-hardlinks", &root.to_string_lossy(), &home.to_string_lossy()],
+    )?;
     // Keep the gate's cargo cache between runs of this benchmark.
     let cache = root.join("target/bench-gate");
     std::fs::create_dir_all(&cache)?;
@@ -49,7 +52,15 @@ async fn bench(root: &Path) -> Result<()> {
     for (round, text) in ["first", "second"].iter().enumerate() {
         let candidate = one_line_change(&home, text)?;
         let before = journal_len(&home);
-        let gate = Gate { home: &home, repo: &repo, settings: &settings, journal: &journal, running: &running };
+        let kernel_exe = root.join("target/debug/teneral");
+        let gate = Gate {
+            home: &home,
+            repo: &repo,
+            settings: &settings,
+            journal: &journal,
+            running: &running,
+            kernel_exe: &kernel_exe,
+        };
         let started = Instant::now();
         let verdict = gate.judge(&candidate).await;
         let total = started.elapsed().as_secs_f64();
@@ -65,7 +76,10 @@ async fn bench(root: &Path) -> Result<()> {
         let mut measured = 0.0;
         for (check, result, seconds) in &steps {
             measured += seconds;
-            println!("  {check:<17} {result:<7} {seconds:>6.2} s  {:>5.1} %", 100.0 * seconds / total);
+            println!(
+                "  {check:<17} {result:<7} {seconds:>6.2} s  {:>5.1} %",
+                100.0 * seconds / total
+            );
         }
         let overhead = (total - measured).max(0.0);
         println!(
@@ -83,8 +97,16 @@ fn one_line_change(home: &Path, text: &str) -> Result<String> {
     let body = std::fs::read_to_string(&prompt)?;
     let marker = "You are an agent that lives in a directory";
     let changed = match body.find(marker) {
-        Some(_) => body.replacen(marker, &format!("You are an agent ({text}) that lives in a directory"), 1),
-        None => body.replacen("You are an agent (first) that", &format!("You are an agent ({text}) that"), 1),
+        Some(_) => body.replacen(
+            marker,
+            &format!("You are an agent ({text}) that lives in a directory"),
+            1,
+        ),
+        None => body.replacen(
+            "You are an agent (first) that",
+            &format!("You are an agent ({text}) that"),
+            1,
+        ),
     };
     std::fs::write(&prompt, changed)?;
     git(&workspace, &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qam", text])?;

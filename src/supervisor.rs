@@ -348,12 +348,14 @@ impl Kernel {
         };
         self.state.pending = Some(candidate.clone());
         self.state.save(&self.home)?;
+        let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
         let gate = Gate {
             home: &self.home,
             repo: &self.git,
             settings: &self.settings,
             journal: &self.journal,
             running: commit,
+            kernel_exe: &exe,
         };
         let verdict = tokio::select! {
             v = gate.judge(&candidate) => v,

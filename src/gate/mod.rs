@@ -50,6 +50,9 @@ pub struct Gate<'a> {
     pub journal: &'a SharedJournal,
     /// The running generation's commit.
     pub running: &'a str,
+    /// The kernel binary the body's tests talk to (`TENERAL_BIN`): the
+    /// stand-in model and the event channel they test against.
+    pub kernel_exe: &'a Path,
 }
 
 fn reject(check: &str, output: impl Into<String>) -> Verdict {
@@ -114,16 +117,14 @@ impl Gate<'_> {
         }
         let env = checks::bare_env(&tmp, &self.home.join(TARGET_DIR));
         let toolchain = toolchain(&env).await;
-        let kernel_exe = kernel_identity();
+        let kernel_exe = kernel_identity(self.kernel_exe);
         let limit = match (self.settings.timing.check_limit, self.settings.check_minutes) {
             (Some(limit), _) => Some(limit),
             (None, 0) => None,
             (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),
         };
         let body_dir = checkout.join("body");
-        let exe: Vec<(String, OsString)> = std::env::current_exe()
-            .map(|p| vec![("TENERAL_BIN".to_owned(), p.into_os_string())])
-            .unwrap_or_default();
+        let exe = vec![("TENERAL_BIN".to_owned(), self.kernel_exe.as_os_str().to_owned())];
         let plan = [
             (
                 check("typecheck-kernel", checkout, &["check", "--all-targets"], false, vec![]),
@@ -230,10 +231,9 @@ async fn toolchain(env: &[(String, OsString)]) -> String {
 }
 
 /// What identifies the kernel binary the body's tests run against.
-fn kernel_identity() -> String {
+fn kernel_identity(exe: &Path) -> String {
     use std::os::unix::fs::MetadataExt;
-    std::env::current_exe()
-        .and_then(std::fs::metadata)
+    std::fs::metadata(exe)
         .map(|m| format!(" kernel {}:{}:{}:{}", m.dev(), m.ino(), m.size(), m.mtime()))
         .unwrap_or_default()
 }
