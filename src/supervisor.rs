@@ -21,7 +21,7 @@ use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Input, Lifecycle, Windows};
 use crate::settings::{Provider, Settings};
 use crate::state::{BodyProcess, State, Stopped};
-use crate::{lock, log, proxy, repo, spawn, standin};
+use crate::{lock, log, organs, proxy, repo, spawn, standin};
 
 /// `teneral run` ended because it was asked to.
 pub const EXIT_STOPPED: i32 = 0;
@@ -142,6 +142,10 @@ impl Kernel {
         let oid = repo::commit_id(&self.git, &self.home, &commit)?;
         let live = repo::reset_live(&self.git, &self.home, oid)?;
         repo::ensure_candidate(&self.home)?;
+        let mut organs = match self.organs(&commit, &live).await {
+            Ok(set) => set,
+            Err(stop) => return Ok(stop),
+        };
         let build = generation::build(&self.home, &live, &commit);
         let binary = tokio::select! {
             built = build => match built {
@@ -162,8 +166,14 @@ impl Kernel {
             runs += 1;
             // Reset the live checkout before every start, as the contract says.
             repo::reset_live(&self.git, &self.home, oid)?;
-            let end =
-                self.one_run(&binary, &commit, &model_url, &body_key, &mut life, runs).await?;
+            if runs > 1 {
+                organs = match self.organs(&commit, &live).await {
+                    Ok(set) => set,
+                    Err(stop) => return Ok(stop),
+                };
+            }
+            let run = (runs, organs.as_deref());
+            let end = self.one_run(&binary, &commit, &model_url, &body_key, &mut life, run).await?;
             let decision = match end {
                 RunEnd::AskedToStop => return Ok((EXIT_STOPPED, "asked to stop".into())),
                 RunEnd::Decided(d) => d,
@@ -197,6 +207,26 @@ impl Kernel {
                 Decision::Wait | Decision::Kill { .. } => {}
             }
         }
+    }
+
+    /// The organ set of the generation at `live`, prepared before a start.
+    /// A missing archive stops the kernel (no rollback: the install lost a
+    /// file, the generation is sound); any other organ error fails the
+    /// generation. `Err` holds the exit status and the reason.
+    async fn organs(&self, commit: &str, live: &Path) -> Result<Option<PathBuf>, (i32, String)> {
+        let (home, checkout) = (self.home.clone(), live.to_owned());
+        let prepared = tokio::task::spawn_blocking(move || organs::prepare(&home, &checkout))
+            .await
+            .map_err(|e| (EXIT_GAVE_UP, format!("preparing the organs failed: {e}")))?;
+        let e = match prepared {
+            Ok(set) => return Ok(set),
+            Err(e) => e,
+        };
+        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
+        if e.archive_missing() {
+            return Err((EXIT_GAVE_UP, format!("{e}; then start the kernel again")));
+        }
+        Err((EXIT_GAVE_UP, format!("generation {} cannot be started: {e}", short(commit))))
     }
 
     /// Starts the model endpoint the body will use; returns its base URL.
@@ -245,7 +275,7 @@ impl Kernel {
         model_url: &str,
         body_key: &str,
         life: &mut Lifecycle,
-        run: u32,
+        (run, organs): (u32, Option<&Path>),
     ) -> Result<RunEnd, KernelError> {
         let socket = self.home.join(format!(".teneral/run/events-{}-{run}.sock", short(commit)));
         let listener = events::bind(&socket).map_err(io("the event socket"))?;
@@ -265,6 +295,7 @@ impl Kernel {
             body_key,
             settings: &self.settings,
             clock: true,
+            organs,
         };
         let mut body = generation::start(binary, &start).map_err(io("cannot start the body"))?;
         let start_time = spawn::process_start_time(body.child.pid).unwrap_or_default();

@@ -1,5 +1,6 @@
 //! The kernel's integration tests: one binary, one module per concern.
 mod common;
 mod kernel;
+mod organs;
 mod standin;
 mod talk;
