@@ -32,7 +32,8 @@ use resolve::{normalize, parent, show, Node, Refusal, Tree};
 
 /// At most this many bytes unpacked, counted from what headers declare.
 pub const MAX_BYTES: u64 = 1 << 30;
-/// At most this many entries (metadata headers not counted).
+/// At most this many entries (metadata headers not counted; directories
+/// made for an entry's name counted).
 pub const MAX_ENTRIES: u32 = 20_000;
 /// At most this many bytes in one PAX or GNU long-name header.
 pub const MAX_METADATA: u64 = 64 * 1024;
@@ -236,8 +237,15 @@ fn member(
         // The tree's root ("./") is the staging directory itself.
         return if is_dir { Ok(()) } else { Err(refused(&name, Refusal::EmptyName)) };
     }
-    let admit = |tree: &mut Tree, out: &mut Writer, node| -> Result<(), UnpackError> {
+    let entries_before = summary.entries;
+    let mut admit = |tree: &mut Tree, out: &mut Writer, node| -> Result<(), UnpackError> {
         let made = tree.admit(&path, node).map_err(|r| refused(&name, r))?;
+        // Directories made for an entry count as entries: they cost the same.
+        let entries = entries_before.saturating_add(made.len() as u32);
+        summary.entries = entries;
+        if entries > MAX_ENTRIES {
+            return Err(refused(&name, Refusal::TooMany));
+        }
         made.iter().try_for_each(|dir| out.mkdir(dir, 0o755))
     };
     if is_dir {
@@ -252,14 +260,14 @@ fn member(
         }
         EntryType::GNUSparse => {
             let (map, real) = sparse_map(header).map_err(|r| refused(&name, r))?;
-            summary.bytes = summary.bytes.saturating_add(real.saturating_sub(size));
-            if summary.bytes > MAX_BYTES {
+            if summary.bytes.saturating_add(real.saturating_sub(size)) > MAX_BYTES {
                 return Err(refused(&name, Refusal::TooLarge));
             }
             if map.iter().map(|(_, len)| len).sum::<u64>() != size {
                 return Err(refused(&name, Refusal::Sparse("its map disagrees with its size")));
             }
             admit(tree, out, Node::File)?;
+            summary.bytes = summary.bytes.saturating_add(real.saturating_sub(size));
             out.file(&path, mode | 0o400, entry, &map, real)
         }
         EntryType::Symlink => {

@@ -115,6 +115,12 @@ fn names_that_leave_the_tree_are_refused() -> TestResult {
             "../outside/pwned".into(),
             Refusal::Climbs,
         ),
+        (
+            "a name longer than PATH_MAX",
+            Tar::new().pax(&[("path", "a/".repeat(2100).as_bytes())]).file("f", b"x").finish(),
+            "a/".repeat(2100),
+            Refusal::TooLong,
+        ),
     ];
     for (case, tar, entry, reason) in cases {
         refused(&p, case, &tar, &entry, reason);

@@ -15,14 +15,26 @@ use std::collections::HashMap;
 
 /// The kernel's own bound on symlinks followed in one resolution (ELOOP).
 const MAX_HOPS: usize = 40;
+/// The longest name or link target (PATH_MAX less its NUL).
+pub const MAX_NAME: usize = 4095;
+/// The longest component of a name (NAME_MAX).
+const MAX_COMPONENT: usize = 255;
+/// Components one resolution may walk, and all resolutions of one archive
+/// together: a bound on the work a hostile archive can ask for.
+const MAX_STEPS: usize = 4096;
+const MAX_TOTAL_STEPS: usize = 4 << 20;
 
 /// Why an entry is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("its name is empty")]
     EmptyName,
-    #[error("its name holds a NUL byte")]
+    #[error("its name or link target holds a NUL byte")]
     Nul,
+    #[error("its name or link target is longer than 4095 bytes, or has a part longer than 255")]
+    TooLong,
+    #[error("it is a symlink to {0:?}, which takes too long to resolve")]
+    LinkCost(String),
     #[error("its name is absolute")]
     Absolute,
     #[error("its name climbs out with ..")]
@@ -82,11 +94,15 @@ pub fn normalize(name: &[u8]) -> Result<Vec<u8>, Refusal> {
     if name[0] == b'/' {
         return Err(Refusal::Absolute);
     }
+    if name.len() > MAX_NAME {
+        return Err(Refusal::TooLong);
+    }
     let mut out = Vec::with_capacity(name.len());
     for part in name.split(|b| *b == b'/') {
         match part {
             b"" | b"." => {}
             b".." => return Err(Refusal::Climbs),
+            _ if part.len() > MAX_COMPONENT => return Err(Refusal::TooLong),
             _ => {
                 if !out.is_empty() {
                     out.push(b'/');
@@ -116,6 +132,8 @@ pub fn show(name: &[u8]) -> String {
 pub struct Tree {
     nodes: HashMap<Vec<u8>, Node>,
     links: Vec<Vec<u8>>,
+    /// Components walked by every resolution so far.
+    steps: std::cell::Cell<usize>,
 }
 
 impl Tree {
@@ -171,33 +189,49 @@ impl Tree {
     /// where resolution stands. A name not written (yet) counts as a plain
     /// directory, which can only shorten what `..` climbs. Returns where it
     /// ends, as components from the root.
-    pub fn resolve(&self, from: &[u8], target: &[u8]) -> Result<Vec<Vec<u8>>, Refusal> {
+    pub fn resolve(&self, from: &[u8], target: &[u8]) -> Result<Vec<u8>, Refusal> {
         let out = || Refusal::LinkOut(show(target));
         if target.is_empty() {
             return Err(Refusal::NoTarget);
         }
+        if target.contains(&0) {
+            return Err(Refusal::Nul);
+        }
+        if target.len() > MAX_NAME {
+            return Err(Refusal::TooLong);
+        }
         if target[0] == b'/' {
             return Err(out());
         }
-        let mut at: Vec<Vec<u8>> = if from.is_empty() {
-            Vec::new()
-        } else {
-            from.split(|b| *b == b'/').map(<[u8]>::to_vec).collect()
-        };
-        let mut todo: Vec<Vec<u8>> =
-            target.split(|b| *b == b'/').rev().map(<[u8]>::to_vec).collect();
-        let mut hops = 0;
+        // Where resolution stands, as one path, and where each component starts.
+        let mut at: Vec<u8> = from.to_vec();
+        let mut starts: Vec<usize> = Vec::new();
+        if !from.is_empty() {
+            starts.push(0);
+            starts.extend(from.iter().enumerate().filter(|(_, b)| **b == b'/').map(|(i, _)| i));
+        }
+        let mut todo: Vec<&[u8]> = target.split(|b| *b == b'/').rev().collect();
+        let (mut hops, mut steps) = (0, 0);
         while let Some(part) = todo.pop() {
-            match part.as_slice() {
+            steps += 1;
+            let total = self.steps.get() + 1;
+            self.steps.set(total);
+            if steps > MAX_STEPS || total > MAX_TOTAL_STEPS || at.len() > MAX_NAME {
+                return Err(Refusal::LinkCost(show(target)));
+            }
+            match part {
                 b"" | b"." => {}
-                b".." => {
-                    if at.pop().is_none() {
-                        return Err(out());
-                    }
-                }
+                b".." => match starts.pop() {
+                    Some(start) => at.truncate(start),
+                    None => return Err(out()),
+                },
                 _ => {
-                    at.push(part);
-                    if let Some(Node::Symlink(next)) = self.nodes.get(&at.join(&b'/')) {
+                    starts.push(at.len());
+                    if !at.is_empty() {
+                        at.push(b'/');
+                    }
+                    at.extend_from_slice(part);
+                    if let Some(Node::Symlink(next)) = self.nodes.get(&at) {
                         hops += 1;
                         if hops > MAX_HOPS {
                             return Err(Refusal::LinkLoop(show(target)));
@@ -205,8 +239,10 @@ impl Tree {
                         if next.first() == Some(&b'/') {
                             return Err(out());
                         }
-                        at.pop();
-                        todo.extend(next.split(|b| *b == b'/').rev().map(<[u8]>::to_vec));
+                        if let Some(start) = starts.pop() {
+                            at.truncate(start);
+                        }
+                        todo.extend(next.split(|b| *b == b'/').rev());
                     }
                 }
             }
@@ -246,6 +282,8 @@ mod tests {
             (b"a/../../x", Err(Refusal::Climbs)),
             (b"a/../b", Err(Refusal::Climbs)),
             (b"a\0b", Err(Refusal::Nul)),
+            (&[b'n'; 256], Err(Refusal::TooLong)),
+            (&[b'n'; 255], Ok(&[b'n'; 255])),
         ];
         for (name, want) in cases {
             assert_eq!(normalize(name), want.clone().map(<[u8]>::to_vec), "{}", show(name));
@@ -309,8 +347,12 @@ mod tests {
         let t = tree(&[("a", link("b")), ("b", link("c")), ("c", link("a"))]);
         assert_eq!(t.resolve(b"", b"a/x"), Err(Refusal::LinkLoop("a/x".into())));
         let t = tree(&[("x/y", DIR), ("one", link("x/y")), ("two", link("one/.."))]);
-        assert_eq!(t.resolve(b"", b"two"), Ok(vec![b"x".to_vec()]));
+        assert_eq!(t.resolve(b"", b"two"), Ok(b"x".to_vec()));
         assert_eq!(t.resolve(b"", b"two/.."), Ok(vec![]));
+        assert_eq!(t.resolve(b"x", b"y/../y"), Ok(b"x/y".to_vec()));
+        let deep = tree(&[("a/b/c", DIR), ("a/b/c/up", link("../../.."))]);
+        assert_eq!(deep.resolve(b"a/b", b"c/up/a"), Ok(b"a".to_vec()));
+        assert_eq!(deep.resolve(b"a/b", b"c/up/.."), Err(Refusal::LinkOut("c/up/..".into())));
         assert_eq!(t.resolve(b"", b"two/../.."), Err(Refusal::LinkOut("two/../..".into())));
     }
 
