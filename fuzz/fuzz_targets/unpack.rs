@@ -1,5 +1,6 @@
 //! Fuzzes the organ unpacker with raw tar streams, each header's checksum
-//! made right: `cargo +nightly fuzz run unpack fuzz/seeds/unpack`.
+//! made right: `cargo +nightly fuzz run unpack fuzz/corpus/unpack fuzz/seeds/unpack`
+//! (new inputs go to the first directory, which git ignores).
 #![no_main]
 
 #[path = "../logic.rs"]

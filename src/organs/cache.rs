@@ -68,11 +68,15 @@ pub enum ArchiveError {
 }
 
 /// Opens a cached archive: a regular file of at most [`MAX_ARCHIVE`] bytes.
+/// Opened without blocking, so that a fifo put in its place cannot hold the
+/// kernel (for a regular file the flag changes nothing).
 pub fn open_archive(path: &Path) -> Result<File, ArchiveError> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ArchiveError::Missing),
-        Err(e) => return Err(ArchiveError::Read(e)),
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Err(ArchiveError::Missing),
+        Err(e) => return Err(ArchiveError::Read(e.into())),
     };
     let meta = file.metadata().map_err(ArchiveError::Read)?;
     if !meta.is_file() {

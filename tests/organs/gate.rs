@@ -135,6 +135,15 @@ fn the_gate_refuses_with_what_to_do() -> TestResult {
         "{err}"
     );
 
+    // A fifo in the archive's place is refused, not waited on.
+    std::fs::remove_file(&archive)?;
+    let made = Command::new("mkfifo").arg(&archive).status()?;
+    assert!(made.success());
+    let (status, _, err) = home.organs(&[])?;
+    assert_eq!(status, Some(1));
+    assert!(err.contains("it is not a regular file; download"), "{err}");
+    std::fs::remove_file(&archive)?;
+
     home.put(&good)?;
     home.pin(&pin_json(&sha, Some("tool-2.0"), &[]))?;
     let (status, _, err) = home.organs(&[])?;
