@@ -154,6 +154,7 @@ pub fn make_tree(cache: &Cache, sha256: &str, archive: File) -> Result<PathBuf, 
         move |source| TreeError::Io { what, path, source }
     };
     std::fs::create_dir_all(&trees).map_err(io_err("cannot make", &trees))?;
+    remove_orphans(&trees, &format!(".unpack-{sha256}-"));
     let staging = trees.join(staging_name("unpack", sha256));
     std::fs::create_dir(&staging).map_err(io_err("cannot make", &staging))?;
     let result = unpack_file(archive, &staging).map_err(TreeError::from).and_then(|(_, got)| {
@@ -173,6 +174,23 @@ pub fn make_tree(cache: &Cache, sha256: &str, archive: File) -> Result<PathBuf, 
         let _ = std::fs::remove_dir_all(&staging);
     }
     result.map(|()| tree)
+}
+
+/// Removes staging directories `<prefix><pid>-<n>` in `dir` whose process
+/// is gone (a kernel killed while it unpacked). Never a tree: trees have no
+/// leading dot.
+fn remove_orphans(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The link each organ of a set has: `../../trees/<sha256>[/<dir>]`.

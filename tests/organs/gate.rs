@@ -153,6 +153,13 @@ fn the_gate_refuses_with_what_to_do() -> TestResult {
         "{err}"
     );
 
+    std::fs::remove_file(home.workspace().join("body/organs.json"))?;
+    std::os::unix::fs::symlink("/etc/hostname", home.workspace().join("body/organs.json"))?;
+    let (status, _, err) = home.organs(&[])?;
+    assert_eq!(status, Some(1));
+    assert!(err.contains("organs.json: is not a regular file; body/organs.json must be"), "{err}");
+    std::fs::remove_file(home.workspace().join("body/organs.json"))?;
+
     home.pin(r#"{"tool": {"url": "https://x.org/a.tar.gz", "sha256": "00", "version": 2}}"#)?;
     let (status, _, err) = home.organs(&[])?;
     assert_eq!(status, Some(1));
@@ -161,6 +168,42 @@ fn the_gate_refuses_with_what_to_do() -> TestResult {
         "{err}"
     );
     assert!(err.contains("mend the pin file"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_check_sees_only_the_bare_environment_in_the_organ_root() -> TestResult {
+    let home = Home::new()?;
+    let script = "[ -z \"$TENERAL_TEST_SECRET\" ] || { echo saw the secret; exit 9; }\n\
+                  [ -n \"$PATH\" ] || exit 8\n[ -f bin/check ] || exit 7";
+    let sha = home.put(&organ(script))?;
+    home.pin(&pin_json(&sha, Some("tool-1.0"), &["bin/check"]))?;
+    let out = Command::new(teneral())
+        .arg("organs")
+        .arg("--dir")
+        .arg(home.workspace())
+        .env("TENERAL_TEST_SECRET", "sk-not-for-checks")
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    Ok(())
+}
+
+#[test]
+fn an_orphaned_staging_directory_is_cleared_and_no_tree_is() -> TestResult {
+    let home = Home::new()?;
+    let sha = home.put(&organ("exit 0"))?;
+    let trees = home.cache().root.join("trees");
+    // A kernel that died while it unpacked (no such pid) left this behind.
+    let orphan = trees.join(format!(".unpack-{sha}-4000000-0"));
+    std::fs::create_dir_all(orphan.join("half"))?;
+    let other = trees.join("0".repeat(64));
+    std::fs::create_dir_all(&other)?;
+    home.pin(&pin_json(&sha, None, &[]))?;
+    let (status, _, err) = home.organs(&[])?;
+    assert_eq!(status, Some(0), "{err}");
+    assert!(!orphan.exists(), "the orphan is gone");
+    assert!(other.is_dir(), "another tree stays");
     Ok(())
 }
 
