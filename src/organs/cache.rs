@@ -3,7 +3,7 @@
 //! (unpacked by the kernel), `sets/<id>/<name>` (one link per pinned organ).
 //!
 //! Invariants: a tree that exists is whole, because it is unpacked into a
-//! staging directory beside its place and renamed into it; the bytes hashed
+//! staging directory beside its place, synced, and renamed into it; the bytes hashed
 //! are the bytes unpacked (one open file, hashed again as it is unpacked);
 //! nothing here removes an archive or a tree; a set is named by a hash of
 //! what it holds, so sets of equal pins are one directory.
@@ -161,8 +161,13 @@ pub fn make_tree(cache: &Cache, sha256: &str, archive: File) -> Result<PathBuf, 
         if got != sha256 {
             return Err(TreeError::Changed(got));
         }
+        // The tree's data reaches the disk before its name does, so a tree
+        // that exists after a power loss is whole too.
+        File::open(&staging)
+            .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
+            .map_err(io_err("cannot sync", &staging))?;
         match std::fs::rename(&staging, &tree) {
-            Ok(()) => Ok(()),
+            Ok(()) => crate::fsutil::sync_dir(&trees).map_err(io_err("cannot sync", &trees)),
             Err(_) if tree.is_dir() => {
                 let _ = std::fs::remove_dir_all(&staging);
                 Ok(())
