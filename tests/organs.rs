@@ -6,6 +6,7 @@ mod corpus;
 #[path = "../fuzz/logic.rs"]
 mod fuzz_logic;
 mod gate;
+mod limits;
 pub mod tarball;
 
 use std::os::unix::fs::PermissionsExt;
