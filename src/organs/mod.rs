@@ -55,7 +55,7 @@ pub enum OrganError {
     )]
     WrongHash { organ: String, path: PathBuf, url: String, want: String, got: String },
     #[error(
-        "organ {organ}: archive {sha256} is refused: {error}; an organ must be a release \
+        "organ {organ}: archive {sha256} cannot be unpacked: {error}; an organ must be a release \
          archive of plain files, directories and links that stay inside it: pin another release"
     )]
     Unpack { organ: String, sha256: String, error: TreeError },

@@ -215,7 +215,7 @@ fn a_hostile_archive_is_refused_and_leaves_no_tree() -> TestResult {
     let (status, _, err) = home.organs(&[])?;
     assert_eq!(status, Some(1));
     let want = format!(
-        "organ tool: archive {sha} is refused: entry \"up\" is refused: it is a symlink to \"../../..\", which leads out of the tree"
+        "organ tool: archive {sha} cannot be unpacked: entry \"up\" is refused: it is a symlink to \"../../..\", which leads out of the tree"
     );
     assert!(err.contains(&want), "{err}");
     assert!(err.contains("pin another release"), "{err}");
