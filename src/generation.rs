@@ -136,6 +136,8 @@ pub struct Start<'a> {
     pub body_key: &'a str,
     pub settings: &'a Settings,
     pub clock: bool,
+    /// The organ set of the commit's pins (`TENERAL_ORGANS`), when it pins any.
+    pub organs: Option<&'a Path>,
 }
 
 /// The body's whole environment: the contract's variables and nothing else.
@@ -166,6 +168,9 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
     ];
     if let Some(effort) = &s.settings.reasoning_effort {
         env.push(("TENERAL_REASONING_EFFORT".into(), effort.into()));
+    }
+    if let Some(organs) = s.organs {
+        env.push(("TENERAL_ORGANS".into(), organs.into()));
     }
     for k in ["PATH", "HOME", "LANG"] {
         if let Some(v) = std::env::var_os(k) {
@@ -241,4 +246,35 @@ pub fn tail_text(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
 /// The first seven characters of a commit, as people read them.
 pub fn short(commit: &str) -> &str {
     commit.get(..7).unwrap_or(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn organs_are_in_the_environment_only_when_pinned() {
+        let settings =
+            Settings::parse("TENERAL_PROVIDER=standin\n").unwrap_or_else(|e| unreachable!("{e}"));
+        let set = Path::new("/home/x/.teneral/organs/sets/0123456789abcdef");
+        let mut start = Start {
+            home: Path::new("/home/x"),
+            commit: "0123456789012345678901234567890123456789",
+            events: Path::new("/home/x/.teneral/run/e.sock"),
+            model_url: "http://127.0.0.1:1/v1",
+            body_key: "k",
+            settings: &settings,
+            clock: true,
+            organs: Some(set),
+        };
+        let organs = |env: Vec<(String, OsString)>| {
+            env.into_iter()
+                .filter(|(k, _)| k == "TENERAL_ORGANS")
+                .map(|(_, v)| v)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(organs(environment(&start)), vec![OsString::from(set)]);
+        start.organs = None;
+        assert_eq!(organs(environment(&start)), Vec::<OsString>::new());
+    }
 }

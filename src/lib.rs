@@ -12,6 +12,7 @@ pub mod journal;
 pub mod lifecycle;
 pub mod lock;
 pub mod log;
+pub mod organs;
 pub mod owner;
 pub mod proxy;
 pub mod repo;

@@ -27,7 +27,7 @@ use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, Windows};
 use crate::settings::{Provider, Settings};
 use crate::state::{Refused, State, Stopped};
-use crate::{back, lock, log, proxy, repo, spawn, standin};
+use crate::{back, lock, log, organs, proxy, repo, spawn, standin};
 use run::{RunEnd, RunOf};
 
 /// `teneral run` ended because it was asked to.
@@ -183,6 +183,18 @@ impl Kernel {
             let oid = repo::commit_id(&self.git, &self.home, &commit)?;
             let live = repo::reset_live(&self.git, &self.home, oid)?;
             repo::ensure_candidate(&self.home)?;
+            let mut organ_set = match self.organs(&commit, &live).await? {
+                Ok(set) => set,
+                Err(next) => match next {
+                    Next::Switch { to, trial: t } => {
+                        self.switch(&to, t)?;
+                        trial = t;
+                        continue;
+                    }
+                    Next::End(status, reason) => return Ok((status, reason)),
+                    Next::Same => None,
+                },
+            };
             let build = generation::build(&self.home, &live, &commit, false);
             let binary = tokio::select! {
                 built = build => match built {
@@ -211,12 +223,19 @@ impl Kernel {
             let next = loop {
                 runs += 1;
                 repo::reset_live(&self.git, &self.home, oid)?;
+                if runs > 1 {
+                    organ_set = match self.organs(&commit, &live).await? {
+                        Ok(set) => set,
+                        Err(next) => break next,
+                    };
+                }
                 let of = RunOf {
                     binary: &binary,
                     commit: &commit,
                     model_url: &model_url,
                     body_key: &body_key,
                     run: runs,
+                    organs: organ_set.as_deref(),
                 };
                 let end = self.one_run(of, &mut life).await?;
                 let next = match end {
@@ -285,6 +304,31 @@ impl Kernel {
             }
             Decision::Wait | Decision::Kill { .. } => Ok(Next::Same),
         }
+    }
+
+    /// The organ set of the generation at `live`, prepared before each start
+    /// (a tree that went missing is unpacked again from its archive). A
+    /// missing archive stops the kernel without going back: the install lost
+    /// a file and the generation is sound. Any other organ error fails the
+    /// generation. `Ok(Err(next))` says what follows instead of a start.
+    async fn organs(
+        &mut self,
+        commit: &str,
+        live: &Path,
+    ) -> Result<Result<Option<PathBuf>, Next>, KernelError> {
+        let (home, checkout) = (self.home.clone(), live.to_owned());
+        let prepared = tokio::task::spawn_blocking(move || organs::prepare(&home, &checkout))
+            .await
+            .map_err(|e| KernelError::Io(format!("preparing the organs failed: {e}")))?;
+        let e = match prepared {
+            Ok(set) => return Ok(Ok(set)),
+            Err(e) => e,
+        };
+        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
+        if e.archive_missing() {
+            return Ok(Err(Next::End(EXIT_GAVE_UP, format!("{e}; then start the kernel again"))));
+        }
+        Ok(Err(self.fail(commit, format!("its organs cannot be prepared: {e}"), String::new())?))
     }
 
     /// A generation failed: one step back when there is one, else stop.

@@ -3,6 +3,7 @@ mod back;
 mod common;
 mod gate;
 mod kernel;
+mod organs;
 mod selfmod;
 mod standin;
 mod talk;

@@ -23,6 +23,18 @@ enum Command {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// For the pins of the checkout in DIR (default: here; the workspace is
+    /// .teneral/candidate), do what the gate will do: check each archive's
+    /// hash, unpack it, run its check. Prints the directory to use as
+    /// TENERAL_ORGANS. The cache is the individual's: the nearest directory at
+    /// or above DIR that holds .teneral/.
+    Organs {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Seconds each check may run (the gate gives 60).
+        #[arg(long, default_value_t = 60, hide = true)]
+        check_seconds: u64,
+    },
     /// Serve the stand-in model on loopback (both wire protocols).
     Standin {
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -61,6 +73,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<i32> = runtime.block_on(async {
         match cli.command {
             Command::Run { dir } => Ok(teneral::supervisor::run(&dir).await?),
+            Command::Organs { dir, check_seconds } => organs(&dir, check_seconds).await,
             Command::Standin { listen, key, script, log } => {
                 teneral::standin::run_cli(listen, teneral::standin::Config { key, script, log })
                     .await?;
@@ -79,4 +92,30 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `teneral organs`: the gate's organ step for a workspace.
+async fn organs(dir: &std::path::Path, check_seconds: u64) -> anyhow::Result<i32> {
+    let checkout = dir.canonicalize().map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    let Some(home) = teneral::organs::individual_of(&checkout) else {
+        anyhow::bail!(
+            "{} is not inside an individual (no directory at or above it holds .teneral/); \
+             run this in the workspace, .teneral/candidate",
+            checkout.display()
+        );
+    };
+    teneral::spawn::start_reaper()?;
+    let env: Vec<(String, std::ffi::OsString)> = ["PATH", "HOME", "LANG"]
+        .iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| ((*k).to_owned(), v)))
+        .collect();
+    let limit = std::time::Duration::from_secs(check_seconds);
+    match teneral::organs::gate_within(&home, &checkout, &env, limit).await? {
+        Some(set) => println!("{}", set.display()),
+        None => eprintln!(
+            "teneral: {} pins no organs (no body/organs.json, or {{}}): leave TENERAL_ORGANS unset",
+            checkout.display()
+        ),
+    }
+    Ok(0)
 }

@@ -4,12 +4,18 @@
 //! failure ending the gate with its name and the tail of its output:
 //! 1. `paths`: only `body/` and `BACKLOG.md` changed; `body/` holds only
 //!    regular files ([`rules`]);
-//! 2. in a fresh checkout of exactly that commit, with a bare environment and
+//! 2. `organs`: in a fresh checkout of exactly that commit, each pinned organ
+//!    is in the cache with its hash, unpacked, and passes its own check
+//!    ([`crate::organs::gate`]); nothing of the candidate has run yet;
+//! 3. in that checkout, with a bare environment and
 //!    a temp dir inside the checkout, each limited by the check limit: the
 //!    type checks of the kernel and the body, the kernel's tests, the body's
 //!    tests, all `--offline --locked`; a check whose tree already passed is
 //!    reused ([`memo`]);
-//! 3. `smoke`: the candidate started on a throwaway individual ([`smoke`]).
+//! 4. `smoke`: the candidate started on a throwaway individual ([`smoke`]).
+//!
+//! The organ set, when the candidate pins organs, is `TENERAL_ORGANS` for its
+//! tests and its smoke run.
 
 pub mod checks;
 pub mod memo;
@@ -115,7 +121,19 @@ impl Gate<'_> {
         if let Err(e) = std::fs::create_dir_all(&tmp) {
             return reject("checkout", format!("cannot make {}: {e}", tmp.display()));
         }
-        let env = checks::bare_env(&tmp, &self.home.join(TARGET_DIR));
+        let mut env = checks::bare_env(&tmp, &self.home.join(TARGET_DIR));
+        let started = Instant::now();
+        let organ_set = match crate::organs::gate(self.home, checkout, &env).await {
+            Ok(set) => set,
+            Err(e) => {
+                self.step(candidate, "organs", false, false, started.elapsed());
+                return reject("organs", e.to_string());
+            }
+        };
+        if let Some(set) = &organ_set {
+            self.step(candidate, "organs", true, false, started.elapsed());
+            env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
+        }
         let toolchain = toolchain(&env).await;
         let kernel_exe = kernel_identity(self.kernel_exe);
         let limit = match (self.settings.timing.check_limit, self.settings.check_minutes) {
@@ -176,7 +194,16 @@ impl Gate<'_> {
             0 => None,
             s => Some(Duration::from_secs(u64::from(s))),
         };
-        let smoke = smoke::run(self.home, checkout, &binary, candidate, self.settings, limit).await;
+        let smoke = smoke::run(
+            self.home,
+            checkout,
+            &binary,
+            candidate,
+            self.settings,
+            organ_set.as_deref(),
+            limit,
+        )
+        .await;
         self.step(candidate, "smoke", smoke.is_ok(), false, started.elapsed());
         match smoke {
             Ok(()) => Verdict::Accepted { binary },

@@ -29,11 +29,12 @@ pub async fn run(
     binary: &Path,
     commit: &str,
     settings: &Settings,
+    organs: Option<&Path>,
     limit: Option<Duration>,
 ) -> Result<(), String> {
     let dir = home.join(SMOKE_DIR);
     let _ = std::fs::remove_dir_all(&dir);
-    let result = smoke(&dir, checkout, binary, commit, settings, limit).await;
+    let result = smoke(&dir, checkout, binary, commit, settings, organs, limit).await;
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -44,6 +45,7 @@ async fn smoke(
     binary: &Path,
     commit: &str,
     settings: &Settings,
+    organs: Option<&Path>,
     limit: Option<Duration>,
 ) -> Result<(), String> {
     let setup =
@@ -81,6 +83,7 @@ async fn smoke(
         body_key: key,
         settings,
         clock: false,
+        organs,
     };
     let mut body =
         generation::start(binary, &start).map_err(|e| format!("cannot start the body: {e}"))?;

@@ -34,6 +34,8 @@ pub struct RunOf<'a> {
     pub model_url: &'a str,
     pub body_key: &'a str,
     pub run: u32,
+    /// The directory for `TENERAL_ORGANS`, when the commit pins organs.
+    pub organs: Option<&'a Path>,
 }
 
 impl Kernel {
@@ -63,6 +65,7 @@ impl Kernel {
             body_key: of.body_key,
             settings: &self.settings,
             clock: true,
+            organs: of.organs,
         };
         let mut body =
             generation::start(of.binary, &start).map_err(super::io("cannot start the body"))?;

@@ -1,0 +1,256 @@
+//! The cache `.teneral/organs/`, everything in it named by an archive's hash:
+//! `archives/<sha256>.tar.gz` (put there by the agent), `trees/<sha256>/`
+//! (unpacked by the kernel), `sets/<id>/<name>` (one link per pinned organ).
+//!
+//! Invariants: a tree that exists is whole, because it is unpacked into a
+//! staging directory beside its place, synced, and renamed into it; the bytes hashed
+//! are the bytes unpacked (one open file, hashed again as it is unpacked);
+//! nothing here removes an archive or a tree; a set is named by a hash of
+//! what it holds, so sets of equal pins are one directory.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use super::pins::Pin;
+use super::unpack::{self, Summary, UnpackError};
+
+/// The cache, relative to the individual's directory.
+pub const CACHE_DIR: &str = ".teneral/organs";
+/// An archive may not be larger than this.
+pub const MAX_ARCHIVE: u64 = 256 << 20;
+
+/// The cache's paths.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    pub root: PathBuf,
+}
+
+impl Cache {
+    pub fn new(home: &Path) -> Self {
+        Self { root: home.join(CACHE_DIR) }
+    }
+
+    pub fn archive(&self, sha256: &str) -> PathBuf {
+        self.root.join("archives").join(format!("{sha256}.tar.gz"))
+    }
+
+    pub fn tree(&self, sha256: &str) -> PathBuf {
+        self.root.join("trees").join(sha256)
+    }
+
+    pub fn sets(&self) -> PathBuf {
+        self.root.join("sets")
+    }
+}
+
+/// A name beside `dir` that no other process or call uses.
+fn staging_name(prefix: &str, what: &str) -> String {
+    static COUNT: AtomicU32 = AtomicU32::new(0);
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!(".{prefix}-{what}-{}-{n}", std::process::id())
+}
+
+/// Why an archive could not be read or hashed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("it is not in the cache")]
+    Missing,
+    #[error("it is not a regular file")]
+    NotFile,
+    #[error("it is {0} bytes; at most 256 MiB are allowed")]
+    TooLarge(u64),
+    #[error("it cannot be read: {0}")]
+    Read(io::Error),
+}
+
+/// Opens a cached archive: a regular file of at most [`MAX_ARCHIVE`] bytes.
+/// Opened without blocking, so that a fifo put in its place cannot hold the
+/// kernel (for a regular file the flag changes nothing).
+pub fn open_archive(path: &Path) -> Result<File, ArchiveError> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Err(ArchiveError::Missing),
+        Err(e) => return Err(ArchiveError::Read(e.into())),
+    };
+    let meta = file.metadata().map_err(ArchiveError::Read)?;
+    if !meta.is_file() {
+        return Err(ArchiveError::NotFile);
+    }
+    if meta.len() > MAX_ARCHIVE {
+        return Err(ArchiveError::TooLarge(meta.len()));
+    }
+    Ok(file)
+}
+
+/// Reads through to the hash, failing past [`MAX_ARCHIVE`] bytes (a file
+/// that grows while it is read).
+struct Hashing<R> {
+    inner: R,
+    hash: Sha256,
+    read: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > MAX_ARCHIVE {
+            return Err(io::Error::other("the archive grew past 256 MiB while it was read"));
+        }
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 of everything `reader` gives, in lower-case hex.
+pub fn hash(reader: impl Read) -> io::Result<String> {
+    let mut h = Hashing { inner: reader, hash: Sha256::new(), read: 0 };
+    io::copy(&mut h, &mut io::sink())?;
+    Ok(hex(&h.hash.finalize()))
+}
+
+/// Unpacks the `.tar.gz` `archive` into `dest` (an existing empty
+/// directory), hashing every byte read; returns what was unpacked and the
+/// archive's SHA-256, bytes after the tar stream's end included.
+pub fn unpack_file(archive: impl Read, dest: &Path) -> Result<(Summary, String), UnpackError> {
+    let hashing = Hashing { inner: archive, hash: Sha256::new(), read: 0 };
+    let mut gz = flate2::bufread::MultiGzDecoder::new(BufReader::with_capacity(1 << 16, hashing));
+    let summary = unpack::unpack_tar(&mut gz, dest)?;
+    let mut rest = gz.into_inner();
+    io::copy(&mut rest, &mut io::sink()).map_err(|e| UnpackError::Corrupt(e.to_string()))?;
+    let hashing = rest.into_inner();
+    Ok((summary, hex(&hashing.hash.finalize())))
+}
+
+/// What went wrong making a tree.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error(transparent)]
+    Unpack(#[from] UnpackError),
+    #[error("the archive changed while it was unpacked (it now hashes to {0})")]
+    Changed(String),
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: io::Error },
+}
+
+/// Unpacks `archive` (already hashed to `sha256`) as `trees/<sha256>`,
+/// through a staging directory beside it. A tree that appears meanwhile
+/// (another kernel) is kept and the staging directory removed.
+pub fn make_tree(cache: &Cache, sha256: &str, archive: File) -> Result<PathBuf, TreeError> {
+    let tree = cache.tree(sha256);
+    let trees = cache.root.join("trees");
+    let io_err = |what, path: &Path| {
+        let path = path.to_owned();
+        move |source| TreeError::Io { what, path, source }
+    };
+    std::fs::create_dir_all(&trees).map_err(io_err("cannot make", &trees))?;
+    remove_orphans(&trees, &format!(".unpack-{sha256}-"));
+    let staging = trees.join(staging_name("unpack", sha256));
+    std::fs::create_dir(&staging).map_err(io_err("cannot make", &staging))?;
+    let result = unpack_file(archive, &staging).map_err(TreeError::from).and_then(|(_, got)| {
+        if got != sha256 {
+            return Err(TreeError::Changed(got));
+        }
+        // The tree's data reaches the disk before its name does, so a tree
+        // that exists after a power loss is whole too.
+        File::open(&staging)
+            .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
+            .map_err(io_err("cannot sync", &staging))?;
+        match std::fs::rename(&staging, &tree) {
+            Ok(()) => crate::fsutil::sync_dir(&trees).map_err(io_err("cannot sync", &trees)),
+            Err(_) if tree.is_dir() => {
+                let _ = std::fs::remove_dir_all(&staging);
+                Ok(())
+            }
+            Err(e) => Err(io_err("cannot rename the unpacked tree to", &tree)(e)),
+        }
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result.map(|()| tree)
+}
+
+/// Removes staging directories `<prefix><pid>-<n>` in `dir` whose process
+/// is gone (a kernel killed while it unpacked). Never a tree: trees have no
+/// leading dot.
+fn remove_orphans(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The link each organ of a set has: `../../trees/<sha256>[/<dir>]`.
+fn link_target(pin: &Pin) -> PathBuf {
+    let mut target = PathBuf::from("../../trees").join(&pin.sha256);
+    if let Some(dir) = &pin.dir {
+        target.push(dir);
+    }
+    target
+}
+
+/// The set for `pins`: `sets/<id>/<name>` links, made if missing or wrong.
+pub fn link_set(cache: &Cache, pins: &[Pin]) -> io::Result<PathBuf> {
+    let mut sorted: Vec<&Pin> = pins.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut id = Sha256::new();
+    for pin in &sorted {
+        id.update(format!("{}\0{}\0{}\n", pin.name, pin.sha256, pin.dir.as_deref().unwrap_or("")));
+    }
+    let id = hex(&id.finalize()[..8]);
+    let sets = cache.sets();
+    let set = sets.join(&id);
+    if set_is(&set, &sorted) {
+        return Ok(set);
+    }
+    std::fs::create_dir_all(&sets)?;
+    let staging = sets.join(staging_name("set", &id));
+    std::fs::create_dir(&staging)?;
+    let made = (|| {
+        for pin in &sorted {
+            std::os::unix::fs::symlink(link_target(pin), staging.join(&pin.name))?;
+        }
+        if set.symlink_metadata().is_ok() {
+            // A set that is not what its name says: set it aside, then replace it.
+            let stale = sets.join(staging_name("stale", &id));
+            std::fs::rename(&set, &stale)?;
+            let _ = std::fs::remove_dir_all(&stale);
+        }
+        std::fs::rename(&staging, &set)
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+        if set_is(&set, &sorted) {
+            return Ok(set);
+        }
+    }
+    made.map(|()| set)
+}
+
+/// Whether `set` holds exactly the links `pins` need.
+fn set_is(set: &Path, pins: &[&Pin]) -> bool {
+    let Ok(entries) = std::fs::read_dir(set) else { return false };
+    let count = entries.count();
+    count == pins.len()
+        && pins
+            .iter()
+            .all(|pin| std::fs::read_link(set.join(&pin.name)).is_ok_and(|t| t == link_target(pin)))
+}
