@@ -32,7 +32,13 @@ pub enum Seen {
     Replied,
     Interrupted,
     TurnEnded,
-    MutationRequested { candidate: String },
+    /// Something woke the agent, or it is reasoning: it is thinking.
+    Thinking,
+    /// It runs the tool of this name.
+    Tool(String),
+    MutationRequested {
+        candidate: String,
+    },
 }
 
 /// The journal, shared by the channel and the supervisor's own events.
@@ -40,6 +46,7 @@ pub type SharedJournal = Arc<Mutex<Journal>>;
 
 /// Appends an event the kernel writes itself, logging a failure.
 pub fn kernel_event(journal: &SharedJournal, commit: &str, kind: &str, fields: Value) {
+    log::event(kind, format!("{kind} {fields}"));
     let mut j = journal.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = j.append_kernel(commit, kind, fields) {
         log::info(format!("could not journal {kind}: {e}"));
@@ -113,7 +120,7 @@ impl Channel {
         };
         match accepted {
             Accepted::Log { level, text } => {
-                log::agent("body", format!("{level}: {text}"));
+                log::agent("body", "log", format!("{level}: {text}"));
                 json!({"ok": true})
             }
             Accepted::Journal => self.append(&event, None),
@@ -170,20 +177,21 @@ impl Channel {
         let seen = match kind {
             "generation.ready" => Some(Seen::Ready),
             "reply" => {
-                log::agent("reply", first_line(&text("text")));
+                log::agent("reply", kind, first_line(&text("text")));
                 Some(Seen::Replied)
             }
             "turn.interrupted" => Some(Seen::Interrupted),
             "turn.ended" => Some(Seen::TurnEnded),
             "mutation.requested" => Some(Seen::MutationRequested { candidate: text("candidate") }),
             "tool.call" => {
-                log::agent("tool", text("name"));
-                None
+                log::agent("tool", kind, text("name"));
+                Some(Seen::Tool(text("name")))
             }
             "reasoning" => {
-                log::agent("thinking", first_line(&text("text")));
-                None
+                log::agent("thinking", kind, first_line(&text("text")));
+                Some(Seen::Thinking)
             }
+            "owner.line" | "stimulus" | "birth" | "tool.result" => Some(Seen::Thinking),
             _ => None,
         };
         if let Some(seen) = seen {

@@ -30,6 +30,9 @@ pub struct BodyProcess {
     pub pid: u32,
     /// Start time in clock ticks (`/proc/<pid>/stat`), to tell a reused pid.
     pub start_time: u64,
+    /// The transient unit it runs in, under systemd.
+    #[serde(default)]
+    pub unit: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,7 +90,7 @@ mod tests {
         let s = State {
             generation: Some("a".repeat(40)),
             previous: None,
-            body: Some(BodyProcess { pid: 7, start_time: 9 }),
+            body: Some(BodyProcess { pid: 7, start_time: 9, unit: None }),
             stopped: None,
         };
         s.save(dir.path()).unwrap_or_else(|e| unreachable!("{e}"));

@@ -4,7 +4,11 @@
 //! journal, builds and starts the current generation, serves it the model
 //! and its event channel, and applies the lifecycle rules
 //! ([`crate::lifecycle`]) to what it sees. SIGTERM and SIGINT stop the body
-//! (SIGTERM, a grace period, SIGKILL to its group) and then the kernel.
+//! (SIGTERM, a grace period, SIGKILL to all of it) and then the kernel.
+//! The body runs through the [`Runner`] chosen at the start (a transient
+//! unit under systemd); what the kernel does is said through
+//! [`crate::status`] (systemd's STATUS, `.teneral/status`), and READY=1
+//! goes to systemd once the journal and the owner's channel are open.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,8 +23,10 @@ use crate::events::{self, kernel_event, Channel, Seen, SharedJournal};
 use crate::generation::{self, short, Start};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Input, Lifecycle, Windows};
+use crate::runner::{Limits, Runner};
 use crate::settings::{Provider, Settings};
 use crate::state::{BodyProcess, State, Stopped};
+use crate::status::{Doing, Reporter};
 use crate::{lock, log, proxy, repo, spawn, standin};
 
 /// `teneral run` ended because it was asked to.
@@ -41,6 +47,8 @@ pub enum KernelError {
     Repo(#[from] repo::RepoError),
     #[error(transparent)]
     Journal(#[from] crate::journal::writer::JournalError),
+    #[error(transparent)]
+    Run(#[from] crate::runner::RunError),
     #[error("{0}")]
     Io(String),
 }
@@ -55,15 +63,26 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     let home = home.canonicalize().map_err(io("the individual's directory"))?;
     let _lock = lock::acquire(&home)?;
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
+    let status = Reporter::new(&home);
+    status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
     let mut state = State::load(&home)?;
     if let Some(stopped) = &state.stopped {
-        log::info(format!(
-            "last time the kernel stopped by itself ({}), with status {}: {}",
-            stopped.at, stopped.status, stopped.reason
-        ));
+        log::at(
+            log::Priority::Notice,
+            format!(
+                "last time the kernel stopped by itself ({}), with status {}: {}",
+                stopped.at, stopped.status, stopped.reason
+            ),
+        );
     }
+    let runner = Runner::choose(settings.runner).await?;
     if let Some(body) = state.body.take() {
+        if let Some(unit) = &body.unit {
+            if runner.stop_leftover(unit).await {
+                log::info(format!("stopped {unit}, which a killed supervisor left behind"));
+            }
+        }
         if spawn::kill_leftover(body.pid, body.start_time) {
             log::info(format!(
                 "stopped a body (pid {}) that a killed supervisor left behind",
@@ -81,9 +100,14 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     state.generation = Some(commit.clone());
     state.stopped = None;
     state.save(&home)?;
+    log::set_commit(&commit);
+    status.set_generation(&commit);
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     kernel_event(&journal, &commit, "kernel.started", json!({"pid": std::process::id()}));
     log::info(format!("supervising {} at generation {}", home.display(), short(&commit)));
+    // The journal and the owner's channel are open: lines sent from now on
+    // are taken in, so the kernel counts as serving.
+    status.ready();
 
     let mut k = Kernel {
         home,
@@ -91,6 +115,8 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
         state,
         journal,
         git,
+        runner,
+        status,
         sigterm: signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?,
         sigint: signal(SignalKind::interrupt()).map_err(io("SIGINT handler"))?,
     };
@@ -103,8 +129,12 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     );
     if status != EXIT_STOPPED {
         k.state.stopped = Some(Stopped { reason: reason.clone(), status, at: now_text() });
-        log::info(format!("stopping: {reason}"));
+        log::at(log::Priority::Error, format!("stopping: {reason}"));
+        k.status.set(Doing::GaveUp(reason.clone()));
+    } else {
+        k.status.set(Doing::Stopping);
     }
+    k.status.stopping();
     k.state.body = None;
     k.state.save(&k.home)?;
     Ok(status)
@@ -116,6 +146,8 @@ struct Kernel {
     state: State,
     journal: SharedJournal,
     git: git2::Repository,
+    runner: Runner,
+    status: Reporter,
     sigterm: Signal,
     sigint: Signal,
 }
@@ -142,6 +174,7 @@ impl Kernel {
         let oid = repo::commit_id(&self.git, &self.home, &commit)?;
         let live = repo::reset_live(&self.git, &self.home, oid)?;
         repo::ensure_candidate(&self.home)?;
+        self.status.set(Doing::Building);
         let build = generation::build(&self.home, &live, &commit);
         let binary = tokio::select! {
             built = build => match built {
@@ -170,6 +203,7 @@ impl Kernel {
             };
             match decision {
                 Decision::Restart { after, reason } => {
+                    self.status.set(Doing::Restarting { after });
                     log::info(format!(
                         "the body {reason}; starting it again in {} s",
                         after.as_secs_f32()
@@ -266,11 +300,19 @@ impl Kernel {
             settings: &self.settings,
             clock: true,
         };
-        let mut body = generation::start(binary, &start).map_err(io("cannot start the body"))?;
-        let start_time = spawn::process_start_time(body.child.pid).unwrap_or_default();
-        self.state.body = Some(BodyProcess { pid: body.child.pid, start_time });
+        self.status.set(Doing::StartingBody);
+        let limits = Limits::from_settings(&self.settings);
+        let mut body = generation::start(&self.runner, binary, &start, &limits).await?;
+        let pid = body.pid().unwrap_or_default();
+        let start_time = spawn::process_start_time(pid).unwrap_or_default();
+        let unit = body.is_unit().then(|| body.unit().to_owned());
+        self.state.body = Some(BodyProcess { pid, start_time, unit: unit.clone() });
         self.state.save(&self.home)?;
-        kernel_event(&self.journal, commit, "generation.started", json!({"pid": body.child.pid}));
+        let mut started = json!({"pid": pid});
+        if let Some(unit) = &unit {
+            started["unit"] = json!(unit);
+        }
+        kernel_event(&self.journal, commit, "generation.started", started);
         life.on(Input::Started, Instant::now());
 
         let grace = self.settings.timing.stop_grace;
@@ -286,24 +328,28 @@ impl Kernel {
                 biased;
                 Some(event) = seen.recv() => {
                     let input = match event {
-                        Seen::Ready => Input::Ready,
+                        Seen::Ready => { self.status.set(Doing::Resting); Input::Ready }
                         Seen::Replied => Input::Replied,
-                        Seen::Interrupted => Input::Interrupted,
-                        Seen::TurnEnded | Seen::MutationRequested { .. } => continue,
+                        Seen::Interrupted => { self.status.set(Doing::Resting); Input::Interrupted }
+                        Seen::TurnEnded => { self.status.set(Doing::Resting); continue }
+                        Seen::Thinking => { self.status.set(Doing::Thinking); continue }
+                        Seen::Tool(name) => { self.status.set(Doing::RunningTool(name)); continue }
+                        Seen::MutationRequested { .. } => continue,
                     };
                     life.on(input, Instant::now());
                 }
-                exit = body.child.wait() => {
+                ended = body.wait() => {
+                    let exit = ended.exit;
                     let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
                     // Events the body sent before it ended count first.
                     while let Ok(event) = seen.try_recv() {
                         if event == Seen::Ready { life.on(Input::Ready, Instant::now()); }
                         if event == Seen::Replied { life.on(Input::Replied, Instant::now()); }
                     }
-                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string()}));
+                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string(), "result": ended.result}));
                     let decision = life.on(Input::Exited { code }, Instant::now());
                     if let Decision::Stop { reason } | Decision::RollBack { reason } = &decision {
-                        let tail = generation::tail_text(&body.stderr_tail);
+                        let tail = body.stderr_tail();
                         let text = format!("{reason}\nwhat it last wrote to stderr:\n{tail}");
                         kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
                     }
@@ -312,11 +358,11 @@ impl Kernel {
                 () = sleep => {
                     if let Decision::Kill { reason } = life.on(Input::Deadline, Instant::now()) {
                         log::info(format!("stopping the body: {reason}"));
-                        body.child.signal(rustix::process::Signal::KILL);
+                        body.signal(rustix::process::Signal::KILL).await;
                     }
                 }
-                _ = self.sigterm.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
-                _ = self.sigint.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
+                _ = self.sigterm.recv() => { self.asked_to_stop(); body.stop(grace).await; break RunEnd::AskedToStop; }
+                _ = self.sigint.recv() => { self.asked_to_stop(); body.stop(grace).await; break RunEnd::AskedToStop; }
             }
         };
         server.abort();
@@ -324,6 +370,12 @@ impl Kernel {
         self.state.body = None;
         self.state.save(&self.home)?;
         Ok(end)
+    }
+
+    /// Says, before the body is stopped, that the kernel is on its way out.
+    fn asked_to_stop(&self) {
+        self.status.set(Doing::Stopping);
+        self.status.stopping();
     }
 
     /// Waits `after`; true when asked to stop meanwhile.

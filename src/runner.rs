@@ -1,0 +1,364 @@
+//! How the kernel runs a body or a gate check: as a systemd transient unit
+//! when a user manager is there, else as its own child. One seam, chosen
+//! once when the kernel starts ([`Runner::choose`]).
+//!
+//! Both paths give the same [`Running`]: its output logged line by line
+//! under the unit's name and the last lines kept (the message about a
+//! failure quotes them), `wait` (cancel-safe), `signal` (every process of
+//! it), `stop` (SIGTERM, a grace period, then SIGKILL to all of it), `pid`.
+//! Limits ([`Limits`]): under systemd `MemoryMax`, `TasksMax`,
+//! `RuntimeMaxSec` are the unit's; run directly, only the runtime limit is
+//! kept (by the kernel, with the same SIGTERM then SIGKILL), and
+//! [`Runner::choose`] logs which limits cannot be applied.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::process::Signal;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
+
+use crate::log;
+use crate::settings::{RunnerChoice, Settings};
+use crate::spawn::{self, Child, Exit, Output, Spec};
+use crate::systemd::{Systemd, SystemdError, Unit};
+
+/// Lines of output kept for a message about a failure.
+pub const TAIL_LINES: usize = crate::generation::TAIL_LINES;
+
+/// The limits one run gets. `None` is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of memory (`MemoryMax`).
+    pub memory_max: Option<u64>,
+    /// Processes and threads (`TasksMax`).
+    pub tasks_max: Option<u64>,
+    /// How long it may run before it is stopped (`RuntimeMaxSec`); a gate
+    /// check has one, a body none.
+    pub runtime_max: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when it is stopped (`TimeoutStopSec`).
+    pub stop_timeout: Duration,
+}
+
+impl Limits {
+    /// The owner's limits for a body: no runtime limit.
+    pub fn from_settings(settings: &Settings) -> Limits {
+        Limits {
+            memory_max: settings.limits.memory_max,
+            tasks_max: settings.limits.tasks_max,
+            runtime_max: None,
+            stop_timeout: settings.timing.stop_grace,
+        }
+    }
+
+    /// The same with a runtime limit (for a gate check).
+    pub fn with_runtime_max(self, runtime_max: Option<Duration>) -> Limits {
+        Limits { runtime_max, ..self }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub exit: Exit,
+    /// systemd's `Result` of the unit (`success`, `exit-code`, `signal`,
+    /// `timeout`, `oom-kill`, ...); run directly: `success`, `exit-code`,
+    /// `signal` or `timeout` the same way.
+    pub result: String,
+    /// Stopped because it ran past its runtime limit.
+    pub over_time: bool,
+}
+
+impl Ended {
+    pub(crate) fn lost(why: &str) -> Ended {
+        Ended { exit: Exit::Code(-1), result: why.to_owned(), over_time: false }
+    }
+
+    fn direct(exit: Exit, over_time: bool) -> Ended {
+        let result = match exit {
+            _ if over_time => "timeout",
+            Exit::Code(0) => "success",
+            Exit::Code(_) => "exit-code",
+            Exit::Signal(_) => "signal",
+        };
+        Ended { exit, result: result.to_owned(), over_time }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start {unit}: {source}")]
+    Spawn { unit: String, source: std::io::Error },
+    #[error(transparent)]
+    Systemd(#[from] SystemdError),
+    #[error(
+        "TENERAL_RUNNER=systemd, but {0}; start a user manager (systemctl --user, a login \
+         session, or loginctl enable-linger) or write TENERAL_RUNNER=auto"
+    )]
+    NeedSystemd(SystemdError),
+}
+
+/// How children are started, for the kernel's whole life.
+#[derive(Clone)]
+pub enum Runner {
+    /// As the kernel's own children (spawn.rs).
+    Direct,
+    /// As transient units of the user manager.
+    Systemd(Systemd),
+}
+
+impl Runner {
+    /// Chooses as the owner's setting says, and logs the choice.
+    pub async fn choose(choice: RunnerChoice) -> Result<Runner, RunError> {
+        if choice == RunnerChoice::Direct {
+            log::info("running children directly (TENERAL_RUNNER=direct); MemoryMax and TasksMax are not applied");
+            return Ok(Runner::Direct);
+        }
+        match Systemd::connect().await {
+            Ok(systemd) => {
+                log::info(
+                    "running each generation and check as a transient unit of the user manager",
+                );
+                Ok(Runner::Systemd(systemd))
+            }
+            Err(e) if choice == RunnerChoice::Systemd => Err(RunError::NeedSystemd(e)),
+            Err(e) => {
+                log::info(format!(
+                    "{e}: running children directly; MemoryMax and TasksMax cannot be applied \
+                     (a runtime limit still is, by the kernel)"
+                ));
+                Ok(Runner::Direct)
+            }
+        }
+    }
+
+    pub fn is_systemd(&self) -> bool {
+        matches!(self, Runner::Systemd(_))
+    }
+
+    /// Starts `spec` as unit `unit` (a name such as
+    /// `teneral-gen-abc1234.service`; run directly, the name tags its log
+    /// lines). `spec.stdout` and `spec.stderr` are ignored: output goes to
+    /// the log and the kept tail.
+    pub async fn start(
+        &self,
+        unit: &str,
+        spec: Spec,
+        limits: &Limits,
+    ) -> Result<Running, RunError> {
+        let tag = unit.strip_suffix(".service").unwrap_or(unit).to_owned();
+        let tails = Tails::default();
+        match self {
+            Runner::Direct => {
+                let mut spec = spec;
+                spec.stdout = Output::Pipe;
+                spec.stderr = Output::Pipe;
+                let mut child = spawn::spawn(spec)
+                    .map_err(|source| RunError::Spawn { unit: unit.to_owned(), source })?;
+                tails.read(child.stdout.take(), &tag, None, false);
+                tails.read(child.stderr.take(), &tag, None, true);
+                let deadline = limits.runtime_max.map(|d| Instant::now() + d);
+                let how = How::Direct { child, deadline, grace: limits.stop_timeout, over: None };
+                Ok(Running { how, tails, unit: unit.to_owned() })
+            }
+            Runner::Systemd(systemd) => {
+                let spawn_err = |source| RunError::Spawn { unit: unit.to_owned(), source };
+                let (out_r, out_w) = pipe_pair().map_err(spawn_err)?;
+                let (err_r, err_w) = pipe_pair().map_err(spawn_err)?;
+                let running = Unit::start(systemd, unit, &spec, limits, out_w, err_w).await?;
+                let out = pipe::Receiver::from_owned_fd(out_r).map_err(spawn_err)?;
+                let err = pipe::Receiver::from_owned_fd(err_r).map_err(spawn_err)?;
+                tails.read(Some(out), &tag, Some(unit), false);
+                tails.read(Some(err), &tag, Some(unit), true);
+                Ok(Running { how: How::Unit(running), tails, unit: unit.to_owned() })
+            }
+        }
+    }
+
+    /// Stops a unit of this name that a killed kernel left running, and
+    /// forgets its failure. True when one was stopped.
+    pub async fn stop_leftover(&self, unit: &str) -> bool {
+        match self {
+            Runner::Direct => false,
+            Runner::Systemd(systemd) => systemd.stop_leftover(unit).await.unwrap_or(false),
+        }
+    }
+}
+
+fn pipe_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+enum How {
+    Direct {
+        child: Child,
+        /// When the runtime limit runs out.
+        deadline: Option<Instant>,
+        grace: Duration,
+        /// Past the limit: when SIGKILL follows the SIGTERM already sent.
+        over: Option<Instant>,
+    },
+    Unit(Unit),
+}
+
+/// A started body or check.
+pub struct Running {
+    how: How,
+    tails: Tails,
+    unit: String,
+}
+
+impl Running {
+    /// Waits for it to end (everything in it, under systemd). Cancel-safe:
+    /// all progress is kept in `self`, so a `select!` loop may drop it.
+    pub async fn wait(&mut self) -> Ended {
+        let ended = self.wait_end().await;
+        self.tails.drained().await;
+        ended
+    }
+
+    async fn wait_end(&mut self) -> Ended {
+        match &mut self.how {
+            How::Unit(unit) => unit.wait().await,
+            How::Direct { child, deadline, grace, over } => loop {
+                let next = match (*over, *deadline) {
+                    (Some(kill_at), _) => Some(kill_at),
+                    (None, at) => at,
+                };
+                let timer = async move {
+                    match next {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    exit = child.wait() => {
+                        child.signal(Signal::KILL);
+                        return Ended::direct(exit, over.is_some());
+                    }
+                    () = timer => {
+                        if over.is_some() {
+                            child.signal(Signal::KILL);
+                            *over = Some(Instant::now() + Duration::from_secs(3600));
+                        } else {
+                            child.signal(Signal::TERM);
+                            *over = Some(Instant::now() + *grace);
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    /// Sends `sig` to every process of it.
+    pub async fn signal(&self, sig: Signal) {
+        match &self.how {
+            How::Direct { child, .. } => child.signal(sig),
+            How::Unit(unit) => unit.signal(sig.as_raw()).await,
+        }
+    }
+
+    /// SIGTERM to all of it, `grace` to end, then SIGKILL; waits for the end.
+    pub async fn stop(&mut self, grace: Duration) -> Ended {
+        match &mut self.how {
+            How::Direct { child, over, .. } => {
+                let exit = child.stop(grace).await;
+                Ended::direct(exit, over.is_some())
+            }
+            How::Unit(unit) => {
+                if unit.try_ended().is_none() {
+                    unit.signal(Signal::TERM.as_raw()).await;
+                    if tokio::time::timeout(grace, unit.wait()).await.is_err() {
+                        unit.signal(Signal::KILL.as_raw()).await;
+                    }
+                }
+                let ended = unit.wait().await;
+                self.tails.drained().await;
+                ended
+            }
+        }
+    }
+
+    /// Its main process, when known.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.how {
+            How::Direct { child, .. } => Some(child.pid),
+            How::Unit(unit) => unit.pid,
+        }
+    }
+
+    /// The unit's name (run directly: the name its lines are logged under).
+    pub fn unit(&self) -> &str {
+        &self.unit
+    }
+
+    /// Whether it runs as a systemd unit.
+    pub fn is_unit(&self) -> bool {
+        matches!(self.how, How::Unit(_))
+    }
+
+    /// The last lines it wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.tails.text(&self.tails.stderr)
+    }
+
+    /// The last lines it wrote to stdout and stderr together.
+    pub fn output_tail(&self) -> String {
+        self.tails.text(&self.tails.both)
+    }
+}
+
+type Tail = Arc<Mutex<VecDeque<String>>>;
+
+/// The last lines of a run's output.
+#[derive(Default, Clone)]
+struct Tails {
+    stderr: Tail,
+    both: Tail,
+    readers: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Tails {
+    /// Reads lines from `pipe` until it closes, logging and keeping each.
+    fn read(&self, pipe: Option<pipe::Receiver>, tag: &str, unit: Option<&str>, is_err: bool) {
+        let Some(pipe) = pipe else { return };
+        let (tails, tag, unit) = (self.clone(), tag.to_owned(), unit.map(str::to_owned));
+        let keep = self.readers.clone();
+        let reader = tokio::spawn(async move {
+            let mut lines = BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                log::output(&tag, unit.as_deref(), &line);
+                if is_err {
+                    push(&tails.stderr, &line);
+                }
+                push(&tails.both, &line);
+            }
+        });
+        keep.lock().unwrap_or_else(|p| p.into_inner()).push(reader);
+    }
+
+    /// Waits (a little at most) for the readers to reach the end of the
+    /// output, so the tail holds the last lines once the run has ended.
+    async fn drained(&self) {
+        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|p| p.into_inner()));
+        let until = Instant::now() + Duration::from_secs(2);
+        for reader in readers {
+            let _ = tokio::time::timeout_at(until, reader).await;
+        }
+    }
+
+    fn text(&self, tail: &Tail) -> String {
+        let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+        t.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+fn push(tail: &Tail, line: &str) {
+    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    if t.len() == TAIL_LINES {
+        t.pop_front();
+    }
+    t.push_back(line.to_owned());
+}
