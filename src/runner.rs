@@ -362,3 +362,37 @@ fn push(tail: &Tail, line: &str) {
     }
     t.push_back(line.to_owned());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_directly_a_runtime_limit_stops_it_as_over_time() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let rt = rt.unwrap_or_else(|e| unreachable!("{e}"));
+        rt.block_on(async {
+            spawn::start_reaper().unwrap_or_else(|e| unreachable!("{e}"));
+            let spec = Spec::new("/bin/sh", "/").arg("-c").arg("echo checking; exec sleep 600");
+            let limits = Limits {
+                memory_max: None,
+                tasks_max: None,
+                runtime_max: Some(Duration::from_millis(300)),
+                stop_timeout: Duration::from_secs(2),
+            };
+            let began = std::time::Instant::now();
+            let mut check = Runner::Direct
+                .start("teneral-gate-x-check.service", spec, &limits)
+                .await
+                .unwrap_or_else(|e| unreachable!("{e}"));
+            let ended = check.wait().await;
+            assert!(began.elapsed() < Duration::from_secs(30), "{:?}", began.elapsed());
+            assert_eq!(
+                ended,
+                Ended { exit: Exit::Signal(15), result: "timeout".into(), over_time: true }
+            );
+            assert_eq!(check.output_tail(), "checking");
+            assert_eq!(check.stderr_tail(), "");
+        });
+    }
+}

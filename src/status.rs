@@ -151,6 +151,55 @@ pub fn read(home: &Path) -> Option<StatusFile> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// What `teneralctl status` prints for the individual at `home`, and its
+/// exit status: 0 when a kernel runs, 3 when none does (as `systemctl status`).
+pub fn report(home: &Path) -> (String, i32) {
+    let running = crate::lock::is_held(home);
+    let state = crate::state::State::load(home);
+    let last = read(home);
+    let mut out = Vec::new();
+    match (&last, running) {
+        (Some(s), true) => {
+            out.push(format!("teneral in {}: running (kernel pid {})", home.display(), s.pid))
+        }
+        (None, true) => out.push(format!("teneral in {}: running", home.display())),
+        (_, false) => out.push(format!("teneral in {}: not running", home.display())),
+    }
+    let generation = state.as_ref().ok().and_then(|s| s.generation.clone());
+    if let Some(commit) = &generation {
+        out.push(format!("generation: {} ({commit})", short(commit)));
+    }
+    match (&last, running) {
+        (Some(s), true) => out.push(format!("doing: {} (since {})", s.status, s.since)),
+        (Some(s), false) => out.push(format!("last said: {} (at {})", s.status, s.since)),
+        (None, _) => {}
+    }
+    if let Ok(state) = &state {
+        if let (Some(body), true) = (&state.body, running) {
+            match &body.unit {
+                Some(unit) => out.push(format!("body: {unit} (pid {})", body.pid)),
+                None => out.push(format!("body: pid {}", body.pid)),
+            }
+        }
+        if let (Some(stopped), false) = (&state.stopped, running) {
+            out.push(format!(
+                "it stopped by itself at {}, with status {}: {}",
+                stopped.at, stopped.status, stopped.reason
+            ));
+        }
+    }
+    if let Err(e) = &state {
+        out.push(format!("state: {e}"));
+    }
+    if !running {
+        out.push(format!(
+            "start it with: systemctl --user start teneral, or teneral run --dir {}",
+            home.display()
+        ));
+    }
+    (out.join("\n"), if running { 0 } else { 3 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,4 +2,5 @@
 mod common;
 mod kernel;
 mod standin;
+mod systemd;
 mod talk;

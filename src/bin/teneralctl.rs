@@ -22,6 +22,12 @@ enum Command {
         #[arg(long, default_value_t = 300)]
         wait: u64,
     },
+    /// Say whether teneral runs, at which generation, what it is doing, and
+    /// why it stopped when it stopped by itself. Exit status 3 when it does not run.
+    Status {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -32,6 +38,12 @@ fn main() -> ExitCode {
             wait: Duration::from_secs(wait),
             history: 6,
         }),
+        Command::Status { dir } => {
+            let dir = dir.canonicalize().unwrap_or(dir);
+            let (text, status) = teneral::status::report(&dir);
+            println!("{text}");
+            Ok(status)
+        }
     };
     match result {
         Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(1)),

@@ -71,6 +71,10 @@ pub trait Manager {
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
 
+    /// The environment the manager hands every unit it starts.
+    #[zbus(property)]
+    fn environment(&self) -> zbus::Result<Vec<String>>;
+
     #[zbus(signal)]
     fn job_removed(
         &self,
@@ -93,7 +97,10 @@ impl Systemd {
     pub async fn connect() -> Result<Systemd, SystemdError> {
         let connect = async {
             let conn = zbus::Connection::session().await?;
-            let manager = ManagerProxy::new(&conn).await?;
+            let manager = ManagerProxy::builder(&conn)
+                .cache_properties(zbus::proxy::CacheProperties::No)
+                .build()
+                .await?;
             manager.subscribe().await?;
             Ok::<_, zbus::Error>(Systemd { conn, manager })
         };

@@ -13,23 +13,10 @@ use super::{unit_path, Systemd, SystemdError, DEST};
 use crate::runner::{Ended, Limits};
 use crate::spawn::{Exit, Spec};
 
-/// Variables a user manager hands every service besides what a unit sets;
-/// a child of the kernel gets exactly its spec's environment, so these go.
-const MANAGER_VARIABLES: &[&str] = &[
-    "DBUS_SESSION_BUS_ADDRESS",
-    "XDG_RUNTIME_DIR",
-    "MANAGERPID",
-    "NOTIFY_SOCKET",
-    "JOURNAL_STREAM",
-    "SHELL",
-    "USER",
-    "LOGNAME",
-    "XDG_DATA_DIRS",
-    "XDG_CONFIG_DIRS",
-    "DISPLAY",
-    "WAYLAND_DISPLAY",
-    "SSH_AUTH_SOCK",
-];
+/// Variables systemd sets for every service on top of its environment; a
+/// child of the kernel gets exactly its spec's environment, so these go too.
+const SERVICE_VARIABLES: &[&str] =
+    &["INVOCATION_ID", "SYSTEMD_EXEC_PID", "JOURNAL_STREAM", "NOTIFY_SOCKET", "MANAGERPID"];
 
 /// A started unit.
 pub struct Unit {
@@ -169,10 +156,15 @@ async fn ask(
     argv.extend(spec.args.iter().map(|a| text(a)));
     let exec = vec![(text(spec.program.as_os_str()), argv, false)];
     let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
-    let unset: Vec<String> = MANAGER_VARIABLES
+    // Everything the manager would add (its own environment, which a
+    // session may have filled with anything) is taken away again.
+    let manager_env = systemd.manager.environment().await?;
+    let unset: Vec<String> = manager_env
         .iter()
-        .filter(|k| !spec.env.iter().any(|(name, _)| name == *k))
-        .map(|k| (*k).to_owned())
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
+        .chain(SERVICE_VARIABLES.iter().copied())
+        .filter(|k| !spec.env.iter().any(|(name, _)| name == k))
+        .map(str::to_owned)
         .collect();
     let usec = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     let mut props: Vec<(&str, Value<'_>)> = vec![
