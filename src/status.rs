@@ -49,6 +49,19 @@ pub enum Doing {
     GaveUp(String),
 }
 
+impl Doing {
+    /// What the agent does after the body sent `seen`, when that changes it.
+    pub fn after(seen: &crate::events::Seen) -> Option<Doing> {
+        use crate::events::Seen;
+        match seen {
+            Seen::Ready | Seen::TurnEnded | Seen::Interrupted => Some(Doing::Resting),
+            Seen::Thinking => Some(Doing::Thinking),
+            Seen::Tool(name) => Some(Doing::RunningTool(name.clone())),
+            Seen::Replied | Seen::MutationRequested { .. } => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Doing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -78,17 +78,7 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     }
     let runner = Runner::choose(settings.runner).await?;
     if let Some(body) = state.body.take() {
-        if let Some(unit) = &body.unit {
-            if runner.stop_leftover(unit).await {
-                log::info(format!("stopped {unit}, which a killed supervisor left behind"));
-            }
-        }
-        if spawn::kill_leftover(body.pid, body.start_time) {
-            log::info(format!(
-                "stopped a body (pid {}) that a killed supervisor left behind",
-                body.pid
-            ));
-        }
+        runner.stop_leftover(&body).await;
     }
     let git = repo::open(&home)?;
     let commit = match &state.generation {
@@ -327,14 +317,12 @@ impl Kernel {
             tokio::select! {
                 biased;
                 Some(event) = seen.recv() => {
+                    if let Some(doing) = Doing::after(&event) { self.status.set(doing); }
                     let input = match event {
-                        Seen::Ready => { self.status.set(Doing::Resting); Input::Ready }
+                        Seen::Ready => Input::Ready,
                         Seen::Replied => Input::Replied,
-                        Seen::Interrupted => { self.status.set(Doing::Resting); Input::Interrupted }
-                        Seen::TurnEnded => { self.status.set(Doing::Resting); continue }
-                        Seen::Thinking => { self.status.set(Doing::Thinking); continue }
-                        Seen::Tool(name) => { self.status.set(Doing::RunningTool(name)); continue }
-                        Seen::MutationRequested { .. } => continue,
+                        Seen::Interrupted => Input::Interrupted,
+                        Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) | Seen::MutationRequested { .. } => continue,
                     };
                     life.on(input, Instant::now());
                 }

@@ -11,22 +11,21 @@
 //! kept (by the kernel, with the same SIGTERM then SIGKILL), and
 //! [`Runner::choose`] logs which limits cannot be applied.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+mod tail;
+
 use std::time::Duration;
 
 use rustix::process::Signal;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
+
+use tail::Tails;
 
 use crate::log;
 use crate::settings::{RunnerChoice, Settings};
 use crate::spawn::{self, Child, Exit, Output, Spec};
+use crate::state::BodyProcess;
 use crate::systemd::{Systemd, SystemdError, Unit};
-
-/// Lines of output kept for a message about a failure.
-pub const TAIL_LINES: usize = crate::generation::TAIL_LINES;
 
 /// The limits one run gets. `None` is no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,12 +176,20 @@ impl Runner {
         }
     }
 
-    /// Stops a unit of this name that a killed kernel left running, and
-    /// forgets its failure. True when one was stopped.
-    pub async fn stop_leftover(&self, unit: &str) -> bool {
-        match self {
-            Runner::Direct => false,
-            Runner::Systemd(systemd) => systemd.stop_leftover(unit).await.unwrap_or(false),
+    /// Stops the body a killed kernel left running (its unit, when it had
+    /// one and a manager is here; its process group when the same process
+    /// still runs), and says so.
+    pub async fn stop_leftover(&self, body: &BodyProcess) {
+        if let (Some(unit), Runner::Systemd(systemd)) = (&body.unit, self) {
+            if systemd.stop_leftover(unit).await.unwrap_or(false) {
+                log::info(format!("stopped {unit}, which a killed supervisor left behind"));
+            }
+        }
+        if spawn::kill_leftover(body.pid, body.start_time) {
+            log::info(format!(
+                "stopped a body (pid {}) that a killed supervisor left behind",
+                body.pid
+            ));
         }
     }
 }
@@ -308,59 +315,6 @@ impl Running {
     pub fn output_tail(&self) -> String {
         self.tails.text(&self.tails.both)
     }
-}
-
-type Tail = Arc<Mutex<VecDeque<String>>>;
-
-/// The last lines of a run's output.
-#[derive(Default, Clone)]
-struct Tails {
-    stderr: Tail,
-    both: Tail,
-    readers: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-}
-
-impl Tails {
-    /// Reads lines from `pipe` until it closes, logging and keeping each.
-    fn read(&self, pipe: Option<pipe::Receiver>, tag: &str, unit: Option<&str>, is_err: bool) {
-        let Some(pipe) = pipe else { return };
-        let (tails, tag, unit) = (self.clone(), tag.to_owned(), unit.map(str::to_owned));
-        let keep = self.readers.clone();
-        let reader = tokio::spawn(async move {
-            let mut lines = BufReader::new(pipe).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                log::output(&tag, unit.as_deref(), &line);
-                if is_err {
-                    push(&tails.stderr, &line);
-                }
-                push(&tails.both, &line);
-            }
-        });
-        keep.lock().unwrap_or_else(|p| p.into_inner()).push(reader);
-    }
-
-    /// Waits (a little at most) for the readers to reach the end of the
-    /// output, so the tail holds the last lines once the run has ended.
-    async fn drained(&self) {
-        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|p| p.into_inner()));
-        let until = Instant::now() + Duration::from_secs(2);
-        for reader in readers {
-            let _ = tokio::time::timeout_at(until, reader).await;
-        }
-    }
-
-    fn text(&self, tail: &Tail) -> String {
-        let t = tail.lock().unwrap_or_else(|p| p.into_inner());
-        t.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-}
-
-fn push(tail: &Tail, line: &str) {
-    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-    if t.len() == TAIL_LINES {
-        t.pop_front();
-    }
-    t.push_back(line.to_owned());
 }
 
 #[cfg(test)]
