@@ -109,7 +109,10 @@ fn journal_entries(matches: &[&str], want: impl Fn(&Value) -> bool) -> Result<Va
 #[test]
 fn systemctl_starts_talks_to_and_stops_teneral() -> TestResult {
     let Some(runtime) = manager() else { return Ok(()) };
-    let ind = Individual::seed(SCRIPT, &["TENERAL_MEMORY_MAX=512M", "TENERAL_TASKS_MAX=200"])?;
+    let ind = Individual::seed(
+        SCRIPT,
+        &["TENERAL_RUNNER=systemd", "TENERAL_MEMORY_MAX=512M", "TENERAL_TASKS_MAX=200"],
+    )?;
     install_units(&runtime, ind.path(), false)?;
     systemctl(&["daemon-reload"])?;
     let commit = ind.head()?;
@@ -168,6 +171,10 @@ fn systemctl_starts_talks_to_and_stops_teneral() -> TestResult {
     let journal = ind.journal();
     assert_eq!(journal.last().map(|e| e["type"].clone()), Some(Value::from("kernel.stopped")));
     assert!(
+        ind.events("generation.exited").is_empty(),
+        "the kernel stopped its body itself; systemd did not end it first"
+    );
+    assert!(
         journal.iter().any(|e| e["type"] == "reply" && e["text"] == "pong from the stand-in"),
         "nothing lost"
     );
@@ -219,7 +226,11 @@ const ALLOCATE: &str = r#"fn main() {
 #[test]
 fn a_body_past_its_memory_limit_is_killed_and_the_rules_apply() -> TestResult {
     let Some(runtime) = manager() else { return Ok(()) };
-    let ind = Individual::with_body(&body_of(ALLOCATE), "", &["TENERAL_MEMORY_MAX=64M"])?;
+    let ind = Individual::with_body(
+        &body_of(ALLOCATE),
+        "",
+        &["TENERAL_RUNNER=systemd", "TENERAL_MEMORY_MAX=64M"],
+    )?;
     run_until_it_gives_up(&runtime, &ind)?;
     let exits = ind.events("generation.exited");
     assert_eq!(exits.len(), 3, "three kills, then the rules gave up: {exits:?}");
@@ -279,7 +290,11 @@ fn bomb_children() -> usize {
 #[test]
 fn a_fork_bomb_is_stopped_by_tasks_max() -> TestResult {
     let Some(runtime) = manager() else { return Ok(()) };
-    let ind = Individual::with_body(&body_of(FORK_BOMB), "", &["TENERAL_TASKS_MAX=16"])?;
+    let ind = Individual::with_body(
+        &body_of(FORK_BOMB),
+        "",
+        &["TENERAL_RUNNER=systemd", "TENERAL_TASKS_MAX=16"],
+    )?;
     run_until_it_gives_up(&runtime, &ind)?;
     let notice = ind.events("kernel.notice");
     let said = notice.iter().filter_map(|e| e["text"].as_str()).collect::<Vec<_>>().join("\n");
@@ -355,4 +370,33 @@ fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
         assert_eq!(names, ["ONLY_THIS", "PATH"], "nothing of the manager's reaches it:\n{env}");
         Ok::<_, Box<dyn std::error::Error>>(())
     })?
+}
+
+#[test]
+fn a_killed_kernel_takes_its_generation_unit_with_it() -> TestResult {
+    let Some(runtime) = manager() else { return Ok(()) };
+    let ind = Individual::seed(SCRIPT, &["TENERAL_RUNNER=systemd"])?;
+    install_units(&runtime, ind.path(), true)?;
+    systemctl(&["daemon-reload"])?;
+    let unit = instance(ind.path());
+    let out = run("systemctl", &["--user", "start", &unit])?;
+    assert!(out.status.success(), "start {unit}: {}", text(&out));
+    ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
+    let gen = format!("teneral-gen-{}.service", &ind.head()?[..7]);
+    let bound = systemctl(&["show", &gen, "-p", "BindsTo", "--value"])?;
+    assert_eq!(bound.trim(), unit, "the body's unit is bound to the kernel's");
+    let body_pid =
+        ind.events("generation.started").last().and_then(|e| e["pid"].as_u64()).unwrap_or(0) as u32;
+    let out = run("systemctl", &["--user", "kill", "--signal=KILL", "--kill-whom=main", &unit])?;
+    assert!(out.status.success(), "kill: {}", text(&out));
+    wait_systemctl(&["show", &gen, "-p", "ActiveState", "--value"], |s| {
+        s.trim() == "inactive" || s.trim() == "failed" || s.trim().is_empty()
+    })?;
+    let end = Instant::now() + SHORT;
+    while alive(body_pid) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(body_pid), "the body does not outlive a killed kernel");
+    let _ = systemctl(&["reset-failed", &unit]);
+    Ok(())
 }

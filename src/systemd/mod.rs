@@ -71,6 +71,9 @@ pub trait Manager {
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
 
+    #[zbus(name = "GetUnitByPID")]
+    fn get_unit_by_pid(&self, pid: u32) -> zbus::Result<OwnedObjectPath>;
+
     /// The environment the manager hands every unit it starts.
     #[zbus(property)]
     fn environment(&self) -> zbus::Result<Vec<String>>;
@@ -90,6 +93,11 @@ pub trait Manager {
 pub struct Systemd {
     conn: zbus::Connection,
     manager: ManagerProxy<'static>,
+    /// The kernel's own unit, when it runs as `teneral.service` or an
+    /// instance of `teneral@.service`: every unit it starts is bound to it
+    /// (`BindsTo=`, and `Before=` so that on a stop the kernel goes first and
+    /// stops its children itself), so none outlives a killed kernel.
+    own_unit: Option<String>,
 }
 
 impl Systemd {
@@ -102,13 +110,38 @@ impl Systemd {
                 .build()
                 .await?;
             manager.subscribe().await?;
-            Ok::<_, zbus::Error>(Systemd { conn, manager })
+            let mut systemd = Systemd { conn, manager, own_unit: None };
+            systemd.own_unit = systemd.own_unit().await;
+            Ok::<_, zbus::Error>(systemd)
         };
         match tokio::time::timeout(Duration::from_secs(5), connect).await {
             Ok(Ok(systemd)) => Ok(systemd),
             Ok(Err(e)) => Err(SystemdError::NoManager(e.to_string())),
             Err(_) => Err(SystemdError::NoManager("no answer within 5 s".into())),
         }
+    }
+
+    /// The unit this process runs in, when it is one of teneral's own.
+    async fn own_unit(&self) -> Option<String> {
+        let path = self.manager.get_unit_by_pid(std::process::id()).await.ok()?;
+        let props = zbus::fdo::PropertiesProxy::builder(&self.conn)
+            .destination(DEST)
+            .ok()?
+            .path(path)
+            .ok()?
+            .build()
+            .await
+            .ok()?;
+        let iface =
+            zbus::names::InterfaceName::from_static_str("org.freedesktop.systemd1.Unit").ok()?;
+        let id = props.get(iface, "Id").await.ok()?;
+        let id = id.downcast_ref::<String>().ok()?;
+        (id == "teneral.service" || id.starts_with("teneral@")).then_some(id)
+    }
+
+    /// The kernel's own unit, if it runs in one of teneral's units.
+    pub fn kernel_unit(&self) -> Option<&str> {
+        self.own_unit.as_deref()
     }
 
     /// Sends `signal` to every process of unit `name`.

@@ -180,6 +180,10 @@ async fn ask(
         ("StandardOutputFileDescriptor", Value::from(Fd::from(stdout.as_fd()))),
         ("StandardErrorFileDescriptor", Value::from(Fd::from(stderr.as_fd()))),
     ];
+    if let Some(own) = &systemd.own_unit {
+        props.push(("BindsTo", Value::from(vec![own.clone()])));
+        props.push(("Before", Value::from(vec![own.clone()])));
+    }
     if let Some(bytes) = limits.memory_max {
         props.push(("MemoryMax", Value::from(bytes)));
     }

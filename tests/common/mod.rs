@@ -80,6 +80,11 @@ impl Individual {
             "TENERAL_PROVIDER=standin\nTENERAL_STANDIN_SCRIPT=script.jsonl\nTENERAL_HEARTBEAT_MINUTES=0\n\
              TENERAL_TEST_BACKOFF_MS=50\nTENERAL_TEST_STOP_GRACE_SECONDS=2\n",
         );
+        // The kernel's tests run it directly unless a test asks otherwise,
+        // so they mean the same with or without a user manager around.
+        if !env.iter().any(|line| line.starts_with("TENERAL_RUNNER=")) {
+            dotenv.push_str("TENERAL_RUNNER=direct\n");
+        }
         for line in env {
             dotenv.push_str(line);
             dotenv.push('\n');
