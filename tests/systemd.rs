@@ -238,6 +238,12 @@ fn a_body_past_its_memory_limit_is_killed_and_the_rules_apply() -> TestResult {
         assert_eq!(e["status"], "killed by signal 9", "{e}");
         assert!(e["result"] == "signal" || e["result"] == "oom-kill", "{e}");
     }
+    // The body's own output is found by its unit.
+    let gen = format!("teneral-gen-{}.service", &ind.head()?[..7]);
+    let line = journal_entries(&["--user-unit", &gen], |e| {
+        e["MESSAGE"].as_str().is_some_and(|m| m.contains("allocating past any sane limit"))
+    })?;
+    assert_eq!(line["TENERAL_EVENT"], "output", "{line}");
     let report = Command::new(teneralctl()).args(["status", "--dir"]).arg(ind.path()).output()?;
     let report = text(&report);
     assert!(report.contains("stopped by itself"), "{report}");
