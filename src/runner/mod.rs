@@ -52,6 +52,14 @@ impl Limits {
         }
     }
 
+    /// The owner's limits for one gate check: the body's, and at most
+    /// `TENERAL_CHECK_MINUTES` of running (none when it is 0).
+    pub fn for_check(settings: &Settings) -> Limits {
+        let minutes = u64::from(settings.check_minutes);
+        let runtime_max = (minutes > 0).then(|| Duration::from_secs(minutes * 60));
+        Limits::from_settings(settings).with_runtime_max(runtime_max)
+    }
+
     /// The same with a runtime limit (for a gate check).
     pub fn with_runtime_max(self, runtime_max: Option<Duration>) -> Limits {
         Limits { runtime_max, ..self }
