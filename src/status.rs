@@ -1,6 +1,6 @@
 //! What the kernel is doing, said where an owner looks: as systemd's
 //! `STATUS=` (so `systemctl --user status teneral` shows it) and in
-//! `.teneral/status`, written atomically, so `teneralctl status` can tell
+//! `.teneral/status`, replaced whole by a rename, so `teneralctl status` can tell
 //! without systemd too.
 //!
 //! The supervisor and the gate call [`Reporter::set`] with a [`Doing`];
@@ -17,7 +17,6 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::write_atomic;
 use crate::generation::short;
 use crate::log;
 
@@ -100,11 +99,17 @@ pub struct StatusFile {
 pub struct Reporter {
     path: PathBuf,
     generation: Mutex<Option<String>>,
+    /// The text last set, so an unchanged state is not written again.
+    last: Mutex<String>,
 }
 
 impl Reporter {
     pub fn new(home: &Path) -> Reporter {
-        Reporter { path: home.join(STATUS_PATH), generation: Mutex::new(None) }
+        Reporter {
+            path: home.join(STATUS_PATH),
+            generation: Mutex::new(None),
+            last: Mutex::new(String::new()),
+        }
     }
 
     /// The generation the following states are about.
@@ -123,6 +128,13 @@ impl Reporter {
     /// Records and announces what the kernel does now.
     pub fn set(&self, doing: Doing) {
         let text = self.text(&doing);
+        {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if *last == text {
+                return;
+            }
+            last.clone_from(&text);
+        }
         let file = StatusFile {
             pid: std::process::id(),
             generation: self.generation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
@@ -132,7 +144,7 @@ impl Reporter {
         let written =
             serde_json::to_vec(&file).map_err(std::io::Error::other).and_then(|mut bytes| {
                 bytes.push(b'\n');
-                write_atomic(&self.path, &bytes)
+                replace(&self.path, &bytes)
             });
         if let Err(e) = written {
             log::info(format!("cannot write {}: {e}", self.path.display()));
@@ -149,6 +161,17 @@ impl Reporter {
     pub fn stopping(&self) {
         notify(&[NotifyState::Stopping]);
     }
+}
+
+/// Replaces `path` by renaming a new file over it: a reader sees the old
+/// text or the new, never a part. Not synced: after a crash the status is
+/// stale at worst, and the next kernel writes it anew.
+fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// Tells systemd, when it listens (`NOTIFY_SOCKET`); nothing otherwise.

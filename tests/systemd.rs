@@ -363,8 +363,7 @@ fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
     let Some(_runtime) = manager() else { return Ok(()) };
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd).await?;
-        let spec =
-            Spec::new("/usr/bin/env", "/").env("ONLY_THIS", "1").env("PATH", "/usr/bin:/bin");
+        let spec = Spec::new("env", "/").env("ONLY_THIS", "1").env("PATH", "/usr/bin:/bin");
         let limits =
             Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT };
         let mut unit = runner.start("teneral-gate-env-test.service", spec, &limits).await?;
@@ -404,5 +403,32 @@ fn a_killed_kernel_takes_its_generation_unit_with_it() -> TestResult {
     }
     assert!(!alive(body_pid), "the body does not outlive a killed kernel");
     let _ = systemctl(&["reset-failed", &unit]);
+    Ok(())
+}
+
+#[test]
+fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
+    let Some(_runtime) = manager() else { return Ok(()) };
+    block_on(async {
+        let runner = Runner::choose(RunnerChoice::Systemd).await?;
+        let limits =
+            Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT };
+        for _ in 0..5 {
+            let spec = Spec::new("/bin/false", "/");
+            let mut quick = runner.start("teneral-gate-quick-test.service", spec, &limits).await?;
+            let ended = quick.wait().await;
+            assert_eq!((ended.exit, ended.result.as_str()), (Exit::Code(1), "exit-code"));
+        }
+        let spec = Spec::new("/nonexistent/teneral-body", "/");
+        let refused = runner.start("teneral-gate-none-test.service", spec, &limits).await;
+        let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("did not start"), "{error}");
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })??;
+    for dir in ["/tmp/a-b c", "/srv/agents/ada", "/.x/y_z"] {
+        let out = run("systemd-escape", &["--path", dir])?;
+        let want = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert_eq!(teneral::systemd::instance_for(Path::new(dir)), want, "{dir}");
+    }
     Ok(())
 }

@@ -169,6 +169,15 @@ impl Systemd {
         Ok(running)
     }
 
+    /// Whether unit `name` is loaded but not running (inactive or failed).
+    pub async fn is_over(&self, name: &str) -> bool {
+        let state = self.property(name, "org.freedesktop.systemd1.Unit", "ActiveState").await;
+        matches!(
+            state.as_ref().ok().and_then(|v| v.downcast_ref::<&str>().ok()),
+            Some("inactive" | "failed")
+        )
+    }
+
     /// One property of unit `name`, read from the unit.
     pub async fn property(
         &self,

@@ -49,9 +49,11 @@ impl Unit {
         let mut changes = props.receive_properties_changed().await?;
         let mut jobs = systemd.manager.receive_job_removed().await?;
         let job = match ask(systemd, name, spec, limits, &stdout, &stderr).await {
-            Err(SystemdError::Exists { .. }) if systemd.stop_leftover(name).await.is_ok() => {
-                // An ended unit of that name not yet unloaded, or one being
-                // stopped: give the manager a moment, then ask once more.
+            Err(SystemdError::Exists { .. }) if systemd.is_over(name).await => {
+                // An ended unit of that name the manager has not unloaded
+                // yet: forget it, give the manager a moment, ask once more.
+                // A running one is left alone (it may be another individual's).
+                let _ = systemd.manager.reset_failed_unit(name).await;
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 ask(systemd, name, spec, limits, &stdout, &stderr).await?
             }
@@ -71,15 +73,34 @@ impl Unit {
         drop(jobs);
         let (tx, rx) = oneshot::channel();
         let watcher = Watcher { systemd: systemd.clone(), name: name.to_owned(), props };
-        if result != "done" {
-            let unit_result = watcher.service("Result").await.unwrap_or_default();
-            watcher.release().await;
-            return Err(SystemdError::StartFailed { unit: name.to_owned(), result, unit_result });
-        }
-        let pid = match watcher.service_value("MainPID").await {
+        let pid = match watcher.service_value("ExecMainPID").await {
             Some(v) => u32::try_from(v).ok().filter(|p| *p > 0),
             None => None,
         };
+        if result != "done" {
+            // A program that ends at once can end before the manager has seen
+            // its exec: the job fails, yet it ran. Only systemd's own setup
+            // failures (exit statuses 200 and up) mean it never started.
+            let ended = watcher.ended().await;
+            watcher.release().await;
+            return match ended {
+                Some(ended) if !matches!(ended.exit, Exit::Code(200..=255)) => {
+                    let _ = tx.send(ended);
+                    Ok(Unit {
+                        name: name.to_owned(),
+                        pid,
+                        systemd: systemd.clone(),
+                        ended: Some(rx),
+                        done: None,
+                    })
+                }
+                ended => {
+                    let unit_result =
+                        ended.map(|e| format!("{}, {}", e.result, e.exit)).unwrap_or_default();
+                    Err(SystemdError::StartFailed { unit: name.to_owned(), result, unit_result })
+                }
+            };
+        }
         tokio::spawn(async move {
             while let Some(signal) = changes.next().await {
                 let Ok(args) = signal.args() else { continue };
@@ -154,7 +175,7 @@ async fn ask(
     let text = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
     let mut argv = vec![text(spec.program.as_os_str())];
     argv.extend(spec.args.iter().map(|a| text(a)));
-    let exec = vec![(text(spec.program.as_os_str()), argv, false)];
+    let exec = vec![(text(program_path(spec).as_os_str()), argv, false)];
     let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
     // Everything the manager would add (its own environment, which a
     // session may have filled with anything) is taken away again.
@@ -210,6 +231,30 @@ async fn ask(
     }
 }
 
+/// The program as an absolute path, which the manager requires: a bare
+/// name is looked up in the spec's `PATH` (else the kernel's), a relative
+/// path is taken from the working directory, as a direct spawn would.
+fn program_path(spec: &Spec) -> std::path::PathBuf {
+    let program = &spec.program;
+    if program.is_absolute() {
+        return program.clone();
+    }
+    if program.components().count() > 1 {
+        return spec.cwd.join(program);
+    }
+    let path = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| program.clone())
+}
+
 /// What the watch of one unit needs.
 struct Watcher {
     systemd: Systemd,
@@ -228,11 +273,6 @@ impl Watcher {
         let all = self.service_all().await?;
         let value = all.get(property)?;
         value.downcast_ref::<u32>().map(u64::from).ok()
-    }
-
-    async fn service(&self, property: &str) -> Option<String> {
-        let all = self.service_all().await?;
-        all.get(property)?.downcast_ref::<String>().ok()
     }
 
     /// How the run ended, when the main process has exited.
