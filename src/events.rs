@@ -213,20 +213,26 @@ fn first_line(text: &str) -> String {
     cut
 }
 
-/// Binds a fresh socket for one run at `path`, replacing a stale one.
+/// Binds a fresh socket for one run at `path`, replacing a stale one. The
+/// socket is bound under a hidden name and renamed into place, so `path`
+/// appears only once it accepts connections.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    if path.as_os_str().len() > 107 {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let hidden = path.with_file_name(format!(".{name}"));
+    if hidden.as_os_str().len() > 107 {
         return Err(std::io::Error::other(format!(
             "the event socket path {} is longer than a Unix socket allows (107 bytes); \
              move the individual to a shorter directory",
             path.display()
         )));
     }
-    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(&hidden);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    UnixListener::bind(path)
+    let listener = UnixListener::bind(&hidden)?;
+    std::fs::rename(&hidden, path)?;
+    Ok(listener)
 }
 
 /// `teneral serve-events`: the channel of one generation without a
