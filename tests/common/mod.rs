@@ -45,6 +45,7 @@ impl Individual {
         std::fs::copy(repo_root().join("BIRTH.md"), dir.path().join("BIRTH.md"))?;
         let me = Self { dir };
         me.finish(script, env)?;
+        me.share_build_cache()?;
         Ok(me)
     }
 
@@ -91,11 +92,18 @@ impl Individual {
         }
         std::fs::write(home.join(".env"), dotenv)?;
         commit_all(home, "birth of a test individual")?;
-        // Share one build cache between every test's individual.
+        Ok(())
+    }
+
+    /// Shares one build cache between the individuals with the seed body.
+    /// Only they may share it: cargo tells a package's builds apart by its
+    /// name and place in the workspace, and its sources' times, so two
+    /// different bodies made at once in one cache can get each other's binary.
+    fn share_build_cache(&self) -> std::io::Result<()> {
+        let home = self.path();
         std::fs::create_dir_all(home.join(".teneral"))?;
         std::fs::create_dir_all(shared_body_target())?;
-        std::os::unix::fs::symlink(shared_body_target(), home.join(".teneral/target"))?;
-        Ok(())
+        std::os::unix::fs::symlink(shared_body_target(), home.join(".teneral/target"))
     }
 
     pub fn path(&self) -> &Path {
