@@ -261,6 +261,22 @@ mod tests {
     }
 
     #[test]
+    fn what_the_body_sends_moves_the_status() {
+        use crate::events::Seen;
+        let table = [
+            (Seen::Ready, Some(Doing::Resting)),
+            (Seen::Thinking, Some(Doing::Thinking)),
+            (Seen::Tool("shell".into()), Some(Doing::RunningTool("shell".into()))),
+            (Seen::TurnEnded, Some(Doing::Resting)),
+            (Seen::Interrupted, Some(Doing::Resting)),
+            (Seen::Replied, None),
+        ];
+        for (seen, want) in table {
+            assert_eq!(Doing::after(&seen), want, "{seen:?}");
+        }
+    }
+
+    #[test]
     fn the_file_holds_the_last_state() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
         std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();

@@ -248,6 +248,9 @@ fn a_body_past_its_memory_limit_is_killed_and_the_rules_apply() -> TestResult {
     assert!(report.contains("stopped by itself"), "{report}");
     assert!(report.contains("with status 3: generation"), "{report}");
     assert!(report.contains("three crashes in a row"), "{report}");
+    let (_, _, said) = talk(ind.path(), "", 5)?;
+    assert!(said.contains("teneral is not running"), "{said}");
+    assert!(said.contains("it stopped by itself at"), "talk says why: {said}");
 
     // The next start says once more why the last one stopped.
     run_until_it_gives_up(&runtime, &ind)?;
