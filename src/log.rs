@@ -38,7 +38,7 @@ struct Line<'a> {
     priority: Priority,
     /// What kind of line: `kernel`, a journal event type, `output`.
     event: &'a str,
-    /// How a terminal shows it: `teneral`, `reply`, `body abc1234`.
+    /// How a terminal shows it: `teneral`, `reply`, `teneral-gen-abc1234`.
     tag: &'a str,
     /// The unit a child's output came from.
     unit: Option<&'a str>,
@@ -174,7 +174,7 @@ pub fn agent(tag: &str, kind: &str, msg: impl std::fmt::Display) {
     write(Line { priority: Priority::Info, event: kind, tag, unit: None, text: &text });
 }
 
-/// A line a child wrote (`[body abc1234] ...`), with the unit it ran in.
+/// A line a child wrote (`[teneral-gen-abc1234] ...`), with the unit it ran in.
 pub fn output(tag: &str, unit: Option<&str>, msg: impl std::fmt::Display) {
     let text = msg.to_string();
     write(Line { priority: Priority::Info, event: "output", tag, unit, text: &text });
