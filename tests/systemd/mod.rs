@@ -351,3 +351,20 @@ fn a_killed_kernel_takes_its_generation_unit_with_it() -> TestResult {
     let _ = systemctl(&["reset-failed", &unit]);
     Ok(())
 }
+
+#[test]
+fn runner_systemd_without_a_manager_refuses_to_start_and_says_why() -> TestResult {
+    let Some(_runtime) = manager() else { return Ok(()) };
+    let ind = Individual::seed(SCRIPT, &["TENERAL_RUNNER=systemd"])?;
+    let out = Command::new(teneral())
+        .args(["run", "--dir"])
+        .arg(ind.path())
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env("XDG_RUNTIME_DIR", ind.path().join("no-runtime-dir"))
+        .output()?;
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("TENERAL_RUNNER=systemd, but no user manager"), "{said}");
+    assert!(said.contains("TENERAL_RUNNER=auto"), "says what to do: {said}");
+    Ok(())
+}
