@@ -48,6 +48,7 @@ async fn bench(root: &Path) -> Result<()> {
     let settings = Settings::parse("TENERAL_PROVIDER=standin\n").context("settings")?;
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     let running = running.to_string();
+    let runner = teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct).await?;
 
     for (round, text) in ["first", "second"].iter().enumerate() {
         let candidate = one_line_change(&home, text)?;
@@ -60,6 +61,8 @@ async fn bench(root: &Path) -> Result<()> {
             journal: &journal,
             running: &running,
             kernel_exe: &kernel_exe,
+            runner: &runner,
+            status: None,
         };
         let started = Instant::now();
         let verdict = gate.judge(&candidate).await;

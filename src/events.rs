@@ -33,7 +33,13 @@ pub enum Seen {
     Replied,
     Interrupted,
     TurnEnded,
-    MutationRequested { candidate: String },
+    /// Something woke the agent, or it is reasoning: it is thinking.
+    Thinking,
+    /// It runs the tool of this name.
+    Tool(String),
+    MutationRequested {
+        candidate: String,
+    },
 }
 
 /// The journal, shared by the channel and the supervisor's own events.
@@ -41,6 +47,7 @@ pub type SharedJournal = Arc<Mutex<Journal>>;
 
 /// Appends an event the kernel writes itself, logging a failure.
 pub fn kernel_event(journal: &SharedJournal, commit: &str, kind: &str, fields: Value) {
+    log::event(kind, format!("{kind} {fields}"));
     let mut j = journal.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = j.append_kernel(commit, kind, fields) {
         log::info(format!("could not journal {kind}: {e}"));
@@ -114,7 +121,7 @@ impl Channel {
         };
         match accepted {
             Accepted::Log { level, text } => {
-                log::agent("body", format!("{level}: {text}"));
+                log::agent("body", "log", format!("{level}: {text}"));
                 json!({"ok": true})
             }
             Accepted::Journal => self.append(&event, None),
@@ -172,20 +179,21 @@ impl Channel {
             "generation.ready" => Some(Seen::Ready),
             "owner.line" => Some(Seen::OwnerLine),
             "reply" => {
-                log::agent("reply", first_line(&text("text")));
+                log::agent("reply", kind, first_line(&text("text")));
                 Some(Seen::Replied)
             }
             "turn.interrupted" => Some(Seen::Interrupted),
             "turn.ended" => Some(Seen::TurnEnded),
             "mutation.requested" => Some(Seen::MutationRequested { candidate: text("candidate") }),
             "tool.call" => {
-                log::agent("tool", text("name"));
-                None
+                log::agent("tool", kind, text("name"));
+                Some(Seen::Tool(text("name")))
             }
             "reasoning" => {
-                log::agent("thinking", first_line(&text("text")));
-                None
+                log::agent("thinking", kind, first_line(&text("text")));
+                Some(Seen::Thinking)
             }
+            "stimulus" | "birth" | "tool.result" => Some(Seen::Thinking),
             _ => None,
         };
         if let Some(seen) = seen {
@@ -207,20 +215,53 @@ fn first_line(text: &str) -> String {
     cut
 }
 
-/// Binds a fresh socket for one run at `path`, replacing a stale one.
+/// A place for the event socket of one run: a private directory of the
+/// kernel's user (`$XDG_RUNTIME_DIR/teneral`, else `/tmp/teneral-<uid>`,
+/// mode 0700), a name no other run shares. Not inside the individual: a
+/// Unix socket's path has at most 107 bytes, and an individual (or a gate
+/// checkout's temporary individuals) may lie deeper than that allows.
+pub fn socket_path(commit: &str, run: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let uid = rustix::process::getuid().as_raw();
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(runtime) if !runtime.is_empty() => PathBuf::from(runtime).join("teneral"),
+        _ => PathBuf::from(format!("/tmp/teneral-{uid}")),
+    };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a private directory of this user; remove it and start again",
+            dir.display()
+        )));
+    }
+    let mut random = [0u8; 6];
+    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let short = crate::generation::short(commit);
+    Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
+}
+
+/// Binds a fresh socket for one run at `path`, replacing a stale one. The
+/// socket is bound under a hidden name and renamed into place, so `path`
+/// appears only once it accepts connections.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    if path.as_os_str().len() > 107 {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let hidden = path.with_file_name(format!(".{name}"));
+    if hidden.as_os_str().len() > 107 {
         return Err(std::io::Error::other(format!(
             "the event socket path {} is longer than a Unix socket allows (107 bytes); \
-             move the individual to a shorter directory",
+             set XDG_RUNTIME_DIR to a shorter directory",
             path.display()
         )));
     }
-    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(&hidden);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    UnixListener::bind(path)
+    let listener = UnixListener::bind(&hidden)?;
+    std::fs::rename(&hidden, path)?;
+    Ok(listener)
 }
 
 /// `teneral serve-events`: the channel of one generation without a

@@ -1,17 +1,18 @@
 //! One generation as the kernel handles it: its body built once per commit,
-//! and started with exactly the contract's environment (docs/contract.md).
+//! and started with exactly the contract's environment (docs/contract.md)
+//! through the kernel's [`Runner`], as its own unit under systemd.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
 use crate::log;
+use crate::runner::{Limits, RunError, Runner, Running};
 use crate::settings::{Protocol, Provider, Settings};
-use crate::spawn::{self, Child, Output, Spec};
+use crate::spawn::{self, Output, Spec};
 
 /// Where built bodies are kept, one directory per commit.
 pub const BIN_DIR: &str = ".teneral/bin";
@@ -180,46 +181,19 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
     env
 }
 
-/// A started body and the tail of what it wrote to stderr.
-pub struct Body {
-    pub child: Child,
-    pub stderr_tail: Arc<Mutex<VecDeque<String>>>,
-}
-
 /// Starts the body binary with the contract's environment, in the
-/// individual's directory; its output goes to the kernel's log.
-pub fn start(binary: &Path, start: &Start<'_>) -> std::io::Result<Body> {
+/// individual's directory, through `runner` as unit
+/// `teneral-gen-<short>.service` with `limits`; its output goes to the
+/// kernel's log.
+pub async fn start(
+    runner: &Runner,
+    binary: &Path,
+    start: &Start<'_>,
+    limits: &Limits,
+) -> Result<Running, RunError> {
     let mut spec = Spec::new(binary, start.home);
     spec.env = environment(start);
-    spec.stdout = Output::Pipe;
-    spec.stderr = Output::Pipe;
-    let mut child = spawn::spawn(spec)?;
-    let tag = format!("body {}", short(start.commit));
-    let stderr_tail = keep_tail(child.stderr.take(), Some(tag.clone()));
-    keep_tail(child.stdout.take(), Some(tag));
-    Ok(Body { child, stderr_tail })
-}
-
-/// Reads lines from `pipe` until it closes, keeping the last [`TAIL_LINES`]
-/// and logging each under `tag` when given.
-fn keep_tail(pipe: Option<pipe::Receiver>, tag: Option<String>) -> Arc<Mutex<VecDeque<String>>> {
-    let tail = Arc::new(Mutex::new(VecDeque::new()));
-    let Some(pipe) = pipe else { return tail };
-    let keep = Arc::clone(&tail);
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(tag) = &tag {
-                log::agent(tag, &line);
-            }
-            let mut t = keep.lock().unwrap_or_else(|p| p.into_inner());
-            if t.len() == TAIL_LINES {
-                t.pop_front();
-            }
-            t.push_back(line);
-        }
-    });
-    tail
+    runner.start(&crate::systemd::generation_unit(start.commit), spec, limits).await
 }
 
 /// Reads `pipe` to its end and returns its last [`TAIL_LINES`] lines.
@@ -235,12 +209,6 @@ async fn read_tail(pipe: Option<pipe::Receiver>) -> String {
         }
     }
     tail.into_iter().collect::<Vec<_>>().join("\n")
-}
-
-/// The kept tail as one text.
-pub fn tail_text(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
-    let t = tail.lock().unwrap_or_else(|p| p.into_inner());
-    t.iter().cloned().collect::<Vec<_>>().join("\n")
 }
 
 /// The first seven characters of a commit, as people read them.

@@ -12,6 +12,7 @@
 //!   appears in a message.
 
 mod interpret;
+mod limits;
 mod parse;
 #[cfg(test)]
 mod tests;
@@ -51,6 +52,34 @@ pub enum Species {
     Ask,
     Auto,
     Off,
+}
+
+/// How the kernel starts its children (`TENERAL_RUNNER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerChoice {
+    /// As systemd transient units when a user manager is on the session bus,
+    /// else as its own children.
+    Auto,
+    /// As transient units; the kernel does not start without a user manager.
+    Systemd,
+    /// As its own children, even when a user manager is there.
+    Direct,
+}
+
+/// The limits every generation's body and every gate check get
+/// (`TENERAL_MEMORY_MAX`, `TENERAL_TASKS_MAX`); `None` is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of memory, the cgroup's `MemoryMax`. Default 4 GiB.
+    pub memory_max: Option<u64>,
+    /// Processes and threads, the cgroup's `TasksMax`. Default 2048.
+    pub tasks_max: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { memory_max: Some(4 << 30), tasks_max: Some(2048) }
+    }
 }
 
 /// A credential. It prints as `<redacted>`; [`Secret::expose`] is the one way
@@ -119,6 +148,8 @@ pub struct Settings {
     pub standin_script: Option<PathBuf>,
     /// For `standin`: append every request the stand-in gets to this file.
     pub standin_log: Option<PathBuf>,
+    pub runner: RunnerChoice,
+    pub limits: Limits,
     pub timing: Timing,
 }
 

@@ -43,6 +43,9 @@ pub struct BodyProcess {
     pub pid: u32,
     /// Start time in clock ticks (`/proc/<pid>/stat`), to tell a reused pid.
     pub start_time: u64,
+    /// The transient unit it runs in, under systemd.
+    #[serde(default)]
+    pub unit: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,7 +103,7 @@ mod tests {
         let s = State {
             generation: Some("a".repeat(40)),
             previous: None,
-            body: Some(BodyProcess { pid: 7, start_time: 9 }),
+            body: Some(BodyProcess { pid: 7, start_time: 9, unit: None }),
             stopped: None,
             pending: Some("b".repeat(40)),
             refused: Some(Refused { commit: "c".repeat(40), times: 2 }),

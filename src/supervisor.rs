@@ -8,8 +8,11 @@
 //! accepted, the candidate becomes the generation, on trial until its first
 //! reply. A generation that fails goes back one step, or the kernel stops.
 //! SIGHUP carries the owner's request to go back (`teneralctl back`).
-//! SIGTERM and SIGINT stop the body (SIGTERM, a grace period, SIGKILL to its
-//! group) and then the kernel.
+//! SIGTERM and SIGINT stop the body (SIGTERM, a grace period, SIGKILL to all
+//! of it) and then the kernel. The body runs through the [`Runner`] chosen at
+//! the start (a transient unit under systemd); what the kernel does is said
+//! through [`crate::status`] (systemd's STATUS, `.teneral/status`), and
+//! READY=1 goes to systemd once the journal and the owner's channel are open.
 
 mod run;
 
@@ -25,8 +28,10 @@ use crate::gate::{Gate, Verdict};
 use crate::generation::{self, short};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, Windows};
+use crate::runner::Runner;
 use crate::settings::{Provider, Settings};
 use crate::state::{Refused, State, Stopped};
+use crate::status::{Doing, Reporter};
 use crate::{back, lock, log, organs, proxy, repo, spawn, standin};
 use run::{RunEnd, RunOf};
 
@@ -48,6 +53,8 @@ pub enum KernelError {
     Repo(#[from] repo::RepoError),
     #[error(transparent)]
     Journal(#[from] crate::journal::writer::JournalError),
+    #[error(transparent)]
+    Run(#[from] crate::runner::RunError),
     #[error("{0}")]
     Io(String),
 }
@@ -62,21 +69,22 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     let home = home.canonicalize().map_err(io("the individual's directory"))?;
     let _lock = lock::acquire(&home)?;
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
+    let status = Reporter::new(&home);
+    status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
     let mut state = State::load(&home)?;
     if let Some(stopped) = &state.stopped {
-        log::info(format!(
-            "last time the kernel stopped by itself ({}), with status {}: {}",
-            stopped.at, stopped.status, stopped.reason
-        ));
+        log::at(
+            log::Priority::Notice,
+            format!(
+                "last time the kernel stopped by itself ({}), with status {}: {}",
+                stopped.at, stopped.status, stopped.reason
+            ),
+        );
     }
+    let runner = Runner::choose(settings.runner).await?;
     if let Some(body) = state.body.take() {
-        if spawn::kill_leftover(body.pid, body.start_time) {
-            log::info(format!(
-                "stopped a body (pid {}) that a killed supervisor left behind",
-                body.pid
-            ));
-        }
+        runner.stop_leftover(&body).await;
     }
     let git = repo::open(&home)?;
     let commit = match &state.generation {
@@ -87,6 +95,8 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     let commit = commit.to_string();
     state.generation = Some(commit.clone());
     state.stopped = None;
+    log::set_commit(&commit);
+    status.set_generation(&commit);
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     kernel_event(&journal, &commit, "kernel.started", json!({"pid": std::process::id()}));
     if let Some(candidate) = state.pending.take() {
@@ -99,6 +109,9 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     }
     state.save(&home)?;
     log::info(format!("supervising {} at generation {}", home.display(), short(&commit)));
+    // The journal and the owner's channel are open: lines sent from now on
+    // are taken in, so the kernel counts as serving.
+    status.ready();
 
     let mut k = Kernel {
         model: Model::start(&settings, &home).await?,
@@ -107,6 +120,8 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
         state,
         journal,
         git,
+        runner,
+        status,
         sigterm: signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?,
         sigint: signal(SignalKind::interrupt()).map_err(io("SIGINT handler"))?,
         sighup: signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?,
@@ -116,8 +131,12 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     kernel_event(&k.journal, &now, "kernel.stopped", json!({"reason": reason, "status": status}));
     if status != EXIT_STOPPED {
         k.state.stopped = Some(Stopped { reason: reason.clone(), status, at: now_text() });
-        log::info(format!("stopping: {reason}"));
+        log::at(log::Priority::Error, format!("stopping: {reason}"));
+        k.status.set(Doing::GaveUp(reason.clone()));
+    } else {
+        k.status.set(Doing::Stopping);
     }
+    k.status.stopping();
     k.state.body = None;
     k.state.save(&k.home)?;
     Ok(status)
@@ -145,6 +164,8 @@ pub(crate) struct Kernel {
     journal: SharedJournal,
     git: git2::Repository,
     model: Model,
+    runner: Runner,
+    status: Reporter,
     sigterm: Signal,
     sigint: Signal,
     sighup: Signal,
@@ -195,6 +216,7 @@ impl Kernel {
                     Next::Same => None,
                 },
             };
+            self.status.set(Doing::Building);
             let build = generation::build(&self.home, &live, &commit, false);
             let binary = tokio::select! {
                 built = build => match built {
@@ -288,6 +310,7 @@ impl Kernel {
         }
         match decision {
             Decision::Restart { after, reason } => {
+                self.status.set(Doing::Restarting { after });
                 log::info(format!(
                     "the body {reason}; starting it again in {} s",
                     after.as_secs_f32()
@@ -369,6 +392,8 @@ impl Kernel {
         self.state.pending = None;
         self.state.previous = if promoted { Some(from) } else { None };
         self.state.generation = Some(to.to_owned());
+        log::set_commit(to);
+        self.status.set_generation(to);
         let oid = repo::commit_id(&self.git, &self.home, to)?;
         repo::move_lineage(&self.git, &self.home, oid)?;
         self.state.save(&self.home)?;
@@ -400,6 +425,8 @@ impl Kernel {
             journal: &self.journal,
             running: commit,
             kernel_exe: &exe,
+            runner: &self.runner,
+            status: Some(&self.status),
         };
         let verdict = tokio::select! {
             v = gate.judge(&candidate) => v,

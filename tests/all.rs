@@ -6,4 +6,5 @@ mod kernel;
 mod organs;
 mod selfmod;
 mod standin;
+mod systemd;
 mod talk;

@@ -66,15 +66,26 @@ fn a_second_supervisor_is_refused() -> TestResult {
     Ok(())
 }
 
+/// The running generation's event socket: in the kernel's private runtime
+/// directory, named after the generation's short commit.
+fn event_socket(ind: &Individual) -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    let uid = rustix::process::getuid().as_raw();
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(runtime) if !runtime.is_empty() => std::path::PathBuf::from(runtime).join("teneral"),
+        _ => std::path::PathBuf::from(format!("/tmp/teneral-{uid}")),
+    };
+    let prefix = format!("ev-{}-", &ind.head()?[..7]);
+    let newest = std::fs::read_dir(&dir)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .ok_or("no event socket")?;
+    Ok(newest.path())
+}
+
 /// Sends one raw line on the running generation's event socket.
 fn send_raw(ind: &Individual, line: &str) -> Result<Value, Box<dyn std::error::Error>> {
-    let run = ind.path().join(".teneral/run");
-    let socket = std::fs::read_dir(&run)?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "sock"))
-        .ok_or("no event socket")?;
-    let mut stream = UnixStream::connect(socket)?;
+    let mut stream = UnixStream::connect(event_socket(ind)?)?;
     stream.set_read_timeout(Some(SHORT))?;
     stream.write_all(format!("{line}\n").as_bytes())?;
     let mut answer = String::new();

@@ -36,6 +36,12 @@ enum Command {
         #[arg(long, default_value_t = teneral::back::ANSWER_WAIT.as_secs())]
         wait: u64,
     },
+    /// Say whether teneral runs, at which generation, what it is doing, and
+    /// why it stopped when it stopped by itself. Exit status 3 when it does not run.
+    Status {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -54,6 +60,12 @@ fn main() -> ExitCode {
                 wait: Duration::from_secs(wait),
             };
             teneral::back::run(&options, &mut std::io::stdout().lock()).map_err(anyhow::Error::from)
+        }
+        Command::Status { dir } => {
+            let dir = dir.canonicalize().unwrap_or(dir);
+            let (text, status) = teneral::status::report(&dir);
+            println!("{text}");
+            Ok(status)
         }
     };
     match result {

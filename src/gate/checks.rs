@@ -1,24 +1,19 @@
 //! Running one check of a candidate: a cargo command in the gate's checkout,
-//! with a bare environment, a temp dir of its own inside the checkout, and a
-//! time limit after which its whole process group is killed.
+//! with a bare environment and a temp dir of its own inside the checkout,
+//! through the runner (a transient unit with `RuntimeMaxSec` under systemd,
+//! a child with a deadline otherwise), stopped with everything it started
+//! when its time is up.
 //!
 //! A check passes when the command exits 0 and, for a test run, when at
 //! least one test passed and none failed ([`super::rules::check_test_count`]).
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::unix::pipe;
-
 use super::rules::{check_test_count, count_tests};
-use crate::spawn::{self, Output, Spec};
-
-/// Lines of a check's output kept for the refusal message.
-pub const TAIL_LINES: usize = 60;
+use crate::runner::{Limits, Runner};
+use crate::spawn::Spec;
 
 /// One check to run.
 pub struct Check {
@@ -51,80 +46,58 @@ pub fn bare_env(tmp: &Path, target: &Path) -> Vec<(String, OsString)> {
     env
 }
 
-/// Runs `check` with `env`, stopping it after `limit` (none when `None`).
-pub async fn run(check: &Check, env: &[(String, OsString)], limit: Option<Duration>) -> Outcome {
+/// Runs `check` of `candidate` with `env` through `runner`, stopping it
+/// after `limit` (none when `None`).
+pub async fn run(
+    runner: &Runner,
+    candidate: &str,
+    check: &Check,
+    env: &[(String, OsString)],
+    limits: &Limits,
+) -> Outcome {
     let started = Instant::now();
     let mut spec = Spec::new("cargo", &check.dir);
     spec.args = check.args.iter().map(OsString::from).collect();
     spec.env = env.to_vec();
     spec.env.extend(check.env.iter().cloned());
-    spec.stdout = Output::Pipe;
-    spec.stderr = Output::Pipe;
-    let mut child = match spawn::spawn(spec) {
-        Ok(child) => child,
+    let unit = crate::systemd::gate_unit(candidate, check.name);
+    let mut running = match runner.start(&unit, spec, limits).await {
+        Ok(running) => running,
         Err(e) => {
-            return Outcome::Failed {
-                seconds: 0.0,
-                output: format!("cannot start cargo: {e}; is cargo on PATH?"),
-            }
+            return Outcome::Failed { seconds: 0.0, output: format!("cannot start cargo: {e}") }
         }
     };
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let readers =
-        [child.stdout.take(), child.stderr.take()].map(|p| read_into(p, Arc::clone(&seen)));
-    let waited = match limit {
-        Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
-        None => Some(child.wait().await),
-    };
-    if waited.is_none() {
-        child.stop(Duration::ZERO).await;
-    }
-    // A process of another group may still hold a pipe open; do not wait on it.
-    for reader in readers {
-        let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
-    }
+    let ended = running.wait().await;
     let seconds = started.elapsed().as_secs_f64();
-    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
-    let output = seen.tail.iter().cloned().collect::<Vec<_>>().join("\n");
-    let Some(exit) = waited else {
-        let limit = limit.map(|l| l.as_secs()).unwrap_or_default();
+    let output = running.output_tail();
+    if ended.over_time {
+        let limit = limits.runtime_max.map(|l| l.as_secs()).unwrap_or_default();
         let output = format!(
             "{output}\nstopped after {limit} s, the limit of one check (TENERAL_CHECK_MINUTES in .env raises it)"
         );
         return Outcome::OverTime { seconds, output };
-    };
-    if !exit.success() {
-        return Outcome::Failed { seconds, output: format!("{output}\n{} ({exit})", check.name) };
+    }
+    if !ended.exit.success() {
+        return Outcome::Failed {
+            seconds,
+            output: format!("{output}\n{} ({})", check.name, ended.exit),
+        };
     }
     if check.counts_tests {
-        if let Err(why) = check_test_count(count_tests(&seen.results.join("\n"))) {
+        if let Err(why) = check_test_count(count_tests(&running.test_results())) {
             return Outcome::Failed { seconds, output: format!("{output}\n{why}") };
         }
     }
     Outcome::Passed { seconds }
 }
 
-/// What the readers keep of a check's output.
-#[derive(Default)]
-struct Seen {
-    tail: VecDeque<String>,
-    /// Every `test result:` line, however long the output.
-    results: Vec<String>,
-}
-
-fn read_into(pipe: Option<pipe::Receiver>, seen: Arc<Mutex<Seen>>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let Some(pipe) = pipe else { return };
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
-            if line.trim_start().starts_with("test result:") {
-                s.results.push(line.clone());
-            }
-            if s.tail.len() == TAIL_LINES {
-                s.tail.pop_front();
-            }
-            s.tail.push_back(line);
-        }
-    })
+/// The limits of one check: the owner's memory and task limits, and the
+/// time limit (`TENERAL_CHECK_MINUTES`, 0 for none).
+pub fn limits(settings: &crate::settings::Settings) -> Limits {
+    let limit = match (settings.timing.check_limit, settings.check_minutes) {
+        (Some(limit), _) => Some(limit),
+        (None, 0) => None,
+        (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),
+    };
+    Limits::for_check(settings).with_runtime_max(limit)
 }

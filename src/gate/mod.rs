@@ -30,7 +30,9 @@ use git2::Repository;
 use serde_json::json;
 
 use crate::events::{kernel_event, SharedJournal};
+use crate::runner::Runner;
 use crate::settings::Settings;
+use crate::status::{Doing, Reporter};
 use crate::{generation, log, repo};
 use checks::{Check, Outcome};
 use memo::Memo;
@@ -59,6 +61,10 @@ pub struct Gate<'a> {
     /// The kernel binary the body's tests talk to (`TENERAL_BIN`): the
     /// stand-in model and the event channel they test against.
     pub kernel_exe: &'a Path,
+    /// How checks and the smoke run are started (transient units under systemd).
+    pub runner: &'a Runner,
+    /// Where the step under way is said (systemd's STATUS), if anywhere.
+    pub status: Option<&'a Reporter>,
 }
 
 fn reject(check: &str, output: impl Into<String>) -> Verdict {
@@ -82,6 +88,7 @@ impl Gate<'_> {
                 )
             }
         };
+        self.doing(candidate, "paths");
         let paths = repo::changed_paths(self.repo, self.home, running, oid)
             .map_err(|e| e.to_string())
             .and_then(|changed| rules::check_paths(&changed))
@@ -136,11 +143,7 @@ impl Gate<'_> {
         }
         let toolchain = toolchain(&env).await;
         let kernel_exe = kernel_identity(self.kernel_exe);
-        let limit = match (self.settings.timing.check_limit, self.settings.check_minutes) {
-            (Some(limit), _) => Some(limit),
-            (None, 0) => None,
-            (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),
-        };
+        let limits = checks::limits(self.settings);
         let body_dir = checkout.join("body");
         let exe = vec![("TENERAL_BIN".to_owned(), self.kernel_exe.as_os_str().to_owned())];
         let plan = [
@@ -165,7 +168,8 @@ impl Gate<'_> {
                 continue;
             }
             log::info(format!("gate: {} of {}", check.name, generation::short(candidate)));
-            match checks::run(check, &env, limit).await {
+            self.doing(candidate, check.name);
+            match checks::run(self.runner, candidate, check, &env, &limits).await {
                 Outcome::Passed { seconds } => {
                     self.step(candidate, check.name, true, false, Duration::from_secs_f64(seconds));
                     memo.record(key);
@@ -183,6 +187,7 @@ impl Gate<'_> {
             }
         }
         let started = Instant::now();
+        self.doing(candidate, "smoke");
         let binary = match generation::build(self.home, checkout, candidate, true).await {
             Ok(binary) => binary,
             Err(e) => {
@@ -194,20 +199,28 @@ impl Gate<'_> {
             0 => None,
             s => Some(Duration::from_secs(u64::from(s))),
         };
-        let smoke = smoke::run(
-            self.home,
+        let run = smoke::Smoke {
+            home: self.home,
             checkout,
-            &binary,
-            candidate,
-            self.settings,
-            organ_set.as_deref(),
+            binary: &binary,
+            commit: candidate,
+            settings: self.settings,
+            runner: self.runner,
+            organs: organ_set.as_deref(),
             limit,
-        )
-        .await;
+        };
+        let smoke = run.run().await;
         self.step(candidate, "smoke", smoke.is_ok(), false, started.elapsed());
         match smoke {
             Ok(()) => Verdict::Accepted { binary },
             Err(why) => reject("smoke", why),
+        }
+    }
+
+    /// Says which step is under way.
+    fn doing(&self, candidate: &str, step: &str) {
+        if let Some(status) = self.status {
+            status.set(Doing::Checking { candidate: candidate.to_owned(), step: step.to_owned() });
         }
     }
 

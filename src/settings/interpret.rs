@@ -10,7 +10,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::parse::{self, Entries, Entry};
-use super::{Protocol, Provider, Secret, Settings, SettingsError, Species, Timing};
+use super::{Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species, Timing};
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
 const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
@@ -153,6 +153,17 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         publish: choice(entries, "TENERAL_PUBLISH", &species_choices, Species::Ask)?,
         standin_script: entries.get("TENERAL_STANDIN_SCRIPT").map(|e| PathBuf::from(e.value)),
         standin_log: entries.get("TENERAL_STANDIN_LOG").map(|e| PathBuf::from(e.value)),
+        runner: choice(
+            entries,
+            "TENERAL_RUNNER",
+            &[
+                ("auto", RunnerChoice::Auto),
+                ("systemd", RunnerChoice::Systemd),
+                ("direct", RunnerChoice::Direct),
+            ],
+            RunnerChoice::Auto,
+        )?,
+        limits: super::limits::limits(entries)?,
         timing: timing(entries)?,
     })
 }

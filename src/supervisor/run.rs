@@ -11,9 +11,11 @@ use tokio::sync::mpsc;
 
 use super::Kernel;
 use crate::events::{self, kernel_event, Channel, Seen};
-use crate::generation::{self, short, Start};
+use crate::generation::{self, Start};
 use crate::lifecycle::{Decision, Input, Lifecycle};
+use crate::runner::Limits;
 use crate::state::BodyProcess;
+use crate::status::Doing;
 use crate::{log, spawn};
 
 /// How one run ended.
@@ -46,8 +48,8 @@ impl Kernel {
         life: &mut Lifecycle,
     ) -> Result<RunEnd, super::KernelError> {
         let commit = of.commit;
-        let socket =
-            self.home.join(format!(".teneral/run/events-{}-{}.sock", short(commit), of.run));
+        let socket = events::socket_path(commit, &of.run.to_string())
+            .map_err(super::io("the event socket"))?;
         let listener = events::bind(&socket).map_err(super::io("the event socket"))?;
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
         let channel = Channel {
@@ -67,12 +69,19 @@ impl Kernel {
             clock: true,
             organs: of.organs,
         };
-        let mut body =
-            generation::start(of.binary, &start).map_err(super::io("cannot start the body"))?;
-        let start_time = spawn::process_start_time(body.child.pid).unwrap_or_default();
-        self.state.body = Some(BodyProcess { pid: body.child.pid, start_time });
+        self.status.set(Doing::StartingBody);
+        let limits = Limits::from_settings(&self.settings);
+        let mut body = generation::start(&self.runner, of.binary, &start, &limits).await?;
+        let pid = body.pid().unwrap_or_default();
+        let start_time = spawn::process_start_time(pid).unwrap_or_default();
+        let unit = body.is_unit().then(|| body.unit().to_owned());
+        self.state.body = Some(BodyProcess { pid, start_time, unit: unit.clone() });
         self.state.save(&self.home)?;
-        kernel_event(&self.journal, commit, "generation.started", json!({"pid": body.child.pid}));
+        let mut started = json!({"pid": pid});
+        if let Some(unit) = &unit {
+            started["unit"] = json!(unit);
+        }
+        kernel_event(&self.journal, commit, "generation.started", started);
         life.on(Input::Started, Instant::now());
 
         let grace = self.settings.timing.stop_grace;
@@ -88,30 +97,31 @@ impl Kernel {
             tokio::select! {
                 biased;
                 Some(event) = seen.recv() => {
+                    if let Some(doing) = Doing::after(&event) { self.status.set(doing); }
                     see(event, life, &mut requested);
                 }
-                exit = body.child.wait() => {
+                ended = body.wait() => {
                     // Events the body sent before it ended count first.
                     while let Ok(event) = seen.try_recv() {
                         see(event, life, &mut requested);
                     }
-                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string()}));
+                    let exit = ended.exit;
+                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string(), "result": ended.result}));
                     let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
                     let decision = life.on(Input::Exited { code }, Instant::now());
-                    let tail = generation::tail_text(&body.stderr_tail);
-                    break RunEnd::Decided { decision, requested, tail };
+                    break RunEnd::Decided { decision, requested, tail: body.stderr_tail() };
                 }
                 () = sleep => {
                     if let Decision::Kill { reason } = life.on(Input::Deadline, Instant::now()) {
                         log::info(format!("stopping the body: {reason}"));
-                        body.child.signal(rustix::process::Signal::KILL);
+                        body.signal(rustix::process::Signal::KILL).await;
                     }
                 }
-                _ = self.sigterm.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
-                _ = self.sigint.recv() => { body.child.stop(grace).await; break RunEnd::AskedToStop; }
+                _ = self.sigterm.recv() => { self.asked_to_stop(); body.stop(grace).await; break RunEnd::AskedToStop; }
+                _ = self.sigint.recv() => { self.asked_to_stop(); body.stop(grace).await; break RunEnd::AskedToStop; }
                 _ = self.sighup.recv() => {
                     if let Some(to) = self.back_request(commit) {
-                        body.child.stop(grace).await;
+                        body.stop(grace).await;
                         break RunEnd::SentBack { to };
                     }
                 }
@@ -125,6 +135,14 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// Says, before the body is stopped, that the kernel is on its way out.
+    fn asked_to_stop(&self) {
+        self.status.set(Doing::Stopping);
+        self.status.stopping();
+    }
+}
+
 /// Feeds what the channel saw into the rules.
 fn see(event: Seen, life: &mut Lifecycle, requested: &mut Option<String>) {
     let input = match event {
@@ -135,7 +153,7 @@ fn see(event: Seen, life: &mut Lifecycle, requested: &mut Option<String>) {
             *requested = Some(candidate);
             return;
         }
-        Seen::OwnerLine | Seen::TurnEnded => return,
+        Seen::OwnerLine | Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) => return,
     };
     life.on(input, Instant::now());
 }

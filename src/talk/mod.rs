@@ -296,7 +296,15 @@ fn terminal_width() -> usize {
 
 /// What the client says when no kernel runs for `home`.
 pub fn not_running(home: &Path, sending: bool) -> String {
-    let start = format!("systemctl --user start teneral, or teneral run --dir {}", home.display());
+    let mut start =
+        format!("systemctl --user start teneral, or teneral run --dir {}", home.display());
+    if let Ok(crate::state::State { stopped: Some(stopped), .. }) = crate::state::State::load(home)
+    {
+        start = format!(
+            "{start}; it stopped by itself at {} with status {}: {}",
+            stopped.at, stopped.status, stopped.reason
+        );
+    }
     if sending {
         format!(
             "teneral is not running in {}: what you send waits in {} and is answered once it \

@@ -147,20 +147,26 @@ impl Individual {
         }
         std::fs::write(
             home.join(".gitignore"),
-            "/.teneral\n/.env\n/memory\n/soul\n/inbox\n/script.jsonl\n",
+            "/.teneral\n/.env\n/memory\n/soul\n/inbox\n/script.jsonl\n/standin.jsonl\n/kernel.log\n/target\n",
         )?;
         std::fs::write(home.join("script.jsonl"), script)?;
         let mut dotenv = String::from(
             "TENERAL_PROVIDER=standin\nTENERAL_STANDIN_SCRIPT=script.jsonl\nTENERAL_HEARTBEAT_MINUTES=0\n\
              TENERAL_TEST_BACKOFF_MS=50\nTENERAL_TEST_STOP_GRACE_SECONDS=2\n",
         );
+        // The kernel's tests run it directly unless a test asks otherwise,
+        // so they mean the same with or without a user manager around.
+        if !env.iter().any(|line| line.starts_with("TENERAL_RUNNER=")) {
+            dotenv.push_str("TENERAL_RUNNER=direct\n");
+        }
         for line in env {
             dotenv.push_str(line);
             dotenv.push('\n');
         }
         std::fs::write(home.join(".env"), dotenv)?;
         commit_all(home, "birth of a test individual")?;
-        // Share one build cache between every test's individual.
+        // Share one build cache between every test's individual (the kernel
+        // touches a checkout before building, so none gets another's binary).
         std::fs::create_dir_all(home.join(".teneral"))?;
         std::fs::create_dir_all(shared_body_target())?;
         std::os::unix::fs::symlink(shared_body_target(), home.join(".teneral/target"))?;

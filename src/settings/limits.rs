@@ -1,0 +1,132 @@
+//! `TENERAL_MEMORY_MAX` and `TENERAL_TASKS_MAX`: the limits of a body and of
+//! a gate check, written the way systemd takes them (`512M`, `4G`, a plain
+//! number, or `infinity` for none).
+//!
+//! Invariant: a value is refused rather than rounded or guessed at; a limit
+//! so small that nothing could run under it (below 16 MiB, below 8 tasks) is
+//! refused too, with what to write instead.
+
+use super::parse::Entries;
+use super::{Limits, SettingsError};
+
+const LEAST_MEMORY: u64 = 16 << 20;
+const LEAST_TASKS: u64 = 8;
+
+pub(super) fn limits(entries: &Entries<'_>) -> Result<Limits, SettingsError> {
+    let default = Limits::default();
+    let memory_max = match entries.get("TENERAL_MEMORY_MAX") {
+        None => default.memory_max,
+        Some(entry) => match bytes(entry.value) {
+            Some(Some(n)) if n < LEAST_MEMORY => {
+                return Err(entries.refuse(
+                    "TENERAL_MEMORY_MAX",
+                    entry,
+                    "less than 16M, too little for any body",
+                    "write e.g. TENERAL_MEMORY_MAX=4G, or infinity for no limit",
+                ))
+            }
+            Some(n) => n,
+            None => {
+                return Err(entries.refuse(
+                    "TENERAL_MEMORY_MAX",
+                    entry,
+                    "not a size",
+                    "write a number of bytes with K, M, G or T after it (e.g. 4G), or infinity",
+                ))
+            }
+        },
+    };
+    let tasks_max = match entries.get("TENERAL_TASKS_MAX") {
+        None => default.tasks_max,
+        Some(entry) if entry.value == "infinity" => None,
+        Some(entry) => match entry.value.parse::<u64>() {
+            Ok(n) if n >= LEAST_TASKS => Some(n),
+            _ => {
+                return Err(entries.refuse(
+                    "TENERAL_TASKS_MAX",
+                    entry,
+                    "not a whole number of at least 8",
+                    "write e.g. TENERAL_TASKS_MAX=2048, or infinity for no limit",
+                ))
+            }
+        },
+    };
+    Ok(Limits { memory_max, tasks_max })
+}
+
+/// `Some(None)` for infinity, `Some(Some(bytes))` for a size, `None` when
+/// the text is neither.
+fn bytes(text: &str) -> Option<Option<u64>> {
+    if text == "infinity" {
+        return Some(None);
+    }
+    let (digits, shift) = match text.as_bytes().last()? {
+        b'K' => (&text[..text.len() - 1], 10),
+        b'M' => (&text[..text.len() - 1], 20),
+        b'G' => (&text[..text.len() - 1], 30),
+        b'T' => (&text[..text.len() - 1], 40),
+        _ => (text, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    n.checked_mul(1u64 << shift).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes;
+    use crate::settings::{Limits, RunnerChoice, Settings};
+
+    #[test]
+    fn sizes() {
+        let table = [
+            ("infinity", Some(None)),
+            ("1024", Some(Some(1024))),
+            ("512M", Some(Some(512 << 20))),
+            ("4G", Some(Some(4 << 30))),
+            ("2T", Some(Some(2 << 40))),
+            ("1K", Some(Some(1024))),
+            ("", None),
+            ("G", None),
+            ("1.5G", None),
+            ("-1", None),
+            ("4g", None),
+            ("99999999999999T", None),
+        ];
+        for (text, want) in table {
+            assert_eq!(bytes(text), want, "{text}");
+        }
+    }
+
+    fn load(extra: &str) -> Result<Settings, String> {
+        Settings::parse(&format!("TENERAL_PROVIDER=standin\n{extra}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let s = load("").unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(s.limits, Limits::default());
+        assert_eq!(s.runner, RunnerChoice::Auto);
+        let s = load("TENERAL_MEMORY_MAX=256M\nTENERAL_TASKS_MAX=infinity\nTENERAL_RUNNER=direct")
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(s.limits, Limits { memory_max: Some(256 << 20), tasks_max: None });
+        assert_eq!(s.runner, RunnerChoice::Direct);
+    }
+
+    #[test]
+    fn refusals_say_what_to_write() {
+        let table = [
+            ("TENERAL_MEMORY_MAX=lots", "write a number of bytes"),
+            ("TENERAL_MEMORY_MAX=1M", "less than 16M"),
+            ("TENERAL_TASKS_MAX=3", "at least 8"),
+            ("TENERAL_RUNNER=docker", "TENERAL_RUNNER=auto or systemd or direct"),
+        ];
+        for (line, want) in table {
+            let err = load(line).err().unwrap_or_default();
+            assert!(err.contains(want), "{line}: {err}");
+            assert!(err.contains("line 2"), "{line}: {err}");
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! What the kernel is doing, said where an owner looks: as systemd's
+//! `STATUS=` (so `systemctl --user status teneral` shows it) and in
+//! `.teneral/status`, replaced whole by a rename, so `teneralctl status` can tell
+//! without systemd too.
+//!
+//! The supervisor and the gate call [`Reporter::set`] with a [`Doing`];
+//! [`Reporter::ready`] tells systemd the kernel serves (`READY=1`, for
+//! `Type=notify`), [`Reporter::stopping`] that it is on its way out.
+//! Invariants: the file always holds one whole JSON object (the last state
+//! set), and a failure to write it or to notify is logged, never fatal: the
+//! status is for people, the journal is the record.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+use serde::{Deserialize, Serialize};
+
+use crate::generation::short;
+use crate::log;
+
+pub const STATUS_PATH: &str = ".teneral/status";
+
+/// What the kernel is doing now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Doing {
+    /// Started; nothing running yet.
+    Starting,
+    /// Building the body of the generation.
+    Building,
+    /// Starting the body.
+    StartingBody,
+    /// The body runs and the agent is at rest.
+    Resting,
+    /// The agent is thinking (a turn is under way).
+    Thinking,
+    /// The agent runs a tool.
+    RunningTool(String),
+    /// A mutation is being checked: the candidate and the step under way
+    /// (`paths`, `organs`, `type check`, `kernel tests`, `body tests`, `smoke run`).
+    Checking { candidate: String, step: String },
+    /// The body ended and starts again after a pause.
+    Restarting { after: Duration },
+    /// The kernel was asked to stop.
+    Stopping,
+    /// The kernel stopped by itself and waits for its owner.
+    GaveUp(String),
+}
+
+impl Doing {
+    /// What the agent does after the body sent `seen`, when that changes it.
+    pub fn after(seen: &crate::events::Seen) -> Option<Doing> {
+        use crate::events::Seen;
+        match seen {
+            Seen::Ready | Seen::TurnEnded | Seen::Interrupted => Some(Doing::Resting),
+            Seen::Thinking | Seen::OwnerLine => Some(Doing::Thinking),
+            Seen::Tool(name) => Some(Doing::RunningTool(name.clone())),
+            Seen::Replied | Seen::MutationRequested { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Doing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Doing::Starting => f.write_str("starting"),
+            Doing::Building => f.write_str("building the body"),
+            Doing::StartingBody => f.write_str("starting the body"),
+            Doing::Resting => f.write_str("resting"),
+            Doing::Thinking => f.write_str("thinking"),
+            Doing::RunningTool(name) => write!(f, "running a tool ({name})"),
+            Doing::Checking { candidate, step } => {
+                write!(f, "checking mutation {}: {step}", short(candidate))
+            }
+            Doing::Restarting { after } => {
+                write!(f, "the body ended; starting it again in {:.1} s", after.as_secs_f32())
+            }
+            Doing::Stopping => f.write_str("stopping"),
+            Doing::GaveUp(reason) => write!(f, "stopped by itself: {reason}"),
+        }
+    }
+}
+
+/// What `.teneral/status` holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusFile {
+    /// The kernel that wrote it.
+    pub pid: u32,
+    /// The generation's commit, once known.
+    pub generation: Option<String>,
+    /// The text systemd shows as its STATUS.
+    pub status: String,
+    /// When it was set (RFC 3339, UTC).
+    pub since: String,
+}
+
+/// Says what the kernel is doing; one per kernel.
+pub struct Reporter {
+    path: PathBuf,
+    generation: Mutex<Option<String>>,
+    /// The text last set, so an unchanged state is not written again.
+    last: Mutex<String>,
+}
+
+impl Reporter {
+    pub fn new(home: &Path) -> Reporter {
+        Reporter {
+            path: home.join(STATUS_PATH),
+            generation: Mutex::new(None),
+            last: Mutex::new(String::new()),
+        }
+    }
+
+    /// The generation the following states are about.
+    pub fn set_generation(&self, commit: &str) {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_owned());
+    }
+
+    /// The text systemd and the file get for `doing`.
+    pub fn text(&self, doing: &Doing) -> String {
+        match (&*self.generation.lock().unwrap_or_else(|p| p.into_inner()), doing) {
+            (_, Doing::Checking { .. } | Doing::GaveUp(_)) | (None, _) => doing.to_string(),
+            (Some(commit), _) => format!("generation {}: {doing}", short(commit)),
+        }
+    }
+
+    /// Records and announces what the kernel does now.
+    pub fn set(&self, doing: Doing) {
+        let text = self.text(&doing);
+        {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if *last == text {
+                return;
+            }
+            last.clone_from(&text);
+        }
+        let file = StatusFile {
+            pid: std::process::id(),
+            generation: self.generation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            status: text.clone(),
+            since: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        };
+        let written =
+            serde_json::to_vec(&file).map_err(std::io::Error::other).and_then(|mut bytes| {
+                bytes.push(b'\n');
+                replace(&self.path, &bytes)
+            });
+        if let Err(e) = written {
+            log::info(format!("cannot write {}: {e}", self.path.display()));
+        }
+        notify(&[NotifyState::Status(&text)]);
+    }
+
+    /// The kernel serves: `READY=1`.
+    pub fn ready(&self) {
+        notify(&[NotifyState::Ready]);
+    }
+
+    /// The kernel is on its way out: `STOPPING=1`.
+    pub fn stopping(&self) {
+        notify(&[NotifyState::Stopping]);
+    }
+}
+
+/// Replaces `path` by renaming a new file over it: a reader sees the old
+/// text or the new, never a part. Not synced: after a crash the status is
+/// stale at worst, and the next kernel writes it anew.
+fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Tells systemd, when it listens (`NOTIFY_SOCKET`); nothing otherwise.
+fn notify(state: &[NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(state) {
+        log::info(format!("cannot notify systemd: {e}"));
+    }
+}
+
+/// The last status the kernel of `home` wrote, if any.
+pub fn read(home: &Path) -> Option<StatusFile> {
+    let bytes = std::fs::read(home.join(STATUS_PATH)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// What `teneralctl status` prints for the individual at `home`, and its
+/// exit status: 0 when a kernel runs, 3 when none does (as `systemctl status`).
+pub fn report(home: &Path) -> (String, i32) {
+    let running = crate::lock::is_held(home);
+    let state = crate::state::State::load(home);
+    let last = read(home);
+    let mut out = Vec::new();
+    match (&last, running) {
+        (Some(s), true) => {
+            out.push(format!("teneral in {}: running (kernel pid {})", home.display(), s.pid))
+        }
+        (None, true) => out.push(format!("teneral in {}: running", home.display())),
+        (_, false) => out.push(format!("teneral in {}: not running", home.display())),
+    }
+    let generation = state.as_ref().ok().and_then(|s| s.generation.clone());
+    if let Some(commit) = &generation {
+        out.push(format!("generation: {} ({commit})", short(commit)));
+    }
+    match (&last, running) {
+        (Some(s), true) => out.push(format!("doing: {} (since {})", s.status, s.since)),
+        (Some(s), false) => out.push(format!("last said: {} (at {})", s.status, s.since)),
+        (None, _) => {}
+    }
+    if let Ok(state) = &state {
+        if let (Some(body), true) = (&state.body, running) {
+            match &body.unit {
+                Some(unit) => out.push(format!("body: {unit} (pid {})", body.pid)),
+                None => out.push(format!("body: pid {}", body.pid)),
+            }
+        }
+        if let (Some(stopped), false) = (&state.stopped, running) {
+            out.push(format!(
+                "it stopped by itself at {}, with status {}: {}",
+                stopped.at, stopped.status, stopped.reason
+            ));
+        }
+    }
+    if let Err(e) = &state {
+        out.push(format!("state: {e}"));
+    }
+    if !running {
+        out.push(format!(
+            "start it with: systemctl --user start teneral, or teneral run --dir {}",
+            home.display()
+        ));
+    }
+    (out.join("\n"), if running { 0 } else { 3 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let r = Reporter::new(dir.path());
+        assert_eq!(r.text(&Doing::Starting), "starting");
+        r.set_generation(&"a".repeat(40));
+        let table = [
+            (Doing::Resting, "generation aaaaaaa: resting"),
+            (Doing::RunningTool("shell".into()), "generation aaaaaaa: running a tool (shell)"),
+            (
+                Doing::Checking { candidate: "b".repeat(40), step: "kernel tests".into() },
+                "checking mutation bbbbbbb: kernel tests",
+            ),
+            (Doing::GaveUp("three crashes".into()), "stopped by itself: three crashes"),
+        ];
+        for (doing, want) in table {
+            assert_eq!(r.text(&doing), want);
+        }
+    }
+
+    #[test]
+    fn what_the_body_sends_moves_the_status() {
+        use crate::events::Seen;
+        let table = [
+            (Seen::Ready, Some(Doing::Resting)),
+            (Seen::Thinking, Some(Doing::Thinking)),
+            (Seen::Tool("shell".into()), Some(Doing::RunningTool("shell".into()))),
+            (Seen::TurnEnded, Some(Doing::Resting)),
+            (Seen::Interrupted, Some(Doing::Resting)),
+            (Seen::Replied, None),
+        ];
+        for (seen, want) in table {
+            assert_eq!(Doing::after(&seen), want, "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn the_file_holds_the_last_state() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
+        let r = Reporter::new(dir.path());
+        r.set_generation(&"c".repeat(40));
+        r.set(Doing::Thinking);
+        r.set(Doing::Resting);
+        let file = read(dir.path()).unwrap_or_else(|| unreachable!("no status file"));
+        assert_eq!(file.status, "generation ccccccc: resting");
+        assert_eq!(file.generation, Some("c".repeat(40)));
+        assert_eq!(file.pid, std::process::id());
+    }
+}

@@ -1,0 +1,198 @@
+//! The user manager (`systemd --user`) over D-Bus: transient units for the
+//! kernel's children, started, watched and stopped.
+//!
+//! Invariants:
+//! - Only the session bus is used (zbus panics on the manager's private
+//!   socket), and the connection subscribes to the manager's signals once.
+//! - A unit's start and end are learnt from signals (`JobRemoved` for the
+//!   start job, `PropertiesChanged` on the unit for its state), never by
+//!   polling. The listeners are in place before the unit is asked for, so no
+//!   signal can be missed; each stream is read to its end or dropped, so an
+//!   unread stream never holds the connection up.
+//! - A unit is started with `AddRef`, so it stays loaded until the kernel has
+//!   read its exit status and result from it; then the kernel lets it go
+//!   (`Unref`, and `ResetFailedUnit` for a failed one), so its name is free
+//!   for the next run.
+//! - Stopping a unit ends everything in it (`KillMode=control-group`).
+
+mod names;
+mod unit;
+
+pub use names::{gate_unit, generation_unit, instance_for, unit_path};
+pub use unit::Unit;
+
+use std::time::Duration;
+
+use zbus::zvariant::OwnedObjectPath;
+
+/// The manager's well-known name on the bus.
+const DEST: &str = "org.freedesktop.systemd1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SystemdError {
+    #[error("no user manager on the session bus ({0})")]
+    NoManager(String),
+    #[error("the user manager refused to start {unit}: {message}")]
+    Refused { unit: String, message: String },
+    #[error(
+        "a unit named {unit} is already running (a body a killed kernel left, or another \
+         individual at the same generation); stop it with: systemctl --user stop {unit}"
+    )]
+    Exists { unit: String },
+    #[error("{unit} did not start: the start job ended with \"{result}\" (unit result {unit_result}); journalctl --user-unit {unit} says more")]
+    StartFailed { unit: String, result: String, unit_result: String },
+    #[error("D-Bus: {0}")]
+    Bus(#[from] zbus::Error),
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Manager",
+    default_service = "org.freedesktop.systemd1",
+    default_path = "/org/freedesktop/systemd1",
+    gen_blocking = false
+)]
+pub trait Manager {
+    fn subscribe(&self) -> zbus::Result<()>;
+
+    #[allow(clippy::type_complexity)]
+    fn start_transient_unit(
+        &self,
+        name: &str,
+        mode: &str,
+        properties: &[(&str, zbus::zvariant::Value<'_>)],
+        aux: &[(&str, &[(&str, zbus::zvariant::Value<'_>)])],
+    ) -> zbus::Result<OwnedObjectPath>;
+
+    fn kill_unit(&self, name: &str, whom: &str, signal: i32) -> zbus::Result<()>;
+
+    fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+
+    fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
+
+    fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+
+    #[zbus(name = "GetUnitByPID")]
+    fn get_unit_by_pid(&self, pid: u32) -> zbus::Result<OwnedObjectPath>;
+
+    /// The environment the manager hands every unit it starts.
+    #[zbus(property)]
+    fn environment(&self) -> zbus::Result<Vec<String>>;
+
+    #[zbus(signal)]
+    fn job_removed(
+        &self,
+        id: u32,
+        job: zbus::zvariant::ObjectPath<'_>,
+        unit: &str,
+        result: &str,
+    ) -> zbus::Result<()>;
+}
+
+/// A connection to the user manager.
+#[derive(Clone)]
+pub struct Systemd {
+    conn: zbus::Connection,
+    manager: ManagerProxy<'static>,
+    /// The kernel's own unit, when it runs as `teneral.service` or an
+    /// instance of `teneral@.service`: every unit it starts is bound to it
+    /// (`BindsTo=`, and `Before=` so that on a stop the kernel goes first and
+    /// stops its children itself), so none outlives a killed kernel.
+    own_unit: Option<String>,
+}
+
+impl Systemd {
+    /// Connects to the user manager on the session bus, if one is there.
+    pub async fn connect() -> Result<Systemd, SystemdError> {
+        let connect = async {
+            let conn = zbus::Connection::session().await?;
+            let manager = ManagerProxy::builder(&conn)
+                .cache_properties(zbus::proxy::CacheProperties::No)
+                .build()
+                .await?;
+            manager.subscribe().await?;
+            let mut systemd = Systemd { conn, manager, own_unit: None };
+            systemd.own_unit = systemd.own_unit().await;
+            Ok::<_, zbus::Error>(systemd)
+        };
+        match tokio::time::timeout(Duration::from_secs(5), connect).await {
+            Ok(Ok(systemd)) => Ok(systemd),
+            Ok(Err(e)) => Err(SystemdError::NoManager(e.to_string())),
+            Err(_) => Err(SystemdError::NoManager("no answer within 5 s".into())),
+        }
+    }
+
+    /// The unit this process runs in, when it is one of teneral's own.
+    async fn own_unit(&self) -> Option<String> {
+        let path = self.manager.get_unit_by_pid(std::process::id()).await.ok()?;
+        let props = zbus::fdo::PropertiesProxy::builder(&self.conn)
+            .destination(DEST)
+            .ok()?
+            .path(path)
+            .ok()?
+            .build()
+            .await
+            .ok()?;
+        let iface =
+            zbus::names::InterfaceName::from_static_str("org.freedesktop.systemd1.Unit").ok()?;
+        let id = props.get(iface, "Id").await.ok()?;
+        let id = id.downcast_ref::<String>().ok()?;
+        (id == "teneral.service" || id.starts_with("teneral@")).then_some(id)
+    }
+
+    /// The kernel's own unit, if it runs in one of teneral's units.
+    pub fn kernel_unit(&self) -> Option<&str> {
+        self.own_unit.as_deref()
+    }
+
+    /// Sends `signal` to every process of unit `name`.
+    pub async fn kill(&self, name: &str, signal: i32) -> Result<(), SystemdError> {
+        Ok(self.manager.kill_unit(name, "all", signal).await?)
+    }
+
+    /// Stops unit `name` (everything in it) and forgets a failure of it;
+    /// nothing when there is no such unit. For a unit a killed kernel left.
+    pub async fn stop_leftover(&self, name: &str) -> Result<bool, SystemdError> {
+        if self.manager.get_unit(name).await.is_err() {
+            return Ok(false);
+        }
+        let state = self.property(name, "org.freedesktop.systemd1.Unit", "ActiveState").await;
+        let running = matches!(
+            state.as_ref().ok().and_then(|v| v.downcast_ref::<&str>().ok()),
+            Some("active" | "activating" | "reloading")
+        );
+        if running {
+            // The stop job's end is not awaited: the next start of the same
+            // name waits for the name to be free (see `Unit::start`).
+            self.manager.stop_unit(name, "replace").await?;
+        }
+        let _ = self.manager.reset_failed_unit(name).await;
+        Ok(running)
+    }
+
+    /// Whether unit `name` is loaded but not running (inactive or failed).
+    pub async fn is_over(&self, name: &str) -> bool {
+        let state = self.property(name, "org.freedesktop.systemd1.Unit", "ActiveState").await;
+        matches!(
+            state.as_ref().ok().and_then(|v| v.downcast_ref::<&str>().ok()),
+            Some("inactive" | "failed")
+        )
+    }
+
+    /// One property of unit `name`, read from the unit.
+    pub async fn property(
+        &self,
+        name: &str,
+        interface: &str,
+        property: &str,
+    ) -> Result<zbus::zvariant::OwnedValue, SystemdError> {
+        let props = zbus::fdo::PropertiesProxy::builder(&self.conn)
+            .destination(DEST)?
+            .path(unit_path(name))?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        let iface = zbus::names::InterfaceName::try_from(interface.to_owned())
+            .map_err(zbus::Error::from)?;
+        Ok(props.get(iface, property).await.map_err(zbus::Error::from)?)
+    }
+}

@@ -1,0 +1,97 @@
+//! Names systemd gives things: a unit's D-Bus object path, and the
+//! escaping `teneral@.service` instances use for an individual's directory.
+//!
+//! Pure functions, the same as systemd's own (`bus_label_escape`,
+//! `systemd-escape --path`), so a name made here is the name systemd uses.
+
+use std::path::Path;
+
+/// The object path of unit `name` on the manager's bus.
+pub fn unit_path(name: &str) -> String {
+    let mut out = String::from("/org/freedesktop/systemd1/unit/");
+    for (i, b) in name.bytes().enumerate() {
+        if b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit()) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("_{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The instance name of `teneral@.service` for directory `dir` (an absolute
+/// path), as `systemd-escape --path` writes it: `/home/me/agent` is
+/// `home-me-agent`, and the unit's `%f` gives the path back.
+pub fn instance_for(dir: &Path) -> String {
+    let text = dir.to_string_lossy();
+    let trimmed = text.trim_matches('/');
+    if trimmed.is_empty() {
+        return "-".to_owned();
+    }
+    let mut out = String::new();
+    for (i, b) in trimmed.bytes().enumerate() {
+        match b {
+            b'/' => out.push('-'),
+            b'.' if i == 0 => out.push_str("\\x2e"),
+            b if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b':' => {
+                out.push(b as char)
+            }
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out
+}
+
+/// The unit a generation's body runs in: `teneral-gen-<short>.service`.
+pub fn generation_unit(commit: &str) -> String {
+    format!("teneral-gen-{}.service", crate::generation::short(commit))
+}
+
+/// The unit one gate check runs in: `teneral-gate-<short>-<check>.service`,
+/// the check's name reduced to `a-z 0-9 -`.
+pub fn gate_unit(candidate: &str, check: &str) -> String {
+    let check: String = check
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    format!("teneral-gate-{}-{check}.service", crate::generation::short(candidate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths_as_systemd_makes_them() {
+        let table = [
+            ("teneral-gen-abc1234.service", "teneral_2dgen_2dabc1234_2eservice"),
+            ("dbus.socket", "dbus_2esocket"),
+            ("1a.service", "_31a_2eservice"),
+            ("a_b.service", "a_5fb_2eservice"),
+        ];
+        for (name, want) in table {
+            assert_eq!(unit_path(name), format!("/org/freedesktop/systemd1/unit/{want}"));
+        }
+    }
+
+    #[test]
+    fn instances_as_systemd_escape_path_writes_them() {
+        let table = [
+            ("/home/me/agent", "home-me-agent"),
+            ("/srv/my agent/", "srv-my\\x20agent"),
+            ("/tmp/a-b", "tmp-a\\x2db"),
+            ("/.hidden/x", "\\x2ehidden-x"),
+            ("/", "-"),
+        ];
+        for (dir, want) in table {
+            assert_eq!(instance_for(Path::new(dir)), want, "{dir}");
+        }
+    }
+
+    #[test]
+    fn unit_names() {
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(generation_unit(c), "teneral-gen-0123456.service");
+        assert_eq!(gate_unit(c, "Kernel tests"), "teneral-gate-0123456-kernel-tests.service");
+    }
+}
