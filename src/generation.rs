@@ -1,5 +1,7 @@
 //! One generation as the kernel handles it: its body built once per commit,
-//! and started with exactly the contract's environment (docs/contract.md).
+//! and started with exactly the contract's environment (docs/contract.md),
+//! inside the cage ([`crate::confine`], profile `generation`) unless the
+//! owner set `TENERAL_UNSAFE_UNCONFINED=1`.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -9,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
+use crate::confine::{self, Mode, Profile};
 use crate::log;
 use crate::settings::{Protocol, Provider, Settings};
 use crate::spawn::{self, Child, Output, Spec};
@@ -134,6 +137,7 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
     if let Some(effort) = &s.settings.reasoning_effort {
         env.push(("TENERAL_REASONING_EFFORT".into(), effort.into()));
     }
+    env.push(("TMPDIR".into(), s.home.join(confine::host::TMP_DIR).into()));
     for k in ["PATH", "HOME", "LANG"] {
         if let Some(v) = std::env::var_os(k) {
             env.push((k.into(), v));
@@ -149,9 +153,34 @@ pub struct Body {
 }
 
 /// Starts the body binary with the contract's environment, in the
-/// individual's directory; its output goes to the kernel's log.
+/// individual's directory, confined; its output goes to the kernel's log.
+/// A Linux without what the cage needs is a refusal, unless the owner
+/// allowed running unconfined, which is then logged at every start.
 pub fn start(binary: &Path, start: &Start<'_>) -> std::io::Result<Body> {
-    let mut spec = Spec::new(binary, start.home);
+    let settings = start.settings;
+    let argv = match confine::decide(settings.unsafe_unconfined, &settings.pretend_missing)
+        .map_err(std::io::Error::other)?
+    {
+        Mode::Confined => confine::wrap_with(
+            &Profile::Generation { home: start.home.to_owned() },
+            &settings.pretend_missing,
+            vec![binary.into()],
+        )?,
+        Mode::Unconfined => {
+            confine::host::prepare_generation(start.home)?;
+            log::info(format!(
+                "UNSAFE: the body of {} runs unconfined (TENERAL_UNSAFE_UNCONFINED=1 in .env): \
+                 it can read your keys and change every file you can",
+                short(start.commit)
+            ));
+            vec![binary.into()]
+        }
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::other("nothing to start"));
+    };
+    let mut spec = Spec::new(program, start.home);
+    spec.args = args.to_vec();
     spec.env = environment(start);
     spec.stdout = Output::Pipe;
     spec.stderr = Output::Pipe;

@@ -2,6 +2,7 @@
 //!
 //! One module per concept (docs/design.md). The binaries in `src/bin/` are
 //! thin: they parse arguments and call in here.
+pub mod confine;
 pub mod events;
 pub mod fsutil;
 pub mod generation;

@@ -113,6 +113,12 @@ pub struct Settings {
     /// The stand-in model's script as written; a relative path is taken from
     /// the individual's directory.
     pub standin_script: Option<PathBuf>,
+    /// `TENERAL_UNSAFE_UNCONFINED=1`: the owner lets bodies and checks run
+    /// without the cage (no Landlock, seccomp or namespaces).
+    pub unsafe_unconfined: bool,
+    /// Test-only (`TENERAL_TEST_PRETEND_MISSING`): confinement features the
+    /// kernel treats as missing from the running Linux, to test the refusals.
+    pub pretend_missing: Vec<String>,
     pub timing: Timing,
 }
 

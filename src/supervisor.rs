@@ -41,6 +41,8 @@ pub enum KernelError {
     Repo(#[from] repo::RepoError),
     #[error(transparent)]
     Journal(#[from] crate::journal::writer::JournalError),
+    #[error(transparent)]
+    Cage(#[from] crate::confine::CageError),
     #[error("{0}")]
     Io(String),
 }
@@ -56,6 +58,12 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     let _lock = lock::acquire(&home)?;
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
     let settings = Settings::load(&home)?;
+    // Refuse before building anything when the body could not be caged.
+    crate::confine::decide(settings.unsafe_unconfined, &settings.pretend_missing)?;
+    // Same-uid processes (a body among them) cannot read the kernel's
+    // memory or /proc/<pid>/environ, nor ptrace it, without CAP_SYS_PTRACE.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| KernelError::Io(format!("cannot make the kernel non-dumpable: {e}")))?;
     let mut state = State::load(&home)?;
     if let Some(stopped) = &state.stopped {
         log::info(format!(
@@ -304,7 +312,8 @@ impl Kernel {
                     let decision = life.on(Input::Exited { code }, Instant::now());
                     if let Decision::Stop { reason } | Decision::RollBack { reason } = &decision {
                         let tail = generation::tail_text(&body.stderr_tail);
-                        let text = format!("{reason}\nwhat it last wrote to stderr:\n{tail}");
+                        let cage = code.and_then(crate::confine::describe_exit).map(|d| format!(" ({d})")).unwrap_or_default();
+                        let text = format!("{reason}{cage}\nwhat it last wrote to stderr:\n{tail}");
                         kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
                     }
                     break RunEnd::Decided(decision);

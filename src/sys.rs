@@ -1,5 +1,7 @@
 //! The kernel's only `unsafe` code: what must run in a forked child before it
-//! executes its program.
+//! executes its program, and the few system calls of the confinement helper
+//! ([`crate::confine`]) that no safe wrapper offers (leaving namespaces,
+//! raising loopback, asking Linux for its Landlock ABI).
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -25,4 +27,57 @@ pub fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// Leaves the namespaces named by `flags` for new ones of this process's own.
+///
+/// Only the confinement helper calls it, from its main thread before any
+/// other thread exists, and never with `CLONE_FILES`.
+pub fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
+    // SAFETY: rustix marks unshare unsafe because CLONE_FILES would let
+    // threads disagree on which file descriptors exist. The helper is single
+    // threaded when it calls this, and callers pass only namespace flags.
+    unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(std::io::Error::from)
+}
+
+/// Brings the loopback interface of the current network namespace up.
+pub fn loopback_up() -> std::io::Result<()> {
+    use rustix::net::{socket, AddressFamily, SocketType};
+    use std::os::fd::AsRawFd;
+    let sock = socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    // SAFETY: ifreq is plain old data; all zero is a valid value of it.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into the
+    // ifreq we own, which outlives the call; the socket is open.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the union's flags member was just written by the kernel.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: as above; SIOCSIFFLAGS only reads the ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The Landlock ABI version the running Linux offers; 0 when it has none
+/// (not built in, or not enabled at boot).
+pub fn landlock_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the
+    // call only returns a number; it reads and writes no memory of ours.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    i32::try_from(v).unwrap_or(0).max(0)
 }
