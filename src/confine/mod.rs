@@ -157,7 +157,17 @@ pub fn wrap_with(
     pretend_missing: &[String],
     argv: Vec<OsString>,
 ) -> io::Result<Vec<OsString>> {
-    let exe = host::exe()?;
+    wrap_using(&host::exe()?, profile, pretend_missing, argv)
+}
+
+/// [`wrap_with`], naming the `teneral` program that is the helper (for a
+/// caller that is not `teneral` itself, such as a test).
+pub fn wrap_using(
+    exe: &std::path::Path,
+    profile: &Profile,
+    pretend_missing: &[String],
+    argv: Vec<OsString>,
+) -> io::Result<Vec<OsString>> {
     let mut plan = match profile {
         Profile::Generation { home } => {
             host::prepare_generation(home)?;
@@ -173,11 +183,11 @@ pub fn wrap_with(
         }
         Profile::Smoke { checkout, individual, writable } => {
             must_exist([checkout, individual].into_iter().chain(writable))?;
-            plan::smoke(checkout, individual, writable, &exe, &host::host(&[individual]))
+            plan::smoke(checkout, individual, writable, exe, &host::host(&[individual]))
         }
     };
     plan.pretend_missing = pretend_missing.to_vec();
-    Ok(host::helper_argv(&exe, plan.to_args(), argv))
+    Ok(host::helper_argv(exe, plan.to_args(), argv))
 }
 
 fn must_exist<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> io::Result<()> {
