@@ -81,3 +81,36 @@ pub fn landlock_abi() -> i32 {
     };
     i32::try_from(v).unwrap_or(0).max(0)
 }
+
+/// Installs a compiled seccomp filter (classic BPF, 8 bytes an instruction
+/// in the machine's byte order) on this thread. no_new_privs must be set.
+pub fn load_seccomp_bpf(bpf: &[u8]) -> std::io::Result<()> {
+    if bpf.is_empty() || bpf.len() % 8 != 0 || bpf.len() / 8 > usize::from(u16::MAX) {
+        return Err(std::io::Error::other("not a BPF program"));
+    }
+    let mut program: Vec<libc::sock_filter> = bpf
+        .chunks_exact(8)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    let fprog = libc::sock_fprog { len: program.len() as u16, filter: program.as_mut_ptr() };
+    // SAFETY: fprog points at `program`, which lives until after the call,
+    // and its length is the number of instructions in it; Linux copies the
+    // program before returning.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -61,7 +61,7 @@ pub fn main(args: &[OsString]) -> i32 {
             "this Linux has no seccomp filters (pretended by TENERAL_TEST_PRETEND_MISSING)",
         );
     }
-    if let Err(e) = filter::load() {
+    if let Err(e) = load_seccomp() {
         return fail(EXIT_SECCOMP, "seccomp", &e);
     }
     let Some((program, rest)) = argv.split_first() else {
@@ -70,6 +70,21 @@ pub fn main(args: &[OsString]) -> i32 {
     let e = std::process::Command::new(program).args(rest).exec();
     let status = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_EXEC };
     fail(status, "exec", &format!("{}: {e}", program.to_string_lossy()))
+}
+
+/// The seccomp profile as `build.rs` compiled it; empty when it could not.
+pub(super) const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/teneral.bpf"));
+
+/// Loads the seccomp profile: the BPF compiled at build time when there is
+/// one (compiling it with libseccomp is most of the cage's cost), else
+/// compiled from the profile now.
+fn load_seccomp() -> Result<(), String> {
+    if !PRECOMPILED.is_empty() {
+        return crate::sys::load_seccomp_bpf(PRECOMPILED)
+            .map_err(|e| format!("cannot load the compiled seccomp filter: {e}"));
+    }
+    let (ctx, _unknown) = filter::build(filter::PROFILE_JSON)?;
+    ctx.load().map_err(|e| format!("cannot load the seccomp filter: {e}"))
 }
 
 fn fail(status: i32, step: &str, message: &str) -> i32 {
