@@ -32,12 +32,12 @@ fn main() -> Result<()> {
     let checkout = dir.path().join("checkout");
     std::fs::create_dir_all(&checkout)?;
     let truth = || vec![OsString::from("/bin/true")];
+    let options = confine::Options { exe: Some(teneral.clone()), ..confine::Options::default() };
     let generation =
-        confine::wrap_using(&teneral, &Profile::Generation { home: home.clone() }, &[], truth())?;
-    let gate = confine::wrap_using(
-        &teneral,
+        confine::wrap_with(&Profile::Generation { home: home.clone() }, &options, truth())?;
+    let gate = confine::wrap_with(
         &Profile::Gate { checkout: checkout.clone(), writable: vec![] },
-        &[],
+        &options,
         truth(),
     )?;
     let cases: [(&str, Vec<OsString>); 3] = [

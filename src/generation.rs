@@ -163,7 +163,10 @@ pub fn start(binary: &Path, start: &Start<'_>) -> std::io::Result<Body> {
     {
         Mode::Confined => confine::wrap_with(
             &Profile::Generation { home: start.home.to_owned() },
-            &settings.pretend_missing,
+            &confine::Options {
+                pretend_missing: settings.pretend_missing.clone(),
+                ..confine::Options::default()
+            },
             vec![binary.into()],
         )?,
         Mode::Unconfined => {

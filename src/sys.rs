@@ -114,3 +114,18 @@ pub fn load_seccomp_bpf(bpf: &[u8]) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Forks this process: `Some(child pid)` in the parent, `None` in the child.
+///
+/// Only the confinement helper calls it, while it is single-threaded, so
+/// the child may go on to run any code (no lock can be held by a thread
+/// that the fork left behind).
+pub fn fork() -> std::io::Result<Option<i32>> {
+    // SAFETY: fork is safe to call; what makes it dangerous is running code
+    // in the child of a multi-threaded parent, and the helper has one thread.
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid)),
+    }
+}

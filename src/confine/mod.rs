@@ -29,6 +29,7 @@ mod helper;
 pub mod host;
 mod namespaces;
 pub mod plan;
+mod relay;
 mod ruleset;
 
 use std::ffi::OsString;
@@ -148,26 +149,41 @@ pub fn missing(pretend: &[String]) -> Vec<String> {
 /// The argv that runs `argv` confined by `profile`:
 /// `[teneral, "confine", ..., "--", argv...]`.
 pub fn wrap(profile: &Profile, argv: Vec<OsString>) -> io::Result<Vec<OsString>> {
-    wrap_with(profile, &[], argv)
+    wrap_with(profile, &Options::default(), argv)
 }
 
-/// [`wrap`], with features the helper must treat as missing (test knob).
+/// What else [`wrap_with`] may be asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Loopback ports of the kernel's to reach from inside a loopback-only
+    /// profile at the same address, e.g. the stand-in model of the smoke
+    /// run: `127.0.0.1:<port>` inside is relayed to `127.0.0.1:<port>`
+    /// outside, and nothing else is.
+    pub forward: Vec<u16>,
+    /// Test knob (`TENERAL_TEST_PRETEND_MISSING`): features the helper must
+    /// treat as missing.
+    pub pretend_missing: Vec<String>,
+    /// The `teneral` program that is the helper; the running one when
+    /// `None` (a caller that is not `teneral`, such as a test, names it).
+    pub exe: Option<PathBuf>,
+}
+
+/// [`wrap`] with [`Options`].
 pub fn wrap_with(
     profile: &Profile,
-    pretend_missing: &[String],
+    options: &Options,
     argv: Vec<OsString>,
 ) -> io::Result<Vec<OsString>> {
-    wrap_using(&host::exe()?, profile, pretend_missing, argv)
-}
-
-/// [`wrap_with`], naming the `teneral` program that is the helper (for a
-/// caller that is not `teneral` itself, such as a test).
-pub fn wrap_using(
-    exe: &std::path::Path,
-    profile: &Profile,
-    pretend_missing: &[String],
-    argv: Vec<OsString>,
-) -> io::Result<Vec<OsString>> {
+    let exe = match &options.exe {
+        Some(exe) => exe.clone(),
+        None => host::exe()?,
+    };
+    let exe = exe.as_path();
+    if matches!(profile, Profile::Generation { .. }) && !options.forward.is_empty() {
+        return Err(io::Error::other(
+            "only a loopback-only profile (gate, smoke) forwards ports; a generation reaches the kernel's loopback as it is",
+        ));
+    }
     let mut plan = match profile {
         Profile::Generation { home } => {
             host::prepare_generation(home)?;
@@ -186,7 +202,8 @@ pub fn wrap_using(
             plan::smoke(checkout, individual, writable, exe, &host::host(&[individual]))
         }
     };
-    plan.pretend_missing = pretend_missing.to_vec();
+    plan.forward = options.forward.clone();
+    plan.pretend_missing = options.pretend_missing.clone();
     Ok(host::helper_argv(exe, plan.to_args(), argv))
 }
 

@@ -4,7 +4,8 @@
 //!   writable directory (the journal in `memory/`): each is bind-mounted on
 //!   itself and remounted read-only. Writing it then fails with EROFS, and
 //!   removing or renaming over it with EBUSY, whatever Landlock allows.
-//! - A network namespace with only loopback, up, for gate and smoke.
+//! - A network namespace with only loopback, up, for gate and smoke, into
+//!   which the plan's forwarded ports are relayed ([`super::relay`]).
 //!
 //! As root (CAP_SYS_ADMIN) they are made directly; otherwise inside a new
 //! user namespace that maps the caller's uid and gid to themselves, so files
@@ -48,6 +49,9 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
     if flags.is_empty() {
         return Ok(());
     }
+    // The relay must be forked while this process is still in the kernel's
+    // network namespace; it gets its listeners once loopback is up inside.
+    let relay = super::relay::start(&plan.forward)?;
     let in_userns = !has_sys_admin();
     if in_userns {
         let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
@@ -73,6 +77,9 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
     }
     if plan.net == Net::Loopback {
         crate::sys::loopback_up().map_err(|e| format!("cannot bring loopback up: {e}"))?;
+    }
+    if let Some(relay) = relay {
+        super::relay::hand_over(relay, &plan.forward)?;
     }
     Ok(())
 }

@@ -66,6 +66,9 @@ pub struct Plan {
     /// where Landlock cannot subtract them from a writable directory.
     pub readonly: Vec<PathBuf>,
     pub net: Net,
+    /// Loopback ports relayed from inside a loopback-only namespace to the
+    /// same port of the kernel's loopback.
+    pub forward: Vec<u16>,
     /// Test-only: features the helper must treat as missing.
     pub pretend_missing: Vec<String>,
 }
@@ -113,6 +116,7 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         rules,
         readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
         net: Net::Open,
+        forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
 }
@@ -128,6 +132,7 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         rules,
         readonly: Vec::new(),
         net: Net::Loopback,
+        forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
 }
@@ -173,6 +178,10 @@ impl Plan {
             args.push("--net".into());
             args.push("loopback".into());
         }
+        for port in &self.forward {
+            args.push("--forward".into());
+            args.push(port.to_string().into());
+        }
         for feature in &self.pretend_missing {
             args.push("--pretend-missing".into());
             args.push(feature.into());
@@ -188,6 +197,7 @@ impl Plan {
             rules: Vec::new(),
             readonly: Vec::new(),
             net: Net::Open,
+            forward: Vec::new(),
             pretend_missing: Vec::new(),
         };
         let mut it = args.iter();
@@ -217,6 +227,9 @@ impl Plan {
                     Some("open") => Net::Open,
                     _ => return Err("--net is loopback or open".into()),
                 };
+            } else if flag == "--forward" {
+                let port = text()?.parse().map_err(|_| "--forward takes a port number")?;
+                plan.forward.push(port);
             } else if flag == "--pretend-missing" {
                 plan.pretend_missing.push(text()?);
             } else {
@@ -296,6 +309,7 @@ mod tests {
     fn a_plan_survives_the_command_line() {
         let mut plan = generation(Path::new("/i"), &["src".into()], &host());
         plan.pretend_missing.push("landlock".into());
+        plan.forward.push(8080);
         let mut args = plan.to_args();
         args.extend(["--".into(), "/bin/true".into(), "x".into()]);
         let (back, argv) = Plan::from_args(&args).unwrap_or_else(|e| unreachable!("{e}"));

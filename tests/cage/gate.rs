@@ -43,7 +43,7 @@ pub fn run_confined(
     cwd: &Path,
     tmp: &Path,
 ) -> std::io::Result<Output> {
-    let argv = confine::wrap_using(&teneral(), profile, &[], argv)?;
+    let argv = confine::wrap_with(profile, &options(), argv)?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).current_dir(cwd).env_clear().env("TMPDIR", tmp);
     for k in ["PATH", "HOME", "LANG", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN"] {
@@ -52,6 +52,11 @@ pub fn run_confined(
         }
     }
     cmd.output()
+}
+
+/// Options naming the `teneral` under test as the helper.
+pub fn options() -> confine::Options {
+    confine::Options { exe: Some(teneral()), ..confine::Options::default() }
 }
 
 fn text(out: &Output) -> String {
@@ -183,3 +188,59 @@ async def main():
     print("ASYNCIO-OK", data.decode(), sent)
 asyncio.run(main())
 "#;
+
+/// The smoke run's profile: the stand-in model the kernel serves on its own
+/// loopback is relayed in at the same address; another port of the
+/// kernel's loopback is not.
+#[test]
+fn the_smoke_run_reaches_the_stand_in_model_and_nothing_else() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-smoke").tempdir()?;
+    let (checkout, individual, tmp) =
+        (dir.path().join("checkout"), dir.path().join("individual"), dir.path().join("tmp"));
+    for d in [&checkout, &individual, &tmp] {
+        std::fs::create_dir_all(d)?;
+    }
+    let upstream = Upstream::start(dir.path())?;
+    let port: u16 = upstream
+        .base_url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .ok_or("no port")?
+        .parse()?;
+    let other = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let other_port = other.local_addr()?.port();
+    let script = format!(
+        r#"curl -sS -m 10 -H "Authorization: Bearer {SECRET}" -H "Content-Type: application/json" \
+  -d '{{"model":"standin","messages":[{{"role":"user","content":"hi"}}]}}' {url}/chat/completions
+echo
+curl -sS -m 3 http://127.0.0.1:{other_port}/ 2>&1 | head -1
+"#,
+        url = upstream.base_url
+    );
+    let profile = Profile::Smoke { checkout: checkout.clone(), individual, writable: vec![] };
+    let argv = confine::wrap_with(
+        &profile,
+        &confine::Options { forward: vec![port], ..options() },
+        vec!["/bin/sh".into(), "-c".into(), script.into()],
+    )?;
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(&checkout)
+        .env("TMPDIR", &tmp)
+        .output()?;
+    let all = text(&out);
+    assert!(all.contains("model reached"), "the stand-in answers inside:\n{all}");
+    assert!(all.contains("Couldn't connect to server"), "another port is not reachable:\n{all}");
+    let refused = confine::wrap_with(
+        &Profile::Generation { home: dir.path().to_owned() },
+        &confine::Options { forward: vec![port], ..options() },
+        vec!["/bin/true".into()],
+    );
+    let refused = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("only a loopback-only profile"), "{refused}");
+    Ok(())
+}
