@@ -11,7 +11,9 @@ use super::plan::Host;
 
 /// The machine's paths every confined process reads or executes. `PATH`
 /// directories count as toolchains, except `/`, the home directory itself
-/// and anything under `exclude` (an individual's root).
+/// and anything under `exclude` (an individual's root, a checkout); and no
+/// path that holds one of `exclude` is kept (an individual under `/opt`
+/// must not become readable through the rule for `/opt`).
 pub fn host(exclude: &[&Path]) -> Host {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let under_home = |rel: &str| home.as_ref().map(|h| h.join(rel));
@@ -43,7 +45,15 @@ pub fn host(exclude: &[&Path]) -> Host {
     for list in [&mut host.exec, &mut host.read, &mut host.devices] {
         list.retain(|p| p.exists());
     }
+    keep_clear(&mut host, exclude);
     host
+}
+
+/// Drops every path of `host` that holds one of `protected` or lies in one.
+pub fn keep_clear(host: &mut Host, protected: &[&Path]) {
+    for list in [&mut host.exec, &mut host.read, &mut host.devices] {
+        list.retain(|p| !protected.iter().any(|q| q.starts_with(p) || p.starts_with(q)));
+    }
 }
 
 fn env_or(name: &str, default: Option<PathBuf>) -> Option<PathBuf> {
@@ -101,4 +111,25 @@ pub fn helper_argv(exe: &Path, args: Vec<OsString>, argv: Vec<OsString>) -> Vec<
     all.push("--".into());
     all.extend(argv);
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_system_rule_reaches_an_individual_or_a_checkout() {
+        let mut host = Host {
+            exec: vec!["/usr".into(), "/opt".into(), "/opt/tools".into(), "/root/.cargo".into()],
+            read: vec!["/etc".into(), "/opt/ind/soul".into()],
+            devices: vec!["/dev/null".into()],
+        };
+        keep_clear(&mut host, &[Path::new("/opt/ind"), Path::new("/srv/checkout")]);
+        assert_eq!(
+            host.exec,
+            vec![PathBuf::from("/usr"), "/opt/tools".into(), "/root/.cargo".into()]
+        );
+        assert_eq!(host.read, vec![PathBuf::from("/etc")]);
+        assert_eq!(host.devices, vec![PathBuf::from("/dev/null")]);
+    }
 }

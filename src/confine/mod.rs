@@ -195,11 +195,15 @@ pub fn wrap_with(
         }
         Profile::Gate { checkout, writable } => {
             must_exist(std::iter::once(checkout).chain(writable))?;
-            plan::gate(checkout, writable, &host::host(&[]))
+            let granted: Vec<&std::path::Path> =
+                std::iter::once(checkout).chain(writable).map(PathBuf::as_path).collect();
+            plan::gate(checkout, writable, &host::host(&granted))
         }
         Profile::Smoke { checkout, individual, writable } => {
             must_exist([checkout, individual].into_iter().chain(writable))?;
-            plan::smoke(checkout, individual, writable, exe, &host::host(&[individual]))
+            let granted: Vec<&std::path::Path> =
+                [checkout, individual].into_iter().chain(writable).map(PathBuf::as_path).collect();
+            plan::smoke(checkout, individual, writable, &host::host(&granted))
         }
     };
     plan.forward = options.forward.clone();

@@ -137,20 +137,13 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
     }
 }
 
-/// The smoke run: the candidate's checkout, a throwaway individual, the
-/// caches given and the kernel's own program (to serve the stand-in model
-/// inside the same network namespace), loopback only.
-pub fn smoke(
-    checkout: &Path,
-    individual: &Path,
-    writable: &[PathBuf],
-    exe: &Path,
-    host: &Host,
-) -> Plan {
+/// The smoke run: the candidate's checkout, a throwaway individual and the
+/// caches given, loopback only (the stand-in model is forwarded in, see
+/// `confine::Options::forward`).
+pub fn smoke(checkout: &Path, individual: &Path, writable: &[PathBuf], host: &Host) -> Plan {
     let mut plan = gate(checkout, writable, host);
     plan.profile = "smoke".into();
     plan.rules.push(Rule { path: individual.to_owned(), access: Access::Write });
-    plan.rules.push(Rule { path: exe.to_owned(), access: Access::Exec });
     plan
 }
 
@@ -298,10 +291,9 @@ mod tests {
         assert_eq!(access_of(&plan, "/cache"), vec![Access::Write]);
         assert_eq!(plan.net, Net::Loopback);
         assert!(plan.rules.iter().all(|r| !r.path.starts_with("/i")));
-        let plan = smoke(Path::new("/c"), Path::new("/t"), &[], Path::new("/bin/teneral"), &host());
+        let plan = smoke(Path::new("/c"), Path::new("/t"), &[], &host());
         assert_eq!(plan.profile, "smoke");
         assert_eq!(access_of(&plan, "/t"), vec![Access::Write]);
-        assert_eq!(access_of(&plan, "/bin/teneral"), vec![Access::Exec]);
         assert_eq!(plan.net, Net::Loopback);
     }
 
