@@ -57,7 +57,12 @@ pub fn restrict(plan: &Plan, no_new_privs: bool) -> Result<(), String> {
     for rule in &plan.rules {
         let fd = PathFd::new(&rule.path)
             .map_err(|e| format!("cannot open {} for a rule: {e}", rule.path.display()))?;
-        let is_dir = rule.path.is_dir();
+        // The kind of what was opened, not of what the path names by now.
+        let is_dir = rustix::fs::fstat(&fd)
+            .map(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+            })
+            .map_err(|e| format!("cannot stat {}: {e}", rule.path.display()))?;
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, rights(rule.access, is_dir)))
             .map_err(|e| format!("the rule for {}: {e}", rule.path.display()))?;
