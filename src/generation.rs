@@ -42,7 +42,18 @@ pub fn toolchain_env() -> Vec<(String, OsString)> {
 }
 
 /// The body binary of `commit`, built from the live checkout if not yet kept.
-pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, BuildError> {
+///
+/// The body's build scripts are the agent's code: unless `mode` is
+/// [`Mode::Unconfined`], the build runs in the cage's `gate` profile (the
+/// live checkout and the target directory, nothing else of the individual,
+/// loopback only), after an unconfined `cargo fetch`, which runs none of the
+/// body's code, has fetched and unpacked what the lockfile names.
+pub async fn build(
+    home: &Path,
+    live: &Path,
+    commit: &str,
+    mode: Mode,
+) -> Result<PathBuf, BuildError> {
     let kept = home.join(BIN_DIR).join(commit).join("teneral-body");
     if kept.is_file() {
         return Ok(kept);
@@ -55,15 +66,31 @@ pub async fn build(home: &Path, live: &Path, commit: &str) -> Result<PathBuf, Bu
         return Ok(kept);
     }
     log::info(format!("building the body of {}", short(commit)));
-    let mut spec = Spec::new("cargo", live.join("body"))
-        .arg("build")
-        .arg("--release")
-        .arg("--locked")
-        .env("CARGO_TARGET_DIR", &target);
+    let spawn_error = |source| BuildError::Spawn { commit: commit.to_owned(), source };
+    let mut argv: Vec<std::ffi::OsString> =
+        ["cargo", "build", "--release", "--locked"].map(Into::into).to_vec();
+    let tmp = target.join("tmp");
+    if mode == Mode::Confined {
+        let mut fetch = Spec::new("cargo", live.join("body")).arg("fetch").arg("--locked");
+        fetch.env.extend(toolchain_env());
+        // A failed fetch shows as the build's own failure to find a crate.
+        spawn::spawn(fetch).map_err(spawn_error)?.wait().await;
+        argv.push("--offline".into());
+        std::fs::create_dir_all(&tmp).map_err(spawn_error)?;
+        let profile = Profile::Gate { checkout: live.to_owned(), writable: vec![target.clone()] };
+        argv = confine::wrap(&profile, argv).map_err(spawn_error)?;
+    }
+    let Some((program, args)) = argv.split_first() else {
+        return Err(spawn_error(std::io::Error::other("nothing to run")));
+    };
+    let mut spec = Spec::new(program, live.join("body")).env("CARGO_TARGET_DIR", &target);
+    spec.args = args.to_vec();
     spec.env.extend(toolchain_env());
+    if mode == Mode::Confined {
+        spec.env.push(("TMPDIR".into(), tmp.into()));
+    }
     spec.stderr = Output::Pipe;
-    let mut child = spawn::spawn(spec)
-        .map_err(|source| BuildError::Spawn { commit: commit.to_owned(), source })?;
+    let mut child = spawn::spawn(spec).map_err(spawn_error)?;
     let stderr = child.stderr.take();
     let (exit, tail) = tokio::join!(child.wait(), read_tail(stderr));
     if !exit.success() {

@@ -150,7 +150,11 @@ impl Kernel {
         let oid = repo::commit_id(&self.git, &self.home, &commit)?;
         let live = repo::reset_live(&self.git, &self.home, oid)?;
         repo::ensure_candidate(&self.home)?;
-        let build = generation::build(&self.home, &live, &commit);
+        let mode = crate::confine::decide(
+            self.settings.unsafe_unconfined,
+            &self.settings.pretend_missing,
+        )?;
+        let build = generation::build(&self.home, &live, &commit, mode);
         let binary = tokio::select! {
             built = build => match built {
                 Ok(path) => path,

@@ -40,6 +40,8 @@ pub fn hostile_body() -> Vec<(&'static str, &'static str)> {
         ("body/Cargo.toml", include_str!("hostile/Cargo.toml")),
         ("body/Cargo.lock", include_str!("hostile/Cargo.lock")),
         ("body/src/main.rs", include_str!("hostile/src/main.rs")),
+        ("body/src/tools.rs", include_str!("hostile/src/tools.rs")),
+        ("body/build.rs", include_str!("hostile/build.rs")),
     ]
 }
 
@@ -220,6 +222,8 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("symlink.env", Errno(EACCES)),
         ("symlink.state", Errno(EACCES)),
         ("hardlink.env", Errno(EXDEV)),
+        ("build.env_read", Errno(EACCES)),
+        ("build.network", Errno(ENETUNREACH)),
     ];
     let mut table = table.to_vec();
     table.extend(gate::syscall_table());
