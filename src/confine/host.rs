@@ -43,10 +43,30 @@ pub fn host(exclude: &[&Path]) -> Host {
     let devices = ["/dev/null", "/dev/zero", "/dev/full"].iter().map(PathBuf::from).collect();
     let mut host = Host { exec, read, devices };
     for list in [&mut host.exec, &mut host.read, &mut host.devices] {
-        list.retain(|p| p.exists());
+        // What a path names is what Landlock holds: `/bin` is often `/usr/bin`.
+        *list = list.iter().filter_map(|p| p.canonicalize().ok()).collect();
     }
-    keep_clear(&mut host, exclude);
+    let exclude: Vec<PathBuf> =
+        exclude.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf())).collect();
+    keep_clear(&mut host, &exclude.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    prune(&mut host);
     host
+}
+
+/// Drops the rules another rule already covers (`/usr/bin` under `/usr`, a
+/// read rule under an execute rule), so the helper makes fewer.
+pub fn prune(host: &mut Host) {
+    host.exec.sort();
+    host.exec.dedup();
+    let exec = host.exec.clone();
+    host.exec.retain(|p| !exec.iter().any(|q| q != p && p.starts_with(q)));
+    let exec = host.exec.clone();
+    host.read.sort();
+    host.read.dedup();
+    let read = host.read.clone();
+    host.read.retain(|p| {
+        !exec.iter().any(|q| p.starts_with(q)) && !read.iter().any(|q| q != p && p.starts_with(q))
+    });
 }
 
 /// Drops every path of `host` that holds one of `protected` or lies in one.
@@ -131,5 +151,23 @@ mod tests {
         );
         assert_eq!(host.read, vec![PathBuf::from("/etc")]);
         assert_eq!(host.devices, vec![PathBuf::from("/dev/null")]);
+    }
+
+    #[test]
+    fn covered_rules_are_dropped() {
+        let mut host = Host {
+            exec: vec![
+                "/usr/bin".into(),
+                "/usr".into(),
+                "/root/.cargo/bin".into(),
+                "/root/.cargo".into(),
+                "/usr".into(),
+            ],
+            read: vec!["/etc".into(), "/usr/share".into(), "/etc/ssl".into()],
+            devices: vec![],
+        };
+        prune(&mut host);
+        assert_eq!(host.exec, vec![PathBuf::from("/root/.cargo"), "/usr".into()]);
+        assert_eq!(host.read, vec![PathBuf::from("/etc")]);
     }
 }
