@@ -69,14 +69,16 @@ pub async fn build(
     let spawn_error = |source| BuildError::Spawn { commit: commit.to_owned(), source };
     let mut argv: Vec<std::ffi::OsString> =
         ["cargo", "build", "--release", "--locked"].map(Into::into).to_vec();
+    // Linkers write temporary files; /tmp may not be theirs (in the cage,
+    // or when the kernel itself runs in one).
     let tmp = target.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(spawn_error)?;
     if mode == Mode::Confined {
         let mut fetch = Spec::new("cargo", live.join("body")).arg("fetch").arg("--locked");
         fetch.env.extend(toolchain_env());
         // A failed fetch shows as the build's own failure to find a crate.
         spawn::spawn(fetch).map_err(spawn_error)?.wait().await;
         argv.push("--offline".into());
-        std::fs::create_dir_all(&tmp).map_err(spawn_error)?;
         let profile = Profile::Gate { checkout: live.to_owned(), writable: vec![target.clone()] };
         argv = confine::wrap(&profile, argv).map_err(spawn_error)?;
     }
@@ -86,9 +88,7 @@ pub async fn build(
     let mut spec = Spec::new(program, live.join("body")).env("CARGO_TARGET_DIR", &target);
     spec.args = args.to_vec();
     spec.env.extend(toolchain_env());
-    if mode == Mode::Confined {
-        spec.env.push(("TMPDIR".into(), tmp.into()));
-    }
+    spec.env.push(("TMPDIR".into(), tmp.into()));
     spec.stderr = Output::Pipe;
     let mut child = spawn::spawn(spec).map_err(spawn_error)?;
     let stderr = child.stderr.take();

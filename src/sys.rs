@@ -129,3 +129,36 @@ pub fn fork() -> std::io::Result<Option<i32>> {
         pid => Ok(Some(pid)),
     }
 }
+
+/// Whether a new process could leave the namespaces named by `flags` (for
+/// example, under another sandbox whose seccomp filter denies new user
+/// namespaces, it cannot). Tried in a forked child that makes two system
+/// calls and exits; its answer comes back through a pipe, so a reaper that
+/// collects the child first takes nothing from the probe.
+pub fn can_unshare(flags: rustix::thread::UnshareFlags) -> bool {
+    let Ok((read, write)) = rustix::pipe::pipe() else { return false };
+    // SAFETY: the child runs only raw system calls (unshare, write, _exit),
+    // which are async-signal-safe, so forking a process that has other
+    // threads is sound: the child touches no lock or allocator.
+    match unsafe { libc::fork() } {
+        -1 => false,
+        0 => {
+            // SAFETY: see above; CLONE_FILES is never among `flags`.
+            let ok = unsafe { rustix::thread::unshare_unsafe(flags) }.is_ok();
+            let _ = rustix::io::write(&write, &[u8::from(ok)]);
+            // SAFETY: _exit ends the child without running any of the
+            // parent's exit handlers or destructors.
+            unsafe { libc::_exit(0) }
+        }
+        pid => {
+            drop(write);
+            let mut answer = [0u8; 1];
+            let ok = matches!(rustix::io::read(&read, &mut answer), Ok(1)) && answer[0] == 1;
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                // The kernel's reaper may have collected it already.
+                let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+            }
+            ok
+        }
+    }
+}

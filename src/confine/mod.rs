@@ -138,8 +138,10 @@ pub fn missing(pretend: &[String]) -> Vec<String> {
     }
     if pretends("namespaces") || !namespaces::available() {
         missing.push(
-            "namespaces for an unprivileged user (user namespaces are off: see \
-             /proc/sys/user/max_user_namespaces and kernel.unprivileged_userns_clone)"
+            "namespaces for an unprivileged user (no user namespace can be made here: they \
+             are off (see /proc/sys/user/max_user_namespaces and \
+             kernel.unprivileged_userns_clone), or this process is already in a sandbox that \
+             denies them, as a gate check is)"
                 .to_owned(),
         );
     }

@@ -19,16 +19,24 @@ use rustix::thread::{CapabilitySet, UnshareFlags};
 
 use super::plan::{Net, Plan};
 
-/// Whether this process can make the namespaces a plan may ask for.
+/// Whether this process can make the namespaces a plan may ask for. Root
+/// makes them directly; anyone else needs a user namespace, which is tried
+/// once (it is refused inside another sandbox, such as a gate check running
+/// the kernel's own tests).
 pub fn available() -> bool {
     if has_sys_admin() {
         return true;
     }
-    let number =
-        |p: &str| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse::<u64>().ok());
-    let max = number("/proc/sys/user/max_user_namespaces").unwrap_or(0);
-    let clone = number("/proc/sys/kernel/unprivileged_userns_clone").unwrap_or(1);
-    max > 0 && clone != 0
+    static PROBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBED.get_or_init(|| {
+        let number =
+            |p: &str| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse::<u64>().ok());
+        let max = number("/proc/sys/user/max_user_namespaces").unwrap_or(0);
+        let clone = number("/proc/sys/kernel/unprivileged_userns_clone").unwrap_or(1);
+        max > 0
+            && clone != 0
+            && crate::sys::can_unshare(UnshareFlags::NEWUSER | UnshareFlags::NEWNS)
+    })
 }
 
 pub fn has_sys_admin() -> bool {

@@ -47,7 +47,10 @@ pub fn hostile_body() -> Vec<(&'static str, &'static str)> {
 
 /// Whether this Linux can build the cage. `Err` when it lacks a feature,
 /// which fails the test unless `TENERAL_TEST_NO_CAGE` says this machine is
-/// known to lack it (then the caller skips, printing why).
+/// known to lack it (then the caller skips, printing why). A gate check
+/// that runs these tests inside its own cage sets it: a cage does not nest
+/// (its seccomp profile denies new user namespaces), and the test harness
+/// then starts every test's body with `TENERAL_UNSAFE_UNCONFINED=1`.
 pub fn require_cage() -> Result<bool, String> {
     let missing = teneral::confine::missing(&[]);
     if missing.is_empty() {
