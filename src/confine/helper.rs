@@ -32,9 +32,10 @@ pub fn main(args: &[OsString]) -> i32 {
         }
     };
     let pretends = |f: &str| plan.pretend_missing.iter().any(|p| p == f);
-    if pretends("namespaces")
-        && (plan.net == super::plan::Net::Loopback || !plan.readonly.is_empty())
-    {
+    let namespaces_needed = plan.net == super::plan::Net::Loopback
+        || !plan.readonly.is_empty()
+        || !plan.hidden.is_empty();
+    if pretends("namespaces") && namespaces_needed {
         return fail(
             EXIT_NAMESPACES,
             "namespaces",

@@ -4,6 +4,9 @@
 //!   writable directory (the journal in `memory/`): each is bind-mounted on
 //!   itself and remounted read-only. Writing it then fails with EROFS, and
 //!   removing or renaming over it with EBUSY, whatever Landlock allows.
+//! - In that namespace, an empty read-only tmpfs over each directory where
+//!   other programs keep their Unix sockets (`/run/user`, `/run/dbus`), which
+//!   Landlock before ABI 9 does not keep a process from connecting to.
 //! - A network namespace with only loopback, up, for gate and smoke, into
 //!   which the plan's forwarded ports are relayed ([`super::relay`]).
 //!
@@ -48,7 +51,7 @@ pub fn has_sys_admin() -> bool {
 /// Makes the namespaces `plan` needs; does nothing when it needs none.
 pub fn enter(plan: &Plan) -> Result<(), String> {
     let mut flags = UnshareFlags::empty();
-    if !plan.readonly.is_empty() {
+    if !plan.readonly.is_empty() || !plan.hidden.is_empty() {
         flags |= UnshareFlags::NEWNS;
     }
     if plan.net == Net::Loopback {
@@ -75,9 +78,15 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
     } else {
         crate::sys::unshare(flags).map_err(|e| format!("cannot make namespaces: {e}"))?;
     }
-    if !plan.readonly.is_empty() {
+    if flags.contains(UnshareFlags::NEWNS) {
         mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
             .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+        for dir in &plan.hidden {
+            let flags =
+                MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
+            rustix::mount::mount("tmpfs", dir, "tmpfs", flags, c"mode=0555,size=4k")
+                .map_err(|e| format!("cannot hide {}: {e}", dir.display()))?;
+        }
         for path in &plan.readonly {
             read_only(path)
                 .map_err(|e| format!("cannot make {} read-only: {e}", path.display()))?;

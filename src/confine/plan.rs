@@ -65,6 +65,10 @@ pub struct Plan {
     /// Files made read-only by a bind mount in a private mount namespace,
     /// where Landlock cannot subtract them from a writable directory.
     pub readonly: Vec<PathBuf>,
+    /// Directories covered by an empty tmpfs in a private mount namespace:
+    /// where other programs keep their Unix sockets (`/run/user`, ...),
+    /// which Landlock does not keep a process from connecting to.
+    pub hidden: Vec<PathBuf>,
     pub net: Net,
     /// Loopback ports relayed from inside a loopback-only namespace to the
     /// same port of the kernel's loopback.
@@ -83,6 +87,8 @@ pub struct Host {
     pub read: Vec<PathBuf>,
     /// Devices to read and write.
     pub devices: Vec<PathBuf>,
+    /// Directories of other programs' sockets, to hide.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// The parts of an individual a generation's body gets, and how.
@@ -115,6 +121,7 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         profile: "generation".into(),
         rules,
         readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
+        hidden: host.hidden.clone(),
         net: Net::Open,
         forward: Vec::new(),
         pretend_missing: Vec::new(),
@@ -131,6 +138,7 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         profile: "gate".into(),
         rules,
         readonly: Vec::new(),
+        hidden: host.hidden.clone(),
         net: Net::Loopback,
         forward: Vec::new(),
         pretend_missing: Vec::new(),
@@ -167,6 +175,10 @@ impl Plan {
             args.push("--readonly".into());
             args.push(path.clone().into());
         }
+        for path in &self.hidden {
+            args.push("--hide".into());
+            args.push(path.clone().into());
+        }
         if self.net == Net::Loopback {
             args.push("--net".into());
             args.push("loopback".into());
@@ -189,6 +201,7 @@ impl Plan {
             profile: String::new(),
             rules: Vec::new(),
             readonly: Vec::new(),
+            hidden: Vec::new(),
             net: Net::Open,
             forward: Vec::new(),
             pretend_missing: Vec::new(),
@@ -214,6 +227,8 @@ impl Plan {
                 plan.profile = text()?;
             } else if flag == "--readonly" {
                 plan.readonly.push(PathBuf::from(value));
+            } else if flag == "--hide" {
+                plan.hidden.push(PathBuf::from(value));
             } else if flag == "--net" {
                 plan.net = match value.to_str() {
                     Some("loopback") => Net::Loopback,
@@ -242,6 +257,7 @@ mod tests {
             exec: vec!["/usr".into(), "/root/.cargo".into()],
             read: vec!["/etc".into()],
             devices: vec!["/dev/null".into()],
+            hidden: vec!["/run/user".into()],
         }
     }
 
@@ -282,6 +298,7 @@ mod tests {
         }
         assert_eq!(plan.readonly, vec![PathBuf::from("/i/memory/journal.jsonl")]);
         assert_eq!(plan.net, Net::Open);
+        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
     }
 
     #[test]
@@ -290,6 +307,7 @@ mod tests {
         assert_eq!(access_of(&plan, "/c"), vec![Access::Write]);
         assert_eq!(access_of(&plan, "/cache"), vec![Access::Write]);
         assert_eq!(plan.net, Net::Loopback);
+        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
         assert!(plan.rules.iter().all(|r| !r.path.starts_with("/i")));
         let plan = smoke(Path::new("/c"), Path::new("/t"), &[], &host());
         assert_eq!(plan.profile, "smoke");

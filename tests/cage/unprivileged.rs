@@ -1,6 +1,7 @@
 //! The cage as an unprivileged user makes it: namespaces inside a user
 //! namespace of its own, the read-only bind mount, loopback only, Landlock,
 //! no capabilities. Run as `nobody` through setpriv (the tests run as root).
+//! And the mount namespace's other use: hiding other programs' sockets.
 
 use std::process::Command;
 
@@ -74,5 +75,44 @@ fn the_cage_holds_for_an_unprivileged_user() -> TestResult {
     ] {
         assert!(all.contains(want), "{want:?} missing:\n{all}");
     }
+    Ok(())
+}
+
+/// Landlock (before ABI 9) lets a process connect to any Unix socket it can
+/// reach by path; the cage covers the directories where other programs keep
+/// theirs with an empty tmpfs. Shown on a socket of the test's own: reached
+/// without `--hide`, gone (ENOENT) with it.
+#[test]
+fn sockets_of_other_programs_are_hidden() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-sockets").tempdir()?;
+    let sockets = dir.path().join("sockets");
+    std::fs::create_dir_all(&sockets)?;
+    let path = sockets.join("bus");
+    let _listener = std::os::unix::net::UnixListener::bind(&path)?;
+    let probe = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?})\n    print('CONNECTED')\nexcept OSError as e:\n    print('REFUSED', e.errno)\n",
+        path.display().to_string()
+    );
+    let run = |hide: bool| -> std::io::Result<String> {
+        let mut cmd = Command::new(teneral());
+        cmd.args(["confine", "--profile", "gate", "--exec", "/usr", "--exec", "/lib"])
+            .args(["--exec", "/lib64", "--read", "/etc", "--read", "/proc"]);
+        if hide {
+            cmd.arg("--hide").arg(&sockets);
+        }
+        let out = cmd.args(["--", "/usr/bin/python3", "-c", &probe]).output()?;
+        Ok(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    let open = run(false)?;
+    assert!(open.contains("CONNECTED"), "without hiding, Landlock lets it connect: {open}");
+    let hidden = run(true)?;
+    assert!(hidden.contains("REFUSED 2"), "hidden, the socket is not there: {hidden}");
     Ok(())
 }
