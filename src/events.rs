@@ -215,31 +215,41 @@ fn first_line(text: &str) -> String {
     cut
 }
 
-/// A place for the event socket of one run: a private directory of the
-/// kernel's user (`$XDG_RUNTIME_DIR/teneral`, else `/tmp/teneral-<uid>`,
-/// mode 0700), a name no other run shares. Not inside the individual: a
-/// Unix socket's path has at most 107 bytes, and an individual (or a gate
-/// checkout's temporary individuals) may lie deeper than that allows.
-pub fn socket_path(commit: &str, run: &str) -> std::io::Result<PathBuf> {
+/// A place for the event socket of one run of the individual at `home`: a
+/// private directory of the kernel's user, `/tmp/teneral-<uid>/<home id>/`
+/// (mode 0700), and a name no other run shares. Not inside the individual:
+/// a Unix socket's path has at most 107 bytes, and an individual (or a gate
+/// checkout's temporary individuals) may lie deeper than that allows. Not
+/// under `$XDG_RUNTIME_DIR` either: the cage hides it from bodies. One
+/// directory per individual, so that the cage can one day grant a body
+/// `connect` there and nowhere else.
+pub fn socket_path(home: &Path, commit: &str, run: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let uid = rustix::process::getuid().as_raw();
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(runtime) if !runtime.is_empty() => PathBuf::from(runtime).join("teneral"),
-        _ => PathBuf::from(format!("/tmp/teneral-{uid}")),
-    };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let meta = std::fs::symlink_metadata(&dir)?;
-    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-        return Err(std::io::Error::other(format!(
-            "{} is not a private directory of this user; remove it and start again",
-            dir.display()
-        )));
+    let base = PathBuf::from(format!("/tmp/teneral-{uid}"));
+    let dir = base.join(home_id(home));
+    for d in [&base, &dir] {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d)?;
+        let meta = std::fs::symlink_metadata(d)?;
+        if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} is not a private directory of this user; remove it and start again",
+                d.display()
+            )));
+        }
     }
     let mut random = [0u8; 6];
     getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
     let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let short = crate::generation::short(commit);
     Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
+}
+
+/// Twelve hex digits naming the individual at `home` (a hash of its path).
+pub fn home_id(home: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(home.as_os_str().as_encoded_bytes());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Binds a fresh socket for one run at `path`, replacing a stale one. The

@@ -1,6 +1,8 @@
 //! One generation as the kernel handles it: its body built once per commit,
-//! and started with exactly the contract's environment (docs/contract.md)
-//! through the kernel's [`Runner`], as its own unit under systemd.
+//! and started with exactly the contract's environment (docs/contract.md),
+//! inside the cage ([`crate::confine`], profile `generation`) unless the
+//! owner set `TENERAL_UNSAFE_UNCONFINED=1`, through the kernel's [`Runner`]
+//! (its own unit under systemd).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -9,6 +11,7 @@ use std::path::{Path, PathBuf};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
+use crate::confine::{self, Mode, Profile};
 use crate::log;
 use crate::runner::{Limits, RunError, Runner, Running};
 use crate::settings::{Protocol, Provider, Settings};
@@ -40,12 +43,17 @@ pub fn toolchain_env() -> Vec<(String, OsString)> {
 }
 
 /// The body binary of `commit`, built from `checkout` if not yet kept.
-/// `offline` keeps cargo from the network (the gate's build).
+///
+/// The body's build scripts are the agent's code: unless `mode` is
+/// [`Mode::Unconfined`], the build runs in the cage's `gate` profile (the
+/// checkout and the target directory, nothing else of the individual,
+/// loopback only, `--offline`), after an unconfined `cargo fetch`, which runs
+/// none of the body's code, has fetched and unpacked what the lockfile names.
 pub async fn build(
     home: &Path,
     checkout: &Path,
     commit: &str,
-    offline: bool,
+    mode: Mode,
 ) -> Result<PathBuf, BuildError> {
     let live = checkout;
     let kept = home.join(BIN_DIR).join(commit).join("teneral-body");
@@ -62,18 +70,31 @@ pub async fn build(
     log::info(format!("building the body of {}", short(commit)));
     touch_tree(&live.join("body"))
         .map_err(|source| BuildError::Keep { path: live.join("body"), source })?;
-    let mut spec = Spec::new("cargo", live.join("body"))
-        .arg("build")
-        .arg("--release")
-        .arg("--locked")
-        .env("CARGO_TARGET_DIR", &target);
-    if offline {
-        spec.args.push("--offline".into());
+    let spawn_error = |source| BuildError::Spawn { commit: commit.to_owned(), source };
+    let mut argv: Vec<std::ffi::OsString> =
+        ["cargo", "build", "--release", "--locked"].map(Into::into).to_vec();
+    // Linkers write temporary files; /tmp may not be theirs (in the cage,
+    // or when the kernel itself runs in one).
+    let tmp = target.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(spawn_error)?;
+    if mode == Mode::Confined {
+        let mut fetch = Spec::new("cargo", live.join("body")).arg("fetch").arg("--locked");
+        fetch.env.extend(toolchain_env());
+        // A failed fetch shows as the build's own failure to find a crate.
+        spawn::spawn(fetch).map_err(spawn_error)?.wait().await;
+        argv.push("--offline".into());
+        let profile = Profile::Gate { checkout: live.to_owned(), writable: vec![target.clone()] };
+        argv = confine::wrap(&profile, argv).map_err(spawn_error)?;
     }
+    let Some((program, args)) = argv.split_first() else {
+        return Err(spawn_error(std::io::Error::other("nothing to run")));
+    };
+    let mut spec = Spec::new(program, live.join("body")).env("CARGO_TARGET_DIR", &target);
+    spec.args = args.to_vec();
     spec.env.extend(toolchain_env());
+    spec.env.push(("TMPDIR".into(), tmp.into()));
     spec.stderr = Output::Pipe;
-    let mut child = spawn::spawn(spec)
-        .map_err(|source| BuildError::Spawn { commit: commit.to_owned(), source })?;
+    let mut child = spawn::spawn(spec).map_err(spawn_error)?;
     let stderr = child.stderr.take();
     let (exit, tail) = tokio::join!(child.wait(), read_tail(stderr));
     if !exit.success() {
@@ -173,6 +194,7 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
     if let Some(organs) = s.organs {
         env.push(("TENERAL_ORGANS".into(), organs.into()));
     }
+    env.push(("TMPDIR".into(), s.home.join(confine::host::TMP_DIR).into()));
     for k in ["PATH", "HOME", "LANG"] {
         if let Some(v) = std::env::var_os(k) {
             env.push((k.into(), v));
@@ -182,16 +204,46 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
 }
 
 /// Starts the body binary with the contract's environment, in the
-/// individual's directory, through `runner` as unit
+/// individual's directory, confined, through `runner` as unit
 /// `teneral-gen-<short>.service` with `limits`; its output goes to the
-/// kernel's log.
+/// kernel's log. A Linux without what the cage needs is a refusal, unless
+/// the owner allowed running unconfined, which is then logged at every start.
 pub async fn start(
     runner: &Runner,
     binary: &Path,
     start: &Start<'_>,
     limits: &Limits,
 ) -> Result<Running, RunError> {
-    let mut spec = Spec::new(binary, start.home);
+    let settings = start.settings;
+    let spawn_error =
+        |source| RunError::Spawn { unit: crate::systemd::generation_unit(start.commit), source };
+    let mode = confine::decide(settings.unsafe_unconfined, &settings.pretend_missing)
+        .map_err(|e| spawn_error(std::io::Error::other(e)))?;
+    let argv = match mode {
+        Mode::Confined => confine::wrap_with(
+            &Profile::Generation { home: start.home.to_owned() },
+            &confine::Options {
+                pretend_missing: settings.pretend_missing.clone(),
+                ..confine::Options::default()
+            },
+            vec![binary.into()],
+        )
+        .map_err(spawn_error)?,
+        Mode::Unconfined => {
+            confine::host::prepare_generation(start.home).map_err(spawn_error)?;
+            log::info(format!(
+                "UNSAFE: the body of {} runs unconfined (TENERAL_UNSAFE_UNCONFINED=1 in .env): \
+                 it can read your keys and change every file you can",
+                short(start.commit)
+            ));
+            vec![binary.into()]
+        }
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return Err(spawn_error(std::io::Error::other("nothing to start")));
+    };
+    let mut spec = Spec::new(program, start.home);
+    spec.args = args.to_vec();
     spec.env = environment(start);
     runner.start(&crate::systemd::generation_unit(start.commit), spec, limits).await
 }

@@ -3,6 +3,7 @@
 //! One module per concept (docs/design.md). The binaries in `src/bin/` are
 //! thin: they parse arguments and call in here.
 pub mod back;
+pub mod confine;
 pub mod events;
 pub mod fsutil;
 pub mod gate;

@@ -150,6 +150,12 @@ pub struct Settings {
     pub standin_log: Option<PathBuf>,
     pub runner: RunnerChoice,
     pub limits: Limits,
+    /// `TENERAL_UNSAFE_UNCONFINED=1`: the owner lets bodies and checks run
+    /// without the cage (no Landlock, seccomp or namespaces).
+    pub unsafe_unconfined: bool,
+    /// Test-only (`TENERAL_TEST_PRETEND_MISSING`): confinement features the
+    /// kernel treats as missing from the running Linux, to test the refusals.
+    pub pretend_missing: Vec<String>,
     pub timing: Timing,
 }
 

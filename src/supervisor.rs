@@ -55,6 +55,8 @@ pub enum KernelError {
     Journal(#[from] crate::journal::writer::JournalError),
     #[error(transparent)]
     Run(#[from] crate::runner::RunError),
+    #[error(transparent)]
+    Cage(#[from] crate::confine::CageError),
     #[error("{0}")]
     Io(String),
 }
@@ -72,6 +74,12 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     let status = Reporter::new(&home);
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
+    // Refuse before building anything when the body could not be caged.
+    crate::confine::decide(settings.unsafe_unconfined, &settings.pretend_missing)?;
+    // Same-uid processes (a body among them) cannot read the kernel's
+    // memory or /proc/<pid>/environ, nor ptrace it, without CAP_SYS_PTRACE.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| KernelError::Io(format!("cannot make the kernel non-dumpable: {e}")))?;
     let mut state = State::load(&home)?;
     if let Some(stopped) = &state.stopped {
         log::at(
@@ -217,7 +225,11 @@ impl Kernel {
                 },
             };
             self.status.set(Doing::Building);
-            let build = generation::build(&self.home, &live, &commit, false);
+            let mode = crate::confine::decide(
+                self.settings.unsafe_unconfined,
+                &self.settings.pretend_missing,
+            )?;
+            let build = generation::build(&self.home, &live, &commit, mode);
             let binary = tokio::select! {
                 built = build => match built {
                     Ok(path) => path,

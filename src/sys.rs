@@ -1,5 +1,7 @@
 //! The kernel's only `unsafe` code: what must run in a forked child before it
-//! executes its program.
+//! executes its program, and the few system calls of the confinement helper
+//! ([`crate::confine`]) that no safe wrapper offers (leaving namespaces,
+//! raising loopback, asking Linux for its Landlock ABI).
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -24,5 +26,139 @@ pub fn die_with_parent(cmd: &mut Command) {
             }
             Ok(())
         });
+    }
+}
+
+/// Leaves the namespaces named by `flags` for new ones of this process's own.
+///
+/// Only the confinement helper calls it, from its main thread before any
+/// other thread exists, and never with `CLONE_FILES`.
+pub fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
+    // SAFETY: rustix marks unshare unsafe because CLONE_FILES would let
+    // threads disagree on which file descriptors exist. The helper is single
+    // threaded when it calls this, and callers pass only namespace flags.
+    unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(std::io::Error::from)
+}
+
+/// Brings the loopback interface of the current network namespace up.
+pub fn loopback_up() -> std::io::Result<()> {
+    use rustix::net::{socket, AddressFamily, SocketType};
+    use std::os::fd::AsRawFd;
+    let sock = socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    // SAFETY: ifreq is plain old data; all zero is a valid value of it.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into the
+    // ifreq we own, which outlives the call; the socket is open.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the union's flags member was just written by the kernel.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: as above; SIOCSIFFLAGS only reads the ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The Landlock ABI version the running Linux offers; 0 when it has none
+/// (not built in, or not enabled at boot).
+pub fn landlock_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the
+    // call only returns a number; it reads and writes no memory of ours.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    i32::try_from(v).unwrap_or(0).max(0)
+}
+
+/// Installs a compiled seccomp filter (classic BPF, 8 bytes an instruction
+/// in the machine's byte order) on this thread. no_new_privs must be set.
+pub fn load_seccomp_bpf(bpf: &[u8]) -> std::io::Result<()> {
+    if bpf.is_empty() || bpf.len() % 8 != 0 || bpf.len() / 8 > usize::from(u16::MAX) {
+        return Err(std::io::Error::other("not a BPF program"));
+    }
+    let mut program: Vec<libc::sock_filter> = bpf
+        .chunks_exact(8)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    let fprog = libc::sock_fprog { len: program.len() as u16, filter: program.as_mut_ptr() };
+    // SAFETY: fprog points at `program`, which lives until after the call,
+    // and its length is the number of instructions in it; Linux copies the
+    // program before returning.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Forks this process: `Some(child pid)` in the parent, `None` in the child.
+///
+/// Only the confinement helper calls it, while it is single-threaded, so
+/// the child may go on to run any code (no lock can be held by a thread
+/// that the fork left behind).
+pub fn fork() -> std::io::Result<Option<i32>> {
+    // SAFETY: fork is safe to call; what makes it dangerous is running code
+    // in the child of a multi-threaded parent, and the helper has one thread.
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid)),
+    }
+}
+
+/// Whether a new process could leave the namespaces named by `flags` (for
+/// example, under another sandbox whose seccomp filter denies new user
+/// namespaces, it cannot). Tried in a forked child that makes two system
+/// calls and exits; its answer comes back through a pipe, so a reaper that
+/// collects the child first takes nothing from the probe.
+pub fn can_unshare(flags: rustix::thread::UnshareFlags) -> bool {
+    let Ok((read, write)) = rustix::pipe::pipe() else { return false };
+    // SAFETY: the child runs only raw system calls (unshare, write, _exit),
+    // which are async-signal-safe, so forking a process that has other
+    // threads is sound: the child touches no lock or allocator.
+    match unsafe { libc::fork() } {
+        -1 => false,
+        0 => {
+            // SAFETY: see above; CLONE_FILES is never among `flags`.
+            let ok = unsafe { rustix::thread::unshare_unsafe(flags) }.is_ok();
+            let _ = rustix::io::write(&write, &[u8::from(ok)]);
+            // SAFETY: _exit ends the child without running any of the
+            // parent's exit handlers or destructors.
+            unsafe { libc::_exit(0) }
+        }
+        pid => {
+            drop(write);
+            let mut answer = [0u8; 1];
+            let ok = matches!(rustix::io::read(&read, &mut answer), Ok(1)) && answer[0] == 1;
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                // The kernel's reaper may have collected it already.
+                let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+            }
+            ok
+        }
     }
 }

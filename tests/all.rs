@@ -1,5 +1,6 @@
 //! The kernel's integration tests: one binary, one module per concern.
 mod back;
+mod cage;
 mod common;
 mod gate;
 mod kernel;

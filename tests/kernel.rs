@@ -66,14 +66,13 @@ fn a_second_supervisor_is_refused() -> TestResult {
     Ok(())
 }
 
-/// The running generation's event socket: in the kernel's private runtime
-/// directory, named after the generation's short commit.
+/// The running generation's event socket: in the kernel's private directory
+/// for this individual, named after the generation's short commit.
 fn event_socket(ind: &Individual) -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
     let uid = rustix::process::getuid().as_raw();
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(runtime) if !runtime.is_empty() => std::path::PathBuf::from(runtime).join("teneral"),
-        _ => std::path::PathBuf::from(format!("/tmp/teneral-{uid}")),
-    };
+    let home = ind.path().canonicalize()?;
+    let dir = std::path::PathBuf::from(format!("/tmp/teneral-{uid}"))
+        .join(teneral::events::home_id(&home));
     let prefix = format!("ev-{}-", &ind.head()?[..7]);
     let newest = std::fs::read_dir(&dir)?
         .flatten()

@@ -49,6 +49,12 @@ enum Command {
         #[arg(long)]
         log: Option<PathBuf>,
     },
+    /// Run a program confined (the cage's helper; the kernel writes its arguments).
+    #[command(hide = true)]
+    Confine {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Run the kernel's event channel alone, for testing a body against it.
     #[command(hide = true)]
     ServeEvents {
@@ -62,6 +68,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The cage's helper runs before anything else exists (no runtime, no
+    // thread), and on success becomes the confined program.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "confine") {
+        let status = teneral::confine::helper_main(&args[2..]);
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -79,6 +92,8 @@ fn main() -> ExitCode {
                     .await?;
                 Ok(0)
             }
+            // Dispatched before parsing, in main; never reached.
+            Command::Confine { .. } => Ok(teneral::confine::EXIT_USAGE),
             Command::ServeEvents { socket, home, commit } => {
                 teneral::events::serve_alone(&socket, &home, &commit).await?;
                 Ok(0)

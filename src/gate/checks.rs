@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::rules::{check_test_count, count_tests};
+use crate::confine::{self, Profile};
 use crate::runner::{Limits, Runner};
 use crate::spawn::Spec;
 
@@ -46,18 +47,39 @@ pub fn bare_env(tmp: &Path, target: &Path) -> Vec<(String, OsString)> {
     env
 }
 
-/// Runs `check` of `candidate` with `env` through `runner`, stopping it
-/// after `limit` (none when `None`).
+/// The cage a check runs in: the `gate` profile over the checkout, with the
+/// cargo target directory writable. `None` when the owner runs unconfined.
+pub type Cage = Option<(Profile, confine::Options)>;
+
+/// Runs `check` of `candidate` with `env` through `runner`, inside `cage`,
+/// stopping it after its time limit.
 pub async fn run(
     runner: &Runner,
     candidate: &str,
     check: &Check,
     env: &[(String, OsString)],
     limits: &Limits,
+    cage: &Cage,
 ) -> Outcome {
     let started = Instant::now();
-    let mut spec = Spec::new("cargo", &check.dir);
-    spec.args = check.args.iter().map(OsString::from).collect();
+    let mut argv: Vec<OsString> = vec!["cargo".into()];
+    argv.extend(check.args.iter().map(OsString::from));
+    if let Some((profile, options)) = cage {
+        argv = match confine::wrap_with(profile, options, argv) {
+            Ok(argv) => argv,
+            Err(e) => {
+                return Outcome::Failed {
+                    seconds: 0.0,
+                    output: format!("cannot cage the check: {e}"),
+                }
+            }
+        };
+    }
+    let Some((program, args)) = argv.split_first() else {
+        return Outcome::Failed { seconds: 0.0, output: "nothing to run".into() };
+    };
+    let mut spec = Spec::new(program, &check.dir);
+    spec.args = args.to_vec();
     spec.env = env.to_vec();
     spec.env.extend(check.env.iter().cloned());
     let unit = crate::systemd::gate_unit(candidate, check.name);
@@ -100,4 +122,26 @@ pub fn limits(settings: &crate::settings::Settings) -> Limits {
         (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),
     };
     Limits::for_check(settings).with_runtime_max(limit)
+}
+
+/// Fetches and unpacks the crates the lockfile of the checkout at `dir`
+/// names, outside the cage (a check inside runs `--offline` and cannot reach
+/// the network). `cargo fetch` runs none of the candidate's code.
+pub async fn fetch(dir: &Path, env: &[(String, OsString)]) -> Result<(), String> {
+    let mut spec = Spec::new("cargo", dir).arg("fetch").arg("--locked");
+    spec.env = env.to_vec();
+    spec.stderr = crate::spawn::Output::Pipe;
+    let mut child =
+        crate::spawn::spawn(spec).map_err(|e| format!("cannot start cargo fetch: {e}"))?;
+    let mut err = String::new();
+    if let Some(pipe) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = tokio::io::BufReader::new(pipe).read_to_string(&mut err).await;
+    }
+    let exit = child.wait().await;
+    if exit.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo fetch --locked in {} failed ({exit}):\n{err}", dir.display()))
+    }
 }

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use serde_json::json;
 
+use crate::confine::{self, Mode, Profile};
 use crate::events::{kernel_event, SharedJournal};
 use crate::runner::Runner;
 use crate::settings::Settings;
@@ -128,7 +129,32 @@ impl Gate<'_> {
         if let Err(e) = std::fs::create_dir_all(&tmp) {
             return reject("checkout", format!("cannot make {}: {e}", tmp.display()));
         }
-        let mut env = checks::bare_env(&tmp, &self.home.join(TARGET_DIR));
+        let target = self.home.join(TARGET_DIR);
+        let mut env = checks::bare_env(&tmp, &target);
+        let mode = match confine::decide(
+            self.settings.unsafe_unconfined,
+            &self.settings.pretend_missing,
+        ) {
+            Ok(mode) => mode,
+            Err(e) => return reject("cage", e.to_string()),
+        };
+        let cage: checks::Cage = match mode {
+            Mode::Unconfined => None,
+            Mode::Confined => {
+                if let Err(e) = std::fs::create_dir_all(&target) {
+                    return reject("checkout", format!("cannot make {}: {e}", target.display()));
+                }
+                let options = confine::Options {
+                    pretend_missing: self.settings.pretend_missing.clone(),
+                    exe: Some(self.kernel_exe.to_owned()),
+                    ..confine::Options::default()
+                };
+                Some((
+                    Profile::Gate { checkout: checkout.to_owned(), writable: vec![target.clone()] },
+                    options,
+                ))
+            }
+        };
         let started = Instant::now();
         let organ_set = match crate::organs::gate(self.home, checkout, &env).await {
             Ok(set) => set,
@@ -146,6 +172,16 @@ impl Gate<'_> {
         let limits = checks::limits(self.settings);
         let body_dir = checkout.join("body");
         let exe = vec![("TENERAL_BIN".to_owned(), self.kernel_exe.as_os_str().to_owned())];
+        if cage.is_some() {
+            for dir in [checkout, body_dir.as_path()] {
+                if let Err(why) = checks::fetch(dir, &env).await {
+                    return reject("fetch", why);
+                }
+            }
+        }
+        // Cages do not nest: the kernel's tests run the bodies they start
+        // without one, inside this check's.
+        let no_cage = vec![("TENERAL_TEST_NO_CAGE".to_owned(), OsString::from("1"))];
         let plan = [
             (
                 check("typecheck-kernel", checkout, &["check", "--all-targets"], false, vec![]),
@@ -157,7 +193,7 @@ impl Gate<'_> {
                 &body_tree,
                 "",
             ),
-            (check("kernel-tests", checkout, &["test"], true, vec![]), &kernel_tree, ""),
+            (check("kernel-tests", checkout, &["test"], true, no_cage), &kernel_tree, ""),
             (check("body-tests", &body_dir, &["test"], true, exe), &body_tree, kernel_exe.as_str()),
         ];
         let mut memo = Memo::load(self.home);
@@ -169,7 +205,7 @@ impl Gate<'_> {
             }
             log::info(format!("gate: {} of {}", check.name, generation::short(candidate)));
             self.doing(candidate, check.name);
-            match checks::run(self.runner, candidate, check, &env, &limits).await {
+            match checks::run(self.runner, candidate, check, &env, &limits, &cage).await {
                 Outcome::Passed { seconds } => {
                     self.step(candidate, check.name, true, false, Duration::from_secs_f64(seconds));
                     memo.record(key);
@@ -188,7 +224,7 @@ impl Gate<'_> {
         }
         let started = Instant::now();
         self.doing(candidate, "smoke");
-        let binary = match generation::build(self.home, checkout, candidate, true).await {
+        let binary = match generation::build(self.home, checkout, candidate, mode).await {
             Ok(binary) => binary,
             Err(e) => {
                 self.step(candidate, "smoke", false, false, started.elapsed());
@@ -208,6 +244,7 @@ impl Gate<'_> {
             runner: self.runner,
             organs: organ_set.as_deref(),
             limit,
+            cage: cage.map(|(_, options)| options),
         };
         let smoke = run.run().await;
         self.step(candidate, "smoke", smoke.is_ok(), false, started.elapsed());

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::confine::{self, Profile};
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
@@ -32,6 +33,8 @@ pub struct Smoke<'a> {
     pub runner: &'a Runner,
     pub organs: Option<&'a Path>,
     pub limit: Option<Duration>,
+    /// The cage's options (the helper program); `None` runs it unconfined.
+    pub cage: Option<confine::Options>,
 }
 
 impl Smoke<'_> {
@@ -60,9 +63,10 @@ impl Smoke<'_> {
             .await
             .map_err(|e| format!("cannot serve the stand-in model: {e}"))?;
         let model_url = model.base_url();
+        let model_port = model.local_addr().port();
         let model_task = tokio::spawn(model.serve());
 
-        let socket = events::socket_path(self.commit, "smoke").map_err(setup)?;
+        let socket = events::socket_path(dir, self.commit, "smoke").map_err(setup)?;
         let listener = events::bind(&socket).map_err(setup)?;
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
         let channel = Channel {
@@ -84,7 +88,30 @@ impl Smoke<'_> {
         };
         let unit = crate::systemd::gate_unit(self.commit, "smoke");
         let limits = Limits::from_settings(self.settings);
-        let mut spec = crate::spawn::Spec::new(self.binary, dir);
+        // The cage lets the smoke run execute only what lies in its own
+        // places, so the candidate's binary runs from a copy inside them.
+        let binary = dir.join(".teneral/teneral-body");
+        std::fs::create_dir_all(dir.join(".teneral")).map_err(setup)?;
+        std::fs::copy(self.binary, &binary).map_err(setup)?;
+        let mut argv = vec![binary.into_os_string()];
+        if let Some(options) = &self.cage {
+            // Loopback only; the stand-in's port is relayed in at the same address.
+            let options = confine::Options { forward: vec![model_port], ..options.clone() };
+            let profile = Profile::Smoke {
+                checkout: self.checkout.to_owned(),
+                individual: dir.to_owned(),
+                writable: vec![],
+            };
+            argv = confine::wrap_with(&profile, &options, argv)
+                .map_err(|e| format!("cannot cage the smoke run: {e}"))?;
+        } else {
+            confine::host::prepare_generation(dir).map_err(setup)?;
+        }
+        let Some((program, args)) = argv.split_first() else {
+            return Err("nothing to start".into());
+        };
+        let mut spec = crate::spawn::Spec::new(program, dir);
+        spec.args = args.to_vec();
         spec.env = generation::environment(&start);
         let mut body = self
             .runner

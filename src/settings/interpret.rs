@@ -164,6 +164,13 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             RunnerChoice::Auto,
         )?,
         limits: super::limits::limits(entries)?,
+        unsafe_unconfined: choice(
+            entries,
+            "TENERAL_UNSAFE_UNCONFINED",
+            &[("1", true), ("0", false)],
+            false,
+        )?,
+        pretend_missing: pretend_missing(entries)?,
         timing: timing(entries)?,
     })
 }
@@ -195,6 +202,25 @@ fn timing(entries: &Entries<'_>) -> Result<Timing, SettingsError> {
         },
     })
 }
+
+/// The confinement features a test pretends the running Linux lacks.
+fn pretend_missing(entries: &Entries<'_>) -> Result<Vec<String>, SettingsError> {
+    const NAME: &str = "TENERAL_TEST_PRETEND_MISSING";
+    let Some(entry) = entries.get(NAME) else { return Ok(Vec::new()) };
+    let words: Vec<String> = entry.value.split(',').map(|w| w.trim().to_owned()).collect();
+    if let Some(bad) = words.iter().find(|w| !PRETENDABLE.contains(&w.as_str())) {
+        return Err(entries.refuse(
+            NAME,
+            entry,
+            &format!("{bad:?} is not a confinement feature"),
+            "write a comma-separated list of landlock, seccomp, namespaces, or leave out this knob for tests",
+        ));
+    }
+    Ok(words)
+}
+
+/// What `TENERAL_TEST_PRETEND_MISSING` may name.
+pub const PRETENDABLE: &[&str] = &["landlock", "seccomp", "namespaces"];
 
 /// A whole number no smaller than `least`, or `default` when unset.
 fn number<T>(

@@ -48,7 +48,7 @@ impl Kernel {
         life: &mut Lifecycle,
     ) -> Result<RunEnd, super::KernelError> {
         let commit = of.commit;
-        let socket = events::socket_path(commit, &of.run.to_string())
+        let socket = events::socket_path(&self.home, commit, &of.run.to_string())
             .map_err(super::io("the event socket"))?;
         let listener = events::bind(&socket).map_err(super::io("the event socket"))?;
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
@@ -109,7 +109,9 @@ impl Kernel {
                     kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string(), "result": ended.result}));
                     let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
                     let decision = life.on(Input::Exited { code }, Instant::now());
-                    break RunEnd::Decided { decision, requested, tail: body.stderr_tail() };
+                    // A cage step that failed says which, before the body's own words.
+                    let cage = code.and_then(crate::confine::describe_exit).map(|d| format!("{d}\n")).unwrap_or_default();
+                    break RunEnd::Decided { decision, requested, tail: format!("{cage}{}", body.stderr_tail()) };
                 }
                 () = sleep => {
                     if let Decision::Kill { reason } = life.on(Input::Deadline, Instant::now()) {

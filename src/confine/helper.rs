@@ -1,0 +1,131 @@
+//! `teneral confine [plan] -- program args...`: the freshly executed helper
+//! that confines itself and then becomes the program.
+//!
+//! It runs before any runtime or thread exists (the binary dispatches here
+//! first), applies the steps in the module's order, writes one line to
+//! stderr naming the step that failed, and exits with that step's status.
+//! On success it never returns: the program replaces it, keeping its pid,
+//! its environment and its file descriptors.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+
+use rustix::thread::{CapabilitySet, CapabilitySets};
+
+use super::plan::Plan;
+use super::{
+    filter, namespaces, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK, EXIT_NAMESPACES,
+    EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
+};
+
+/// Runs the helper with the arguments after `confine`; returns the exit
+/// status of the step that failed (it returns only on failure).
+pub fn main(args: &[OsString]) -> i32 {
+    let (plan, argv) = match Plan::from_args(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            return fail(
+                EXIT_USAGE,
+                "arguments",
+                &format!("{e}; the kernel writes these arguments, see confine::wrap"),
+            )
+        }
+    };
+    let pretends = |f: &str| plan.pretend_missing.iter().any(|p| p == f);
+    let namespaces_needed = plan.net == super::plan::Net::Loopback
+        || !plan.readonly.is_empty()
+        || !plan.hidden.is_empty();
+    if pretends("namespaces") && namespaces_needed {
+        return fail(
+            EXIT_NAMESPACES,
+            "namespaces",
+            "this Linux lets no namespace be made (pretended by TENERAL_TEST_PRETEND_MISSING)",
+        );
+    }
+    if let Err(e) = namespaces::enter(&plan) {
+        return fail(EXIT_NAMESPACES, "namespaces", &e);
+    }
+    let privileged = namespaces::has_sys_admin();
+    if let Err(e) = ruleset::restrict(&plan, !privileged) {
+        return fail(EXIT_LANDLOCK, "landlock", &e);
+    }
+    if let Err(e) = drop_capabilities() {
+        return fail(EXIT_CAPABILITIES, "capabilities", &e);
+    }
+    if let Err(e) = rustix::thread::set_no_new_privs(true) {
+        return fail(EXIT_NO_NEW_PRIVS, "no_new_privs", &e.to_string());
+    }
+    if pretends("seccomp") {
+        return fail(
+            EXIT_SECCOMP,
+            "seccomp",
+            "this Linux has no seccomp filters (pretended by TENERAL_TEST_PRETEND_MISSING)",
+        );
+    }
+    if let Err(e) = load_seccomp() {
+        return fail(EXIT_SECCOMP, "seccomp", &e);
+    }
+    let Some((program, rest)) = argv.split_first() else {
+        return fail(EXIT_USAGE, "arguments", "no program to run");
+    };
+    let e = std::process::Command::new(program).args(rest).exec();
+    let status = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_EXEC };
+    fail(status, "exec", &format!("{}: {e}", program.to_string_lossy()))
+}
+
+/// The seccomp profile as `build.rs` compiled it; empty when it could not.
+pub(super) const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/teneral.bpf"));
+
+/// Loads the seccomp profile: the BPF compiled at build time when there is
+/// one (compiling it with libseccomp is most of the cage's cost), else
+/// compiled from the profile now.
+fn load_seccomp() -> Result<(), String> {
+    if !PRECOMPILED.is_empty() {
+        return crate::sys::load_seccomp_bpf(PRECOMPILED)
+            .map_err(|e| format!("cannot load the compiled seccomp filter: {e}"));
+    }
+    let (ctx, _unknown) = filter::build(filter::PROFILE_JSON)?;
+    ctx.load().map_err(|e| format!("cannot load the seccomp filter: {e}"))
+}
+
+fn fail(status: i32, step: &str, message: &str) -> i32 {
+    eprintln!("teneral confine: {step}: {message}");
+    status
+}
+
+/// Empties the bounding, ambient, inheritable, permitted and effective
+/// sets, and checks that they are empty. Without CAP_SETPCAP (an
+/// unprivileged caller outside a user namespace) the bounding set cannot be
+/// changed; there it matters not, since no_new_privs keeps an execution from
+/// gaining what the permitted set lacks.
+fn drop_capabilities() -> Result<(), String> {
+    let can_bound = rustix::thread::capabilities(None)
+        .map(|c| c.effective.contains(CapabilitySet::SETPCAP))
+        .map_err(|e| format!("capget: {e}"))?;
+    if can_bound {
+        for bit in 0..64u32 {
+            match rustix::thread::remove_capability_from_bounding_set(
+                CapabilitySet::from_bits_retain(1u64 << bit),
+            ) {
+                Ok(()) => {}
+                // Past the last capability this Linux knows.
+                Err(rustix::io::Errno::INVAL) => break,
+                Err(e) => {
+                    return Err(format!("cannot drop capability {bit} from the bounding set: {e}"))
+                }
+            }
+        }
+    }
+    rustix::thread::clear_ambient_capability_set().map_err(|e| format!("ambient set: {e}"))?;
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none).map_err(|e| format!("capset: {e}"))?;
+    let now = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    if !(now.effective.is_empty() && now.permitted.is_empty() && now.inheritable.is_empty()) {
+        return Err(format!("capabilities remain after dropping them: {now:?}"));
+    }
+    Ok(())
+}

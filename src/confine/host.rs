@@ -1,0 +1,180 @@
+//! What the plans need to know about this machine and the individual: which
+//! system and toolchain paths exist, which top-level names the install
+//! tracks, and the directories a generation is given (made before it starts,
+//! since a Landlock rule needs something to hold on to).
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::plan::Host;
+
+/// The machine's paths every confined process reads or executes. `PATH`
+/// directories count as toolchains, except `/`, the home directory itself
+/// and anything under `exclude` (an individual's root, a checkout); and no
+/// path that holds one of `exclude` is kept (an individual under `/opt`
+/// must not become readable through the rule for `/opt`).
+pub fn host(exclude: &[&Path]) -> Host {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let under_home = |rel: &str| home.as_ref().map(|h| h.join(rel));
+    let mut exec: Vec<PathBuf> =
+        ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+    exec.extend(env_or("CARGO_HOME", under_home(".cargo")));
+    exec.extend(env_or("RUSTUP_HOME", under_home(".rustup")));
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let too_wide = dir == Path::new("/") || Some(&dir) == home.as_ref();
+            let excluded = exclude.iter().any(|e| dir.starts_with(e) || e.starts_with(&dir));
+            if dir.is_absolute() && !too_wide && !excluded && !exec.contains(&dir) {
+                exec.push(dir);
+            }
+        }
+    }
+    let mut read: Vec<PathBuf> =
+        ["/etc", "/proc", "/sys", "/dev/urandom", "/dev/random", "/run/systemd/resolve"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+    read.extend(under_home(".gitconfig"));
+    read.extend(under_home(".config/git"));
+    let devices = ["/dev/null", "/dev/zero", "/dev/full"].iter().map(PathBuf::from).collect();
+    let mut hidden: Vec<PathBuf> = ["/run/user", "/run/dbus"].iter().map(PathBuf::from).collect();
+    hidden.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    let mut host = Host { exec, read, devices, hidden };
+    for list in [&mut host.exec, &mut host.read, &mut host.devices, &mut host.hidden] {
+        // What a path names is what Landlock holds: `/bin` is often `/usr/bin`.
+        *list = list.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    }
+    let exclude: Vec<PathBuf> =
+        exclude.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf())).collect();
+    keep_clear(&mut host, &exclude.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    prune(&mut host);
+    host
+}
+
+/// Drops the rules another rule already covers (`/usr/bin` under `/usr`, a
+/// read rule under an execute rule), so the helper makes fewer.
+pub fn prune(host: &mut Host) {
+    host.hidden.retain(|p| p.is_dir());
+    host.hidden.sort();
+    host.hidden.dedup();
+    host.exec.sort();
+    host.exec.dedup();
+    let exec = host.exec.clone();
+    host.exec.retain(|p| !exec.iter().any(|q| q != p && p.starts_with(q)));
+    let exec = host.exec.clone();
+    host.read.sort();
+    host.read.dedup();
+    let read = host.read.clone();
+    host.read.retain(|p| {
+        !exec.iter().any(|q| p.starts_with(q)) && !read.iter().any(|q| q != p && p.starts_with(q))
+    });
+}
+
+/// Drops every path of `host` that holds one of `protected` or lies in one.
+pub fn keep_clear(host: &mut Host, protected: &[&Path]) {
+    for list in [&mut host.exec, &mut host.read, &mut host.devices, &mut host.hidden] {
+        list.retain(|p| !protected.iter().any(|q| q.starts_with(p) || p.starts_with(q)));
+    }
+}
+
+fn env_or(name: &str, default: Option<PathBuf>) -> Option<PathBuf> {
+    std::env::var_os(name).map(PathBuf::from).or(default)
+}
+
+/// The top-level names of the files the individual's repository tracks.
+pub fn tracked_names(home: &Path) -> io::Result<Vec<String>> {
+    let repo = git2::Repository::open(home).map_err(io::Error::other)?;
+    let index = repo.index().map_err(io::Error::other)?;
+    let mut names: Vec<String> = Vec::new();
+    for entry in index.iter() {
+        let path = String::from_utf8_lossy(&entry.path).into_owned();
+        let first = path.split('/').next().unwrap_or_default().to_owned();
+        if !first.is_empty() && !names.contains(&first) {
+            names.push(first);
+        }
+    }
+    Ok(names)
+}
+
+/// Makes what a generation's rules hold on to: its own directories, an empty
+/// temporary directory, and the journal (so it can be made read-only).
+pub fn prepare_generation(home: &Path) -> io::Result<()> {
+    for dir in ["soul", "inbox", "memory", ".teneral/candidate", ".teneral/owner", ".teneral/bin"] {
+        std::fs::create_dir_all(home.join(dir))?;
+    }
+    let tmp = home.join(TMP_DIR);
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
+    std::fs::create_dir_all(&tmp)?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.join(crate::journal::JOURNAL_PATH))?;
+    Ok(())
+}
+
+/// The generation's own temporary directory (its `TMPDIR`), emptied at
+/// every start.
+pub const TMP_DIR: &str = ".teneral/tmp";
+
+/// The path of the running `teneral`, which is also the helper.
+pub fn exe() -> io::Result<PathBuf> {
+    std::env::current_exe()
+}
+
+/// `[exe, "confine", args..., "--", argv...]`.
+pub fn helper_argv(exe: &Path, args: Vec<OsString>, argv: Vec<OsString>) -> Vec<OsString> {
+    let mut all = Vec::with_capacity(args.len() + argv.len() + 3);
+    all.push(exe.as_os_str().to_owned());
+    all.push("confine".into());
+    all.extend(args);
+    all.push("--".into());
+    all.extend(argv);
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_system_rule_reaches_an_individual_or_a_checkout() {
+        let mut host = Host {
+            exec: vec!["/usr".into(), "/opt".into(), "/opt/tools".into(), "/root/.cargo".into()],
+            read: vec!["/etc".into(), "/opt/ind/soul".into()],
+            devices: vec!["/dev/null".into()],
+            hidden: vec![],
+        };
+        keep_clear(&mut host, &[Path::new("/opt/ind"), Path::new("/srv/checkout")]);
+        assert_eq!(
+            host.exec,
+            vec![PathBuf::from("/usr"), "/opt/tools".into(), "/root/.cargo".into()]
+        );
+        assert_eq!(host.read, vec![PathBuf::from("/etc")]);
+        assert_eq!(host.devices, vec![PathBuf::from("/dev/null")]);
+    }
+
+    #[test]
+    fn covered_rules_are_dropped() {
+        let mut host = Host {
+            exec: vec![
+                "/usr/bin".into(),
+                "/usr".into(),
+                "/root/.cargo/bin".into(),
+                "/root/.cargo".into(),
+                "/usr".into(),
+            ],
+            read: vec!["/etc".into(), "/usr/share".into(), "/etc/ssl".into()],
+            devices: vec![],
+            hidden: vec![],
+        };
+        prune(&mut host);
+        assert_eq!(host.exec, vec![PathBuf::from("/root/.cargo"), "/usr".into()]);
+        assert_eq!(host.read, vec![PathBuf::from("/etc")]);
+    }
+}

@@ -1,0 +1,226 @@
+//! The cage: the one place that turns a process into a confined one.
+//!
+//! The kernel never confines itself. It starts `teneral confine` (the
+//! helper, [`helper::main`]) with a [`plan::Plan`] on its command line; the
+//! freshly executed helper, single-threaded, applies in order: namespaces
+//! (a private mount namespace for the generation's read-only journal, a
+//! network namespace with only loopback for gate and smoke), the Landlock
+//! ruleset, dropping every capability, no_new_privs, the seccomp profile
+//! (`seccomp/teneral.json`), and then executes the program. Each step that
+//! fails ends the helper with its own status ([`EXIT_NAMESPACES`] ...), so
+//! the kernel can say which one it was ([`describe_exit`]).
+//!
+//! Invariants:
+//! - A step short of fully enforced is a failure, never a warning: Landlock
+//!   is asked for with `HardRequirement`, and the helper executes nothing
+//!   unless every step succeeded.
+//! - Policy is pure ([`plan`]): which path gets which rights is decided by
+//!   functions over paths, tested by tables; the helper only applies it.
+//! - A body is started unconfined only when the owner wrote
+//!   `TENERAL_UNSAFE_UNCONFINED=1`, and then every start says so
+//!   ([`decide`]). Without it, a Linux lacking a feature is a refusal naming
+//!   the feature.
+//!
+//! The reasons are in docs/design.md ("The cage") and the table of what each
+//! profile may touch in docs/cage.md.
+
+mod filter;
+mod helper;
+pub mod host;
+mod namespaces;
+pub mod plan;
+mod relay;
+mod ruleset;
+
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+
+pub use filter::PROFILE_JSON;
+pub use helper::main as helper_main;
+
+/// Wrong arguments to `teneral confine`.
+pub const EXIT_USAGE: i32 = 120;
+/// The namespaces could not be made (mount or network namespace, loopback).
+pub const EXIT_NAMESPACES: i32 = 121;
+/// The Landlock ruleset could not be built or is not fully enforced.
+pub const EXIT_LANDLOCK: i32 = 122;
+/// A capability could not be dropped.
+pub const EXIT_CAPABILITIES: i32 = 123;
+/// no_new_privs could not be set.
+pub const EXIT_NO_NEW_PRIVS: i32 = 124;
+/// The seccomp profile could not be built or loaded.
+pub const EXIT_SECCOMP: i32 = 125;
+/// The program could not be executed (it exists but cannot run).
+pub const EXIT_EXEC: i32 = 126;
+/// The program was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// The Landlock ABI the cage needs: 3 for truncation rights, 6 for keeping
+/// signals and abstract sockets inside the cage.
+pub const LANDLOCK_ABI: i32 = 6;
+
+/// Which step of the cage an exit status of the helper names, if any.
+pub fn describe_exit(code: i32) -> Option<&'static str> {
+    Some(match code {
+        EXIT_USAGE => "the cage was given wrong arguments",
+        EXIT_NAMESPACES => "the cage could not make its namespaces",
+        EXIT_LANDLOCK => "the cage could not enforce its Landlock rules",
+        EXIT_CAPABILITIES => "the cage could not drop the capabilities",
+        EXIT_NO_NEW_PRIVS => "the cage could not set no_new_privs",
+        EXIT_SECCOMP => "the cage could not load its seccomp profile",
+        EXIT_EXEC => "the cage could not execute the program",
+        EXIT_NOT_FOUND => "the cage did not find the program",
+        _ => return None,
+    })
+}
+
+/// What a confined process is, as the gate and the generation name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Profile {
+    /// The body of a generation of the individual at `home`.
+    Generation { home: PathBuf },
+    /// One check of a mutation in a fresh `checkout`; `writable` are the
+    /// caches it may fill (e.g. the shared cargo target).
+    Gate { checkout: PathBuf, writable: Vec<PathBuf> },
+    /// The smoke run: the candidate's `checkout`, a throwaway `individual`.
+    Smoke { checkout: PathBuf, individual: PathBuf, writable: Vec<PathBuf> },
+}
+
+/// Why the cage cannot be built here.
+#[derive(Debug, thiserror::Error)]
+pub enum CageError {
+    #[error(
+        "the cage cannot be built on this Linux, which lacks {}. Run teneral where Linux has them; \
+         or, knowing that a body could then read your keys and change your files, write \
+         TENERAL_UNSAFE_UNCONFINED=1 in .env to run without the cage",
+        .0.join("; and ")
+    )]
+    Missing(Vec<String>),
+}
+
+/// Whether a process is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Confined,
+    /// The owner's `TENERAL_UNSAFE_UNCONFINED=1`.
+    Unconfined,
+}
+
+/// Decides how to start a process: confined when the running Linux has
+/// everything the cage needs, unconfined only when the owner said so, else
+/// a refusal naming what is missing. `pretend_missing` is the test knob.
+pub fn decide(unsafe_unconfined: bool, pretend_missing: &[String]) -> Result<Mode, CageError> {
+    if unsafe_unconfined {
+        return Ok(Mode::Unconfined);
+    }
+    let missing = missing(pretend_missing);
+    if missing.is_empty() {
+        Ok(Mode::Confined)
+    } else {
+        Err(CageError::Missing(missing))
+    }
+}
+
+/// The features of the running Linux the cage needs and does not find.
+pub fn missing(pretend: &[String]) -> Vec<String> {
+    let pretends = |f: &str| pretend.iter().any(|p| p == f);
+    let mut missing = Vec::new();
+    let abi = if pretends("landlock") { 0 } else { crate::sys::landlock_abi() };
+    if abi < LANDLOCK_ABI {
+        let offers = if abi == 0 { "no Landlock".to_owned() } else { format!("ABI {abi}") };
+        missing.push(format!(
+            "Landlock ABI {LANDLOCK_ABI} (Linux 6.12 or later with landlock in its lsm= list; this one offers {offers})"
+        ));
+    }
+    if pretends("seccomp") || !filter::available() {
+        missing.push("seccomp filters (CONFIG_SECCOMP_FILTER)".to_owned());
+    }
+    if pretends("namespaces") || !namespaces::available() {
+        missing.push(
+            "namespaces for an unprivileged user (no user namespace can be made here: they \
+             are off (see /proc/sys/user/max_user_namespaces and \
+             kernel.unprivileged_userns_clone), or this process is already in a sandbox that \
+             denies them, as a gate check is)"
+                .to_owned(),
+        );
+    }
+    missing
+}
+
+/// The argv that runs `argv` confined by `profile`:
+/// `[teneral, "confine", ..., "--", argv...]`.
+pub fn wrap(profile: &Profile, argv: Vec<OsString>) -> io::Result<Vec<OsString>> {
+    wrap_with(profile, &Options::default(), argv)
+}
+
+/// What else [`wrap_with`] may be asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Loopback ports of the kernel's to reach from inside a loopback-only
+    /// profile at the same address, e.g. the stand-in model of the smoke
+    /// run: `127.0.0.1:<port>` inside is relayed to `127.0.0.1:<port>`
+    /// outside, and nothing else is.
+    pub forward: Vec<u16>,
+    /// Test knob (`TENERAL_TEST_PRETEND_MISSING`): features the helper must
+    /// treat as missing.
+    pub pretend_missing: Vec<String>,
+    /// The `teneral` program that is the helper; the running one when
+    /// `None` (a caller that is not `teneral`, such as a test, names it).
+    pub exe: Option<PathBuf>,
+}
+
+/// [`wrap`] with [`Options`].
+pub fn wrap_with(
+    profile: &Profile,
+    options: &Options,
+    argv: Vec<OsString>,
+) -> io::Result<Vec<OsString>> {
+    let exe = match &options.exe {
+        Some(exe) => exe.clone(),
+        None => host::exe()?,
+    };
+    let exe = exe.as_path();
+    if matches!(profile, Profile::Generation { .. }) && !options.forward.is_empty() {
+        return Err(io::Error::other(
+            "only a loopback-only profile (gate, smoke) forwards ports; a generation reaches the kernel's loopback as it is",
+        ));
+    }
+    let mut plan = match profile {
+        Profile::Generation { home } => {
+            host::prepare_generation(home)?;
+            let tracked = host::tracked_names(home)?;
+            let mut plan = plan::generation(home, &tracked, &host::host(&[home]));
+            // A tracked name deleted from the checkout has nothing to hold.
+            plan.rules.retain(|r| r.path.exists());
+            plan
+        }
+        Profile::Gate { checkout, writable } => {
+            must_exist(std::iter::once(checkout).chain(writable))?;
+            let granted: Vec<&std::path::Path> =
+                std::iter::once(checkout).chain(writable).map(PathBuf::as_path).collect();
+            plan::gate(checkout, writable, &host::host(&granted))
+        }
+        Profile::Smoke { checkout, individual, writable } => {
+            must_exist([checkout, individual].into_iter().chain(writable))?;
+            let granted: Vec<&std::path::Path> =
+                [checkout, individual].into_iter().chain(writable).map(PathBuf::as_path).collect();
+            plan::smoke(checkout, individual, writable, &host::host(&granted))
+        }
+    };
+    plan.forward = options.forward.clone();
+    plan.pretend_missing = options.pretend_missing.clone();
+    Ok(host::helper_argv(exe, plan.to_args(), argv))
+}
+
+fn must_exist<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> io::Result<()> {
+    for path in paths {
+        if !path.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} does not exist; the cage can only grant what is there", path.display()),
+            ));
+        }
+    }
+    Ok(())
+}

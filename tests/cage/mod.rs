@@ -1,0 +1,254 @@
+//! The cage, proven by a hostile body (a real crate, `tests/cage/hostile/`)
+//! that tries every door of the design's section 3: as a generation under
+//! `teneral run` (here), as a gate check under `teneral confine --profile
+//! gate` ([`gate`]), and where a feature is missing ([`missing`]).
+//!
+//! Every refusal is asserted by its errno, every rule's positive case by
+//! its success. These tests need Landlock ABI 6, seccomp and namespaces;
+//! [`require_cage`] fails them where Linux should have those and skips them,
+//! saying why, only where it truly has not.
+
+mod gate;
+mod missing;
+mod unprivileged;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+pub const LONG: Duration = Duration::from_secs(400);
+pub const SECRET: &str = "sk-cagetest-real-7f3a9c1e5b";
+pub const DECOY: &str = "sk-cagetest-decoy";
+
+pub const EPERM: i64 = 1;
+pub const EACCES: i64 = 13;
+pub const EXDEV: i64 = 18;
+pub const EBUSY: i64 = 16;
+pub const EROFS: i64 = 30;
+pub const ENOSYS: i64 = 38;
+pub const ENETUNREACH: i64 = 101;
+
+/// The hostile body's files, as a test individual's `body/`.
+pub fn hostile_body() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("body/Cargo.toml", include_str!("hostile/Cargo.toml")),
+        ("body/Cargo.lock", include_str!("hostile/Cargo.lock")),
+        ("body/src/main.rs", include_str!("hostile/src/main.rs")),
+        ("body/src/tools.rs", include_str!("hostile/src/tools.rs")),
+        ("body/build.rs", include_str!("hostile/build.rs")),
+    ]
+}
+
+/// Whether this Linux can build the cage. `Err` when it lacks a feature,
+/// which fails the test unless `TENERAL_TEST_NO_CAGE` says this machine is
+/// known to lack it (then the caller skips, printing why). A gate check
+/// that runs these tests inside its own cage sets it: a cage does not nest
+/// (its seccomp profile denies new user namespaces), and the test harness
+/// then starts every test's body with `TENERAL_UNSAFE_UNCONFINED=1`.
+pub fn require_cage() -> Result<bool, String> {
+    let missing = teneral::confine::missing(&[]);
+    if missing.is_empty() {
+        return Ok(true);
+    }
+    let why = format!("this Linux lacks {}", missing.join("; "));
+    if std::env::var_os("TENERAL_TEST_NO_CAGE").is_some() {
+        eprintln!("skipped: {why} (TENERAL_TEST_NO_CAGE is set)");
+        return Ok(false);
+    }
+    Err(format!("{why}; set TENERAL_TEST_NO_CAGE=1 only on a machine known to lack it"))
+}
+
+/// What each door gave, by name.
+pub type Doors = HashMap<String, Value>;
+
+/// What a door must give: success, or failure with this errno.
+#[derive(Debug, Clone, Copy)]
+pub enum Want {
+    Pass,
+    Errno(i64),
+}
+
+/// Checks every row of `table` against `doors`; all failures in one message.
+pub fn check(doors: &Doors, table: &[(&str, Want)]) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    for (door, want) in table {
+        let Some(got) = doors.get(*door) else {
+            wrong.push(format!("{door}: not tried"));
+            continue;
+        };
+        let fine = match want {
+            Want::Pass => got["ok"] == true,
+            Want::Errno(n) => got["ok"] == false && got["errno"].as_i64() == Some(*n),
+        };
+        if !fine {
+            wrong.push(format!("{door}: wanted {want:?}, got {got}"));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n"))
+    }
+}
+
+/// The upstream "provider": a stand-in model that takes only the real key.
+pub struct Upstream {
+    child: Child,
+    pub base_url: String,
+}
+
+impl Upstream {
+    pub fn start(dir: &Path) -> Result<Upstream, Box<dyn std::error::Error>> {
+        let script = dir.join("upstream.jsonl");
+        std::fs::write(&script, "{\"reply\": \"model reached\"}\n")?;
+        let mut child = Command::new(teneral())
+            .args(["standin", "--listen", "127.0.0.1:0", "--key", SECRET, "--script"])
+            .arg(&script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            BufReader::new(out).read_line(&mut line)?;
+        }
+        let base_url = line.trim().strip_prefix("listening on ").unwrap_or_default().to_owned();
+        if base_url.is_empty() {
+            let _ = child.kill();
+            return Err(format!("the upstream stand-in said {line:?}").into());
+        }
+        Ok(Upstream { child, base_url })
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A test individual with the hostile body, the owner's secrets in place
+/// and a decoy that any scan must find.
+pub fn hostile_individual(env: &str) -> Result<Individual, Box<dyn std::error::Error>> {
+    let ind = Individual::with_body(&hostile_body(), "", &[])?;
+    let home = ind.path();
+    std::fs::write(home.join(".env"), env)?;
+    std::fs::create_dir_all(home.join(".teneral/auth"))?;
+    std::fs::write(home.join(".teneral/auth/token"), format!("{SECRET}\n"))?;
+    std::fs::create_dir_all(home.join("soul"))?;
+    std::fs::write(home.join("soul/decoy.txt"), format!("{DECOY}\n"))?;
+    std::fs::create_dir_all(home.join(".teneral/owner"))?;
+    std::fs::write(home.join(".teneral/owner/read-me.note"), "for the body to read\n")?;
+    std::fs::write(home.join(".teneral/owner/consume-me.note"), "for the body to remove\n")?;
+    Ok(ind)
+}
+
+/// The `.env` of a hostile individual whose model is `upstream`, behind the
+/// kernel's proxy, with the real key.
+pub fn proxied_env(upstream: &Upstream, extra: &str) -> String {
+    format!(
+        "TENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={SECRET}\n\
+         TENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=0\nTENERAL_TEST_BACKOFF_MS=50\n\
+         TENERAL_TEST_STOP_GRACE_SECONDS=2\n{extra}",
+        upstream.base_url
+    )
+}
+
+/// Runs the hostile generation until it has tried every door; its reports.
+pub fn run_generation(ind: &Individual) -> Result<(Kernel, Doors), Box<dyn std::error::Error>> {
+    let kernel = ind.start()?;
+    ind.wait_for("the hostile body's last report", LONG, |e| {
+        e["type"] == "reply" && e["text"] == "every door tried"
+    })?;
+    let doors = ind
+        .events("note")
+        .into_iter()
+        .filter(|e| e["kind"] == "door")
+        .filter_map(|e| Some((e["data"]["door"].as_str()?.to_owned(), e["data"].clone())))
+        .collect();
+    Ok((kernel, doors))
+}
+
+#[test]
+fn a_hostile_generation_finds_every_door_shut() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let upstream_dir = tempfile::tempdir()?;
+    let upstream = Upstream::start(upstream_dir.path())?;
+    let ind = hostile_individual(&proxied_env(&upstream, ""))?;
+    let install = std::fs::read(ind.path().join("body/src/main.rs"))?;
+    let git_config = std::fs::read(ind.path().join(".git/config"))?;
+    let (kernel, doors) = run_generation(&ind)?;
+    use Want::*;
+    let table = [
+        ("workspace.write", Pass),
+        ("soul.write", Pass),
+        ("memory.write", Pass),
+        ("inbox.write", Pass),
+        ("tmp.write", Pass),
+        ("journal.read", Pass),
+        ("live.read", Pass),
+        ("install.read", Pass),
+        ("owner.read", Pass),
+        ("owner.consume", Pass),
+        ("model", Pass),
+        ("cargo", Pass),
+        ("install.write", Errno(EACCES)),
+        ("install.create", Errno(EACCES)),
+        ("live.write", Errno(EACCES)),
+        ("journal.append", Errno(EROFS)),
+        ("journal.truncate", Errno(EROFS)),
+        ("journal.replace", Errno(EBUSY)),
+        ("journal.remove", Errno(EBUSY)),
+        ("state.read", Errno(EACCES)),
+        ("state.write", Errno(EACCES)),
+        ("git.config", Errno(EACCES)),
+        ("git.hook", Errno(EACCES)),
+        ("git.ref", Errno(EACCES)),
+        ("env.read", Errno(EACCES)),
+        ("auth.read", Errno(EACCES)),
+        ("auth.list", Errno(EACCES)),
+        ("kernel.environ", Errno(EACCES)),
+        ("kernel.mem", Errno(EACCES)),
+        ("owner.line", Errno(EACCES)),
+        ("owner.accept", Errno(EACCES)),
+        ("owner.approve", Errno(EACCES)),
+        ("owner.interrupt", Errno(EACCES)),
+        ("owner.rename_in", Errno(EACCES)),
+        ("symlink.env", Errno(EACCES)),
+        ("symlink.state", Errno(EACCES)),
+        ("hardlink.env", Errno(EXDEV)),
+        ("build.env_read", Errno(EACCES)),
+        ("build.network", Errno(ENETUNREACH)),
+    ];
+    let mut table = table.to_vec();
+    table.extend(gate::syscall_table());
+    check(&doors, &table)?;
+
+    let found = doors["secret.search"]["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(found.contains(&format!("soul/decoy.txt: {DECOY}")), "the scan works: {found}");
+    // The prefix alone is in the body's own source; the real key nowhere.
+    assert!(!found.contains("sk-cagetest-real"), "the real key was found: {found}");
+    let status = doors["self.status"]["detail"].as_str().unwrap_or_default().to_owned();
+    for want in
+        ["CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"]
+    {
+        assert!(status.contains(want), "{want} in {status}");
+    }
+    let journal = std::fs::read_to_string(ind.path().join("memory/journal.jsonl"))?;
+    assert!(!journal.contains(SECRET), "no secret reached the journal");
+    assert_eq!(std::fs::read(ind.path().join("body/src/main.rs"))?, install);
+    assert_eq!(std::fs::read(ind.path().join(".git/config"))?, git_config);
+    let forged: Vec<String> =
+        ind.owner_files().into_iter().filter(|f| f.contains("forged")).collect();
+    assert!(forged.is_empty(), "no owner file was forged: {forged:?}");
+    drop(kernel);
+    Ok(())
+}
