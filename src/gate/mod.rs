@@ -171,7 +171,18 @@ impl Gate<'_> {
         let kernel_exe = kernel_identity(self.kernel_exe);
         let limits = checks::limits(self.settings);
         let body_dir = checkout.join("body");
-        let exe = vec![("TENERAL_BIN".to_owned(), self.kernel_exe.as_os_str().to_owned())];
+        // The body's tests run the kernel's stand-in and event channel; in the
+        // cage they may execute only what lies in the check's own places.
+        let kernel_copy = match place_kernel(self.kernel_exe, &target) {
+            Ok(path) => path,
+            Err(e) => {
+                return reject(
+                    "checkout",
+                    format!("cannot place the kernel for the body's tests: {e}"),
+                )
+            }
+        };
+        let exe = vec![("TENERAL_BIN".to_owned(), kernel_copy.into_os_string())];
         if cage.is_some() {
             for dir in [checkout, body_dir.as_path()] {
                 if let Err(why) = checks::fetch(dir, &env).await {
@@ -305,6 +316,30 @@ async fn toolchain(env: &[(String, OsString)]) -> String {
         .filter(|l| l.starts_with("release:") || l.starts_with("commit-hash:"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The kernel binary as `<target>/teneral-kernel`, a hard link when the
+/// two lie on one filesystem, else a copy; replaced when the kernel changed.
+fn place_kernel(exe: &Path, target: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::create_dir_all(target)?;
+    let placed = target.join("teneral-kernel");
+    let (from, to) = (std::fs::metadata(exe)?, std::fs::metadata(&placed).ok());
+    let same = to.is_some_and(|t| {
+        (t.dev(), t.ino()) == (from.dev(), from.ino())
+            || (t.size(), t.mtime()) == (from.size(), from.mtime())
+    });
+    if same {
+        return Ok(placed);
+    }
+    let tmp = target.join(".teneral-kernel.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(exe, &tmp).is_err() {
+        std::fs::copy(exe, &tmp)?;
+        std::fs::File::options().write(true).open(&tmp)?.set_modified(from.modified()?)?;
+    }
+    std::fs::rename(&tmp, &placed)?;
+    Ok(placed)
 }
 
 /// What identifies the kernel binary the body's tests run against.
