@@ -84,8 +84,13 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
         for dir in &plan.hidden {
             let flags =
                 MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
-            rustix::mount::mount("tmpfs", dir, "tmpfs", flags, c"mode=0555,size=4k")
-                .map_err(|e| format!("cannot hide {}: {e}", dir.display()))?;
+            match rustix::mount::mount("tmpfs", dir, "tmpfs", flags, c"mode=0555,size=4k") {
+                Ok(()) => {}
+                // A place that is not there in this mount namespace hides
+                // nothing (a manager's private /run, say): nothing to cover.
+                Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(format!("cannot hide {}: {e}", dir.display())),
+            }
         }
         for path in &plan.readonly {
             read_only(path)
