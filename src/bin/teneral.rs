@@ -34,6 +34,10 @@ enum Command {
         /// Seconds each check may run (the gate gives 60).
         #[arg(long, default_value_t = 60, hide = true)]
         check_seconds: u64,
+        /// Run the checks in the cage's organ profile, as the mutation gate
+        /// does (not from inside a generation: cages do not nest).
+        #[arg(long, hide = true)]
+        cage: bool,
     },
     /// Serve the stand-in model on loopback (both wire protocols).
     Standin {
@@ -86,7 +90,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<i32> = runtime.block_on(async {
         match cli.command {
             Command::Run { dir } => Ok(teneral::supervisor::run(&dir).await?),
-            Command::Organs { dir, check_seconds } => organs(&dir, check_seconds).await,
+            Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
             Command::Standin { listen, key, script, log } => {
                 teneral::standin::run_cli(listen, teneral::standin::Config { key, script, log })
                     .await?;
@@ -110,7 +114,7 @@ fn main() -> ExitCode {
 }
 
 /// `teneral organs`: the gate's organ step for a workspace.
-async fn organs(dir: &std::path::Path, check_seconds: u64) -> anyhow::Result<i32> {
+async fn organs(dir: &std::path::Path, check_seconds: u64, cage: bool) -> anyhow::Result<i32> {
     let checkout = dir.canonicalize().map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
     let Some(home) = teneral::organs::individual_of(&checkout) else {
         anyhow::bail!(
@@ -125,7 +129,9 @@ async fn organs(dir: &std::path::Path, check_seconds: u64) -> anyhow::Result<i32
         .filter_map(|k| std::env::var_os(k).map(|v| ((*k).to_owned(), v)))
         .collect();
     let limit = std::time::Duration::from_secs(check_seconds);
-    match teneral::organs::gate_within(&home, &checkout, &env, limit).await? {
+    let options = teneral::confine::Options::default();
+    let cage = cage.then_some(&options);
+    match teneral::organs::gate_within(&home, &checkout, &env, limit, cage).await? {
         Some(set) => println!("{}", set.display()),
         None => eprintln!(
             "teneral: {} pins no organs (no body/organs.json, or {{}}): leave TENERAL_ORGANS unset",

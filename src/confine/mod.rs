@@ -85,6 +85,9 @@ pub enum Profile {
     Gate { checkout: PathBuf, writable: Vec<PathBuf> },
     /// The smoke run: the candidate's `checkout`, a throwaway `individual`.
     Smoke { checkout: PathBuf, individual: PathBuf, writable: Vec<PathBuf> },
+    /// An organ's check: its root read and executed, `writable` (a temp dir)
+    /// written, loopback only.
+    Organ { root: PathBuf, writable: Vec<PathBuf> },
 }
 
 /// Why the cage cannot be built here.
@@ -200,6 +203,12 @@ pub fn wrap_with(
             let granted: Vec<&std::path::Path> =
                 std::iter::once(checkout).chain(writable).map(PathBuf::as_path).collect();
             plan::gate(checkout, writable, &host::host(&granted))
+        }
+        Profile::Organ { root, writable } => {
+            must_exist(std::iter::once(root).chain(writable))?;
+            let granted: Vec<&std::path::Path> =
+                std::iter::once(root).chain(writable).map(PathBuf::as_path).collect();
+            plan::organ(root, writable, &host::host(&granted))
         }
         Profile::Smoke { checkout, individual, writable } => {
             must_exist([checkout, individual].into_iter().chain(writable))?;

@@ -145,6 +145,25 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
     }
 }
 
+/// An organ's check: the organ's root to read and execute (the unpacked
+/// tree is shared by every generation that pins it and stays as unpacked),
+/// the places given to write (a temp dir), nothing of any individual,
+/// loopback only.
+pub fn organ(root: &Path, writable: &[PathBuf], host: &Host) -> Plan {
+    let mut rules = system(host);
+    rules.push(Rule { path: root.to_owned(), access: Access::Exec });
+    rules.extend(writable.iter().map(|p| Rule { path: p.clone(), access: Access::Write }));
+    Plan {
+        profile: "organ".into(),
+        rules,
+        readonly: Vec::new(),
+        hidden: host.hidden.clone(),
+        net: Net::Loopback,
+        forward: Vec::new(),
+        pretend_missing: Vec::new(),
+    }
+}
+
 /// The smoke run: the candidate's checkout, a throwaway individual and the
 /// caches given, loopback only (the stand-in model is forwarded in, see
 /// `confine::Options::forward`).

@@ -156,13 +156,18 @@ impl Gate<'_> {
             }
         };
         let started = Instant::now();
-        let organ_set = match crate::organs::gate(self.home, checkout, &env).await {
-            Ok(set) => set,
-            Err(e) => {
-                self.step(candidate, "organs", false, false, started.elapsed());
-                return reject("organs", e.to_string());
-            }
-        };
+        let organ_cage = cage.as_ref().map(|(_, options)| options);
+        let organ_limit = crate::organs::CHECK_LIMIT;
+        let organ_set =
+            match crate::organs::gate_within(self.home, checkout, &env, organ_limit, organ_cage)
+                .await
+            {
+                Ok(set) => set,
+                Err(e) => {
+                    self.step(candidate, "organs", false, false, started.elapsed());
+                    return reject("organs", e.to_string());
+                }
+            };
         if let Some(set) = &organ_set {
             self.step(candidate, "organs", true, false, started.elapsed());
             env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));

@@ -33,12 +33,14 @@ pub enum CheckError {
     TimedOut { limit: Duration, tail: String },
 }
 
-/// Runs `words` in `root` with `env`, at most `limit`.
+/// Runs `words` in `root` with `env`, at most `limit`, in the cage's `organ`
+/// profile when `cage` holds its options (the temp dir of `env` writable).
 pub async fn run_check(
     root: &Path,
     words: &[String],
     env: &[(String, OsString)],
     limit: Duration,
+    cage: Option<&crate::confine::Options>,
 ) -> Result<(), CheckError> {
     let Some((first, args)) = words.split_first() else {
         return Err(CheckError::NotAFile(String::new()));
@@ -47,8 +49,19 @@ pub async fn run_check(
     if !program.metadata().is_ok_and(|m| m.is_file()) {
         return Err(CheckError::NotAFile(first.clone()));
     }
+    let mut argv: Vec<OsString> = vec![program.into_os_string()];
+    argv.extend(args.iter().map(OsString::from));
+    if let Some(options) = cage {
+        let writable: Vec<std::path::PathBuf> =
+            env.iter().filter(|(k, _)| k == "TMPDIR").map(|(_, v)| v.into()).collect();
+        let profile = crate::confine::Profile::Organ { root: root.to_owned(), writable };
+        argv = crate::confine::wrap_with(&profile, options, argv).map_err(CheckError::Spawn)?;
+    }
+    let Some((program, args)) = argv.split_first() else {
+        return Err(CheckError::NotAFile(String::new()));
+    };
     let mut spec = Spec::new(program, root);
-    spec.args = args.iter().map(OsString::from).collect();
+    spec.args = args.to_vec();
     spec.env = env.to_vec();
     spec.stdout = Output::Pipe;
     spec.stderr = Output::Pipe;

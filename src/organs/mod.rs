@@ -137,7 +137,7 @@ pub async fn gate(
     checkout: &Path,
     env: &[(String, OsString)],
 ) -> Result<Option<PathBuf>, OrganError> {
-    gate_within(home, checkout, env, CHECK_LIMIT).await
+    gate_within(home, checkout, env, CHECK_LIMIT, None).await
 }
 
 /// [`gate()`] with another limit for the checks (tests use a short one).
@@ -146,6 +146,7 @@ pub async fn gate_within(
     checkout: &Path,
     env: &[(String, OsString)],
     limit: Duration,
+    cage: Option<&crate::confine::Options>,
 ) -> Result<Option<PathBuf>, OrganError> {
     let (home_buf, checkout_buf) = (home.to_owned(), checkout.to_owned());
     let prepared =
@@ -158,10 +159,8 @@ pub async fn gate_within(
     let Some(prepared) = prepared else { return Ok(None) };
     for (pin, root) in &prepared.roots {
         if let Some(words) = &pin.check {
-            gate::run_check(root, words, env, limit).await.map_err(|error| OrganError::Check {
-                organ: pin.name.clone(),
-                words: words.clone(),
-                error,
+            gate::run_check(root, words, env, limit, cage).await.map_err(|error| {
+                OrganError::Check { organ: pin.name.clone(), words: words.clone(), error }
             })?;
         }
     }

@@ -298,6 +298,25 @@ fn a_start_unpacks_a_missing_tree_and_stops_only_without_the_archive() -> TestRe
 }
 
 #[test]
+fn a_caged_check_cannot_change_the_shared_tree() -> TestResult {
+    let home = Home::new()?;
+    let sha = home.put(&organ("touch ./planted || exit 3"))?;
+    home.pin(&pin_json(&sha, Some("tool-1.0"), &["bin/check"]))?;
+    let tree = home.cache().tree(&sha).join("tool-1.0");
+    // Caged, as the mutation gate runs it: the tree is read and executed only.
+    let (status, out, err) = home.organs(&["--cage"])?;
+    assert_eq!(status, Some(1), "{out}\n{err}");
+    assert!(err.contains("touch: cannot touch './planted': Permission denied"), "{err}");
+    assert!(!tree.join("planted").exists(), "nothing was planted in the tree");
+    // Uncaged (the agent's own run, inside its generation's cage, which
+    // cannot nest another), the same check writes there: the test bites.
+    let (status, out, err) = home.organs(&[])?;
+    assert_eq!(status, Some(0), "{out}\n{err}");
+    assert!(tree.join("planted").exists());
+    Ok(())
+}
+
+#[test]
 fn a_rolled_back_generation_finds_its_tree() -> TestResult {
     let home = Home::new()?;
     let old = home.put(&organ("echo old"))?;
