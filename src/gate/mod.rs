@@ -197,7 +197,18 @@ impl Gate<'_> {
         }
         // Cages do not nest: the kernel's tests run the bodies they start
         // without one, inside this check's.
-        let no_cage = vec![("TENERAL_TEST_NO_CAGE".to_owned(), OsString::from("1"))];
+        let mut no_cage = vec![("TENERAL_TEST_NO_CAGE".to_owned(), OsString::from("1"))];
+        match socket_dir(self.home, &target) {
+            Ok(dir) => {
+                no_cage.push((crate::events::SOCKET_DIR_VAR.to_owned(), dir.into_os_string()))
+            }
+            Err(e) => {
+                return reject(
+                    "checkout",
+                    format!("cannot make a place for the tests' sockets: {e}"),
+                )
+            }
+        }
         let plan = [
             (
                 check("typecheck-kernel", checkout, &["check", "--all-targets"], false, vec![]),
@@ -321,6 +332,33 @@ async fn toolchain(env: &[(String, OsString)]) -> String {
         .filter(|l| l.starts_with("release:") || l.starts_with("commit-hash:"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A short path for the event sockets of the kernels the kernel's tests
+/// start inside a check: `/tmp/teneral-<uid>/g-<home id>`, a link to
+/// `<target>/sockets`. A Unix socket's path has at most 107 bytes, the
+/// check's own places lie deeper, and /tmp is not the check's to write;
+/// through the link the sockets are made in the check's cache.
+fn socket_dir(home: &Path, target: &Path) -> std::io::Result<PathBuf> {
+    // A kernel that was itself given one (it runs under test in a check)
+    // passes it on: it cannot make links in /tmp either.
+    if let Some(given) = std::env::var_os(crate::events::SOCKET_DIR_VAR).filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(given));
+    }
+    let real = target.join("sockets");
+    std::fs::create_dir_all(&real)?;
+    let uid = rustix::process::getuid().as_raw();
+    let base = PathBuf::from(format!("/tmp/teneral-{uid}"));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&base)?;
+    }
+    let link = base.join(format!("g-{}", crate::events::home_id(home)));
+    if std::fs::read_link(&link).ok().as_deref() != Some(real.as_path()) {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link)?;
+    }
+    Ok(link)
 }
 
 /// The kernel binary as `<target>/teneral-kernel`, a hard link when the
