@@ -66,20 +66,14 @@ fn a_second_supervisor_is_refused() -> TestResult {
     Ok(())
 }
 
-/// The running generation's event socket: in the kernel's private directory
-/// for this individual, named after the generation's short commit.
+/// The running generation's event socket, as its `generation.started` names it.
 fn event_socket(ind: &Individual) -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
-    let uid = rustix::process::getuid().as_raw();
-    let home = ind.path().canonicalize()?;
-    let dir = std::path::PathBuf::from(format!("/tmp/teneral-{uid}"))
-        .join(teneral::events::home_id(&home));
-    let prefix = format!("ev-{}-", &ind.head()?[..7]);
-    let newest = std::fs::read_dir(&dir)?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-        .ok_or("no event socket")?;
-    Ok(newest.path())
+    let started = ind.events("generation.started");
+    let path = started
+        .last()
+        .and_then(|e| e["events"].as_str())
+        .ok_or("no generation.started with its socket")?;
+    Ok(std::path::PathBuf::from(path))
 }
 
 /// Sends one raw line on the running generation's event socket.

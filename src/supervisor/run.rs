@@ -77,7 +77,7 @@ impl Kernel {
         let unit = body.is_unit().then(|| body.unit().to_owned());
         self.state.body = Some(BodyProcess { pid, start_time, unit: unit.clone() });
         self.state.save(&self.home)?;
-        let mut started = json!({"pid": pid});
+        let mut started = json!({"pid": pid, "events": socket.to_string_lossy()});
         if let Some(unit) = &unit {
             started["unit"] = json!(unit);
         }
