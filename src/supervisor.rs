@@ -14,6 +14,7 @@
 //! through [`crate::status`] (systemd's STATUS, `.teneral/status`), and
 //! READY=1 goes to systemd once the journal and the owner's channel are open.
 
+mod model;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -29,10 +30,11 @@ use crate::generation::{self, short};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, Windows};
 use crate::runner::Runner;
-use crate::settings::{Provider, Settings};
+use crate::settings::Settings;
 use crate::state::{Refused, State, Stopped};
 use crate::status::{Doing, Reporter};
-use crate::{back, lock, log, organs, proxy, repo, spawn, standin};
+use crate::{back, lock, log, organs, repo, spawn};
+use model::Model;
 use run::{RunEnd, RunOf};
 
 /// `teneral run` ended because it was asked to.
@@ -524,64 +526,6 @@ impl Kernel {
             () = tokio::time::sleep(after) => false,
             _ = self.sigterm.recv() => true,
             _ = self.sigint.recv() => true,
-        }
-    }
-}
-
-/// The model the bodies reach: one stand-in for the kernel's whole life (its
-/// script goes on across generations; each generation gets its own key), or
-/// the proxy to the owner's provider, bound anew for each generation's key.
-enum Model {
-    Standin { url: String, keys: standin::KeyHandle },
-    Proxy { task: Option<tokio::task::JoinHandle<()>> },
-}
-
-impl Model {
-    async fn start(settings: &Settings, home: &Path) -> Result<Model, KernelError> {
-        if settings.provider != Provider::Standin {
-            return Ok(Model::Proxy { task: None });
-        }
-        let config = standin::Config {
-            key: Some(random_key()?),
-            script: settings.standin_script.as_ref().map(|p| home.join(p)),
-            log: settings.standin_log.as_ref().map(|p| home.join(p)),
-        };
-        let server = standin::Standin::bind(([127, 0, 0, 1], 0).into(), config)
-            .await
-            .map_err(|e| KernelError::Io(format!("the stand-in model: {e}")))?;
-        let (url, keys) = (server.base_url(), server.keys());
-        tokio::spawn(server.serve());
-        Ok(Model::Standin { url, keys })
-    }
-
-    /// The base URL a generation with `key` uses; only `key` is accepted there now.
-    async fn url_for(&mut self, key: &str, settings: &Settings) -> Result<String, KernelError> {
-        match self {
-            Model::Standin { url, keys } => {
-                keys.set(key);
-                Ok(url.clone())
-            }
-            Model::Proxy { task } => {
-                if let Some(old) = task.take() {
-                    old.abort();
-                }
-                let upstream = match settings.provider {
-                    Provider::ChatGpt => {
-                        return Err(KernelError::Io(
-                            "the ChatGPT sign-in is not built yet; use TENERAL_PROVIDER=openai or compatible".into(),
-                        ))
-                    }
-                    _ => proxy::Upstream::from_settings(settings)
-                        .ok_or_else(|| KernelError::Io("TENERAL_BASE_URL and TENERAL_API_KEY are needed".into()))?,
-                };
-                let server =
-                    proxy::Proxy::bind(([127, 0, 0, 1], 0).into(), upstream, key.to_owned())
-                        .await
-                        .map_err(|e| KernelError::Io(format!("the model proxy: {e}")))?;
-                let url = format!("http://{}/v1", server.local_addr());
-                *task = Some(tokio::spawn(server.serve()));
-                Ok(url)
-            }
         }
     }
 }
