@@ -54,12 +54,16 @@ async fn bench(root: &Path) -> Result<()> {
     let settings = Settings::parse("TENERAL_PROVIDER=standin\n").context("settings")?;
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     let running = running.to_string();
-    let runner = teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct).await?;
+    let cage = teneral::runner::Cage::On { exe: std::env::current_exe()?, pretend_missing: vec![] };
+    let runner =
+        teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct, cage).await?;
 
     for (round, text) in ["first", "second"].iter().enumerate() {
         let candidate = one_line_change(&home, text)?;
         let before = journal_len(&home);
-        let kernel_exe = root.join("target/debug/teneral");
+        let kernel_exe = std::env::var_os("TENERAL_BIN")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| root.join("target/debug/teneral"));
         let gate = Gate {
             home: &home,
             repo: &repo,

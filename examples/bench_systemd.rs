@@ -28,8 +28,8 @@ fn main() -> Result<()> {
 
 async fn bench(n: usize) -> Result<()> {
     teneral::spawn::start_reaper()?;
-    let systemd = Runner::choose(RunnerChoice::Systemd).await?;
-    let direct = Runner::Direct;
+    let systemd = Runner::choose(RunnerChoice::Systemd, teneral::runner::Cage::Off).await?;
+    let direct = Runner::direct(teneral::runner::Cage::Off);
     let limits = Limits {
         memory_max: Some(4 << 30),
         tasks_max: Some(2048),
@@ -42,7 +42,8 @@ async fn bench(n: usize) -> Result<()> {
             let unit = format!("teneral-gen-bench{i}.service");
             let spec = Spec::new("/bin/true", "/").env("PATH", "/usr/bin:/bin");
             let began = Instant::now();
-            let mut running = runner.start(&unit, spec, &limits).await?;
+            let mut running =
+                runner.start(&unit, teneral::runner::Launch::new(spec, limits)).await?;
             let started = began.elapsed();
             let ended = running.wait().await;
             let total = began.elapsed();

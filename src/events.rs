@@ -241,7 +241,7 @@ pub fn socket_path(home: &Path, commit: &str, run: &str) -> std::io::Result<Path
     let mut random = [0u8; 6];
     getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
     let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    let short = crate::generation::short(commit);
+    let short = crate::commit::short(commit);
     Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
 }
 

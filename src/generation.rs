@@ -1,33 +1,28 @@
 //! One generation as the kernel handles it: its body built once per commit,
 //! and started with exactly the contract's environment (docs/contract.md),
-//! inside the cage ([`crate::confine`], profile `generation`) unless the
-//! owner set `TENERAL_UNSAFE_UNCONFINED=1`, through the kernel's [`Runner`]
-//! (its own unit under systemd).
+//! in the cage's `generation` profile, through the kernel's [`Runner`] (its
+//! own unit under systemd).
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::unix::pipe;
-
-use crate::confine::{self, Mode, Profile};
-use crate::log;
-use crate::runner::{Limits, RunError, Runner, Running};
+use crate::commit::short;
+use crate::runner::{self, Launch, Limits, Profile, RunError, Runner, Running};
 use crate::settings::{Protocol, Provider, Settings};
-use crate::spawn::{self, Output, Spec};
+use crate::spawn::{self, Spec};
+use crate::{confine, log};
 
 /// Where built bodies are kept, one directory per commit.
 pub const BIN_DIR: &str = ".teneral/bin";
 /// The cargo target directory shared by every generation's build.
 pub const TARGET_DIR: &str = ".teneral/target";
-/// Lines of a body's stderr kept for the message about its failure.
-pub const TAIL_LINES: usize = 40;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("cannot start cargo to build the body of {commit}: {source}; is cargo on PATH?")]
     Spawn { commit: String, source: std::io::Error },
+    #[error("cannot start cargo to build the body: {0}; is cargo on PATH?")]
+    Run(#[from] RunError),
     #[error("the body of {commit} does not build ({exit}):\n{tail}")]
     Failed { commit: String, exit: spawn::Exit, tail: String },
     #[error("cannot keep the built body at {path}: {source}")]
@@ -44,18 +39,19 @@ pub fn toolchain_env() -> Vec<(String, OsString)> {
 
 /// The body binary of `commit`, built from `checkout` if not yet kept.
 ///
-/// The body's build scripts are the agent's code: unless `mode` is
-/// [`Mode::Unconfined`], the build runs in the cage's `gate` profile (the
-/// checkout and the target directory, nothing else of the individual,
-/// loopback only, `--offline`), after an unconfined `cargo fetch`, which runs
-/// none of the body's code, has fetched and unpacked what the lockfile names.
+/// The body's build scripts are the agent's code: the build runs in the
+/// cage's `gate` profile (the checkout and the target directory, nothing
+/// else of the individual, loopback only, `--offline`), after a `cargo
+/// fetch` outside it, which runs none of the body's code, has fetched and
+/// unpacked what the lockfile names. Both go through `runner` with the
+/// limits of a check.
 pub async fn build(
+    runner: &Runner,
     home: &Path,
     checkout: &Path,
     commit: &str,
-    mode: Mode,
+    limits: &Limits,
 ) -> Result<PathBuf, BuildError> {
-    let live = checkout;
     let kept = home.join(BIN_DIR).join(commit).join("teneral-body");
     if kept.is_file() {
         return Ok(kept);
@@ -68,37 +64,40 @@ pub async fn build(
         return Ok(kept);
     }
     log::info(format!("building the body of {}", short(commit)));
-    touch_tree(&live.join("body"))
-        .map_err(|source| BuildError::Keep { path: live.join("body"), source })?;
+    let body = checkout.join("body");
+    touch_tree(&body).map_err(|source| BuildError::Keep { path: body.clone(), source })?;
     let spawn_error = |source| BuildError::Spawn { commit: commit.to_owned(), source };
-    let mut argv: Vec<std::ffi::OsString> =
-        ["cargo", "build", "--release", "--locked"].map(Into::into).to_vec();
     // Linkers write temporary files; /tmp may not be theirs (in the cage,
     // or when the kernel itself runs in one).
     let tmp = target.join("tmp");
     std::fs::create_dir_all(&tmp).map_err(spawn_error)?;
-    if mode == Mode::Confined {
-        let mut fetch = Spec::new("cargo", live.join("body")).arg("fetch").arg("--locked");
-        fetch.env.extend(toolchain_env());
-        // A failed fetch shows as the build's own failure to find a crate.
-        spawn::spawn(fetch).map_err(spawn_error)?.wait().await;
-        argv.push("--offline".into());
-        let profile = Profile::Gate { checkout: live.to_owned(), writable: vec![target.clone()] };
-        argv = confine::wrap(&profile, argv).map_err(spawn_error)?;
-    }
-    let Some((program, args)) = argv.split_first() else {
-        return Err(spawn_error(std::io::Error::other("nothing to run")));
+    let mut env = toolchain_env();
+    env.push(("CARGO_TARGET_DIR".into(), target.clone().into()));
+    env.push(("TMPDIR".into(), tmp.into()));
+    let cargo = |args: &[&str]| {
+        let mut spec = Spec::new("cargo", &body);
+        spec.args = args.iter().map(OsString::from).collect();
+        spec.env = env.clone();
+        spec
     };
-    let mut spec = Spec::new(program, live.join("body")).env("CARGO_TARGET_DIR", &target);
-    spec.args = args.to_vec();
-    spec.env.extend(toolchain_env());
-    spec.env.push(("TMPDIR".into(), tmp.into()));
-    spec.stderr = Output::Pipe;
-    let mut child = spawn::spawn(spec).map_err(spawn_error)?;
-    let stderr = child.stderr.take();
-    let (exit, tail) = tokio::join!(child.wait(), read_tail(stderr));
-    if !exit.success() {
-        return Err(BuildError::Failed { commit: commit.to_owned(), exit, tail });
+    let place = crate::commit::short(&target_id(&target)).to_owned();
+    let unit = |step| runner::systemd::build_unit(commit, step, &place);
+    let mut build = Launch::new(cargo(&["build", "--release", "--locked"]), *limits);
+    if runner.caged() {
+        let fetch = Launch::new(cargo(&["fetch", "--locked"]), *limits);
+        // A failed fetch shows as the build's own failure to find a crate.
+        runner.run(&unit("fetch"), fetch).await?;
+        build.spec.args.push("--offline".into());
+        build = build
+            .caged(Profile::Gate { checkout: checkout.to_owned(), writable: vec![target.clone()] });
+    }
+    let (ended, run) = runner.run(&unit("build"), build).await?;
+    if !ended.exit.success() {
+        return Err(BuildError::Failed {
+            commit: commit.to_owned(),
+            exit: ended.exit,
+            tail: run.stderr_tail(),
+        });
     }
     let built = target.join("release/teneral-body");
     let keep = |source| BuildError::Keep { path: kept.clone(), source };
@@ -109,6 +108,13 @@ pub async fn build(
     std::fs::copy(&built, &tmp).map_err(keep)?;
     std::fs::rename(&tmp, &kept).map_err(keep)?;
     Ok(kept)
+}
+
+/// Hex digits naming a target directory (a hash of its path).
+fn target_id(target: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(target.as_os_str().as_encoded_bytes());
+    digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Marks every file under `dir` as changed now.
@@ -204,68 +210,20 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
 }
 
 /// Starts the body binary with the contract's environment, in the
-/// individual's directory, confined, through `runner` as unit
-/// `teneral-gen-<short>.service` with `limits`; its output goes to the
-/// kernel's log. A Linux without what the cage needs is a refusal, unless
-/// the owner allowed running unconfined, which is then logged at every start.
+/// individual's directory, in the cage's `generation` profile, through
+/// `runner` as unit `teneral-gen-<short>.service` with `limits`; its output
+/// goes to the kernel's log.
 pub async fn start(
     runner: &Runner,
     binary: &Path,
     start: &Start<'_>,
     limits: &Limits,
 ) -> Result<Running, RunError> {
-    let settings = start.settings;
-    let spawn_error =
-        |source| RunError::Spawn { unit: crate::systemd::generation_unit(start.commit), source };
-    let mode = confine::decide(settings.unsafe_unconfined, &settings.pretend_missing)
-        .map_err(|e| spawn_error(std::io::Error::other(e)))?;
-    let argv = match mode {
-        Mode::Confined => confine::wrap_with(
-            &Profile::Generation { home: start.home.to_owned() },
-            &confine::Options {
-                pretend_missing: settings.pretend_missing.clone(),
-                ..confine::Options::default()
-            },
-            vec![binary.into()],
-        )
-        .map_err(spawn_error)?,
-        Mode::Unconfined => {
-            confine::host::prepare_generation(start.home).map_err(spawn_error)?;
-            log::info(format!(
-                "UNSAFE: the body of {} runs unconfined (TENERAL_UNSAFE_UNCONFINED=1 in .env): \
-                 it can read your keys and change every file you can",
-                short(start.commit)
-            ));
-            vec![binary.into()]
-        }
-    };
-    let Some((program, args)) = argv.split_first() else {
-        return Err(spawn_error(std::io::Error::other("nothing to start")));
-    };
-    let mut spec = Spec::new(program, start.home);
-    spec.args = args.to_vec();
+    let mut spec = Spec::new(binary, start.home);
     spec.env = environment(start);
-    runner.start(&crate::systemd::generation_unit(start.commit), spec, limits).await
-}
-
-/// Reads `pipe` to its end and returns its last [`TAIL_LINES`] lines.
-async fn read_tail(pipe: Option<pipe::Receiver>) -> String {
-    let mut tail = VecDeque::new();
-    if let Some(pipe) = pipe {
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if tail.len() == TAIL_LINES {
-                tail.pop_front();
-            }
-            tail.push_back(line);
-        }
-    }
-    tail.into_iter().collect::<Vec<_>>().join("\n")
-}
-
-/// The first seven characters of a commit, as people read them.
-pub fn short(commit: &str) -> &str {
-    commit.get(..7).unwrap_or(commit)
+    let launch =
+        Launch::new(spec, *limits).caged(Profile::Generation { home: start.home.to_owned() });
+    runner.start(&runner::systemd::generation_unit(start.commit), launch).await
 }
 
 #[cfg(test)]

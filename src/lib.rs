@@ -3,6 +3,7 @@
 //! One module per concept (docs/design.md). The binaries in `src/bin/` are
 //! thin: they parse arguments and call in here.
 pub mod back;
+pub mod commit;
 pub mod confine;
 pub mod events;
 pub mod fsutil;
@@ -25,5 +26,4 @@ pub mod state;
 pub mod status;
 pub mod supervisor;
 pub mod sys;
-pub mod systemd;
 pub mod talk;

@@ -69,16 +69,16 @@ pub enum RunnerChoice {
 /// The limits every generation's body and every gate check get
 /// (`TENERAL_MEMORY_MAX`, `TENERAL_TASKS_MAX`); `None` is no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct Quota {
     /// Bytes of memory, the cgroup's `MemoryMax`. Default 4 GiB.
     pub memory_max: Option<u64>,
     /// Processes and threads, the cgroup's `TasksMax`. Default 2048.
     pub tasks_max: Option<u64>,
 }
 
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits { memory_max: Some(4 << 30), tasks_max: Some(2048) }
+impl Default for Quota {
+    fn default() -> Quota {
+        Quota { memory_max: Some(4 << 30), tasks_max: Some(2048) }
     }
 }
 
@@ -149,7 +149,7 @@ pub struct Settings {
     /// For `standin`: append every request the stand-in gets to this file.
     pub standin_log: Option<PathBuf>,
     pub runner: RunnerChoice,
-    pub limits: Limits,
+    pub quota: Quota,
     /// `TENERAL_UNSAFE_UNCONFINED=1`: the owner lets bodies and checks run
     /// without the cage (no Landlock, seccomp or namespaces).
     pub unsafe_unconfined: bool,

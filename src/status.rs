@@ -17,7 +17,7 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 use serde::{Deserialize, Serialize};
 
-use crate::generation::short;
+use crate::commit::short;
 use crate::log;
 
 pub const STATUS_PATH: &str = ".teneral/status";

@@ -24,12 +24,13 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
+use crate::commit::short;
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
-use crate::generation::{self, short};
+use crate::generation;
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, Windows};
-use crate::runner::Runner;
+use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::state::{Refused, State, Stopped};
 use crate::status::{Doing, Reporter};
@@ -77,7 +78,9 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
     // Refuse before building anything when the body could not be caged.
-    crate::confine::decide(settings.unsafe_unconfined, &settings.pretend_missing)?;
+    let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
+    let cage =
+        crate::confine::Cage::decide(settings.unsafe_unconfined, &settings.pretend_missing, exe)?;
     // Same-uid processes (a body among them) cannot read the kernel's
     // memory or /proc/<pid>/environ, nor ptrace it, without CAP_SYS_PTRACE.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
@@ -92,7 +95,7 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
             ),
         );
     }
-    let runner = Runner::choose(settings.runner).await?;
+    let runner = Runner::choose(settings.runner, cage).await?;
     if let Some(body) = state.body.take() {
         runner.stop_leftover(&body).await;
     }
@@ -227,11 +230,8 @@ impl Kernel {
                 },
             };
             self.status.set(Doing::Building);
-            let mode = crate::confine::decide(
-                self.settings.unsafe_unconfined,
-                &self.settings.pretend_missing,
-            )?;
-            let build = generation::build(&self.home, &live, &commit, mode);
+            let limits = Limits::for_build(&self.settings);
+            let build = generation::build(&self.runner, &self.home, &live, &commit, &limits);
             let binary = tokio::select! {
                 built = build => match built {
                     Ok(path) => path,

@@ -128,10 +128,17 @@ async fn organs(dir: &std::path::Path, check_seconds: u64, cage: bool) -> anyhow
         .iter()
         .filter_map(|k| std::env::var_os(k).map(|v| ((*k).to_owned(), v)))
         .collect();
-    let limit = std::time::Duration::from_secs(check_seconds);
-    let options = teneral::confine::Options::default();
-    let cage = cage.then_some(&options);
-    match teneral::organs::gate_within(&home, &checkout, &env, limit, cage).await? {
+    let grace = std::time::Duration::from_secs(5);
+    let limits = teneral::runner::Limits::none(grace)
+        .with_runtime_max(Some(std::time::Duration::from_secs(check_seconds)));
+    let cage = match cage {
+        true => {
+            teneral::runner::Cage::On { exe: std::env::current_exe()?, pretend_missing: vec![] }
+        }
+        false => teneral::runner::Cage::Off,
+    };
+    let runner = teneral::runner::Runner::direct(cage);
+    match teneral::organs::gate(&home, &checkout, &env, &runner, limits, "workspace").await? {
         Some(set) => println!("{}", set.display()),
         None => eprintln!(
             "teneral: {} pins no organs (no body/organs.json, or {{}}): leave TENERAL_ORGANS unset",

@@ -36,6 +36,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
 
+use crate::spawn::Spec;
+
 pub use filter::PROFILE_JSON;
 pub use helper::main as helper_main;
 
@@ -83,8 +85,9 @@ pub enum Profile {
     /// One check of a mutation in a fresh `checkout`; `writable` are the
     /// caches it may fill (e.g. the shared cargo target).
     Gate { checkout: PathBuf, writable: Vec<PathBuf> },
-    /// The smoke run: the candidate's `checkout`, a throwaway `individual`.
-    Smoke { checkout: PathBuf, individual: PathBuf, writable: Vec<PathBuf> },
+    /// The smoke run: the candidate's `checkout`, a throwaway `individual`;
+    /// `forward` are the kernel's loopback ports relayed in (the stand-in).
+    Smoke { checkout: PathBuf, individual: PathBuf, writable: Vec<PathBuf>, forward: Vec<u16> },
     /// An organ's check: its root read and executed, `writable` (a temp dir)
     /// written, loopback only.
     Organ { root: PathBuf, writable: Vec<PathBuf> },
@@ -108,6 +111,79 @@ pub enum Mode {
     Confined,
     /// The owner's `TENERAL_UNSAFE_UNCONFINED=1`.
     Unconfined,
+}
+
+/// How the kernel confines what it starts, decided once when it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cage {
+    /// Every launch that names a profile runs inside it; `exe` is the
+    /// `teneral` program that is the helper.
+    On { exe: PathBuf, pretend_missing: Vec<String> },
+    /// The owner's `TENERAL_UNSAFE_UNCONFINED=1`: nothing is confined.
+    Off,
+}
+
+impl Cage {
+    /// The cage as the owner's settings and this Linux allow: on when the
+    /// Linux has everything it needs, off only when the owner said so, else
+    /// a refusal naming what is missing. `exe` is the helper program.
+    pub fn decide(
+        unsafe_unconfined: bool,
+        pretend_missing: &[String],
+        exe: PathBuf,
+    ) -> Result<Cage, CageError> {
+        Ok(match decide(unsafe_unconfined, pretend_missing)? {
+            Mode::Confined => Cage::On { exe, pretend_missing: pretend_missing.to_vec() },
+            Mode::Unconfined => Cage::Off,
+        })
+    }
+
+    pub fn is_on(&self) -> bool {
+        matches!(self, Cage::On { .. })
+    }
+
+    /// `spec` made to run inside `profile`: the helper with the plan on its
+    /// command line, then the program. With the cage off the program runs as
+    /// it is; a body's places are still made, and the log says it runs
+    /// unconfined (`name` names it).
+    pub fn wrap(&self, name: &str, profile: &Profile, spec: Spec) -> io::Result<Spec> {
+        match self {
+            Cage::On { exe, pretend_missing } => {
+                let options = Options {
+                    forward: Vec::new(),
+                    pretend_missing: pretend_missing.clone(),
+                    exe: Some(exe.clone()),
+                };
+                wrap(profile, &options, spec)
+            }
+            Cage::Off => {
+                let body = match profile {
+                    Profile::Generation { home } => Some(home),
+                    Profile::Smoke { individual, .. } => Some(individual),
+                    Profile::Gate { .. } | Profile::Organ { .. } => None,
+                };
+                if let Some(home) = body {
+                    host::prepare_generation(home)?;
+                    crate::log::info(format!(
+                        "UNSAFE: {name} runs unconfined (TENERAL_UNSAFE_UNCONFINED=1 in .env): \
+                         it can read your keys and change every file you can"
+                    ));
+                }
+                Ok(spec)
+            }
+        }
+    }
+}
+
+/// `spec` made to run confined by `profile`: its program and arguments
+/// become the helper's, the rest (directory, environment, output) stays.
+pub fn wrap(profile: &Profile, options: &Options, spec: Spec) -> io::Result<Spec> {
+    let mut argv = Vec::with_capacity(spec.args.len() + 1);
+    argv.push(spec.program.clone().into_os_string());
+    argv.extend(spec.args.iter().cloned());
+    let mut wrapped = wrap_with(profile, options, argv)?.into_iter();
+    let program = wrapped.next().ok_or_else(|| io::Error::other("the cage made no program"))?;
+    Ok(Spec { program: program.into(), args: wrapped.collect(), ..spec })
 }
 
 /// Decides how to start a process: confined when the running Linux has
@@ -151,12 +227,6 @@ pub fn missing(pretend: &[String]) -> Vec<String> {
     missing
 }
 
-/// The argv that runs `argv` confined by `profile`:
-/// `[teneral, "confine", ..., "--", argv...]`.
-pub fn wrap(profile: &Profile, argv: Vec<OsString>) -> io::Result<Vec<OsString>> {
-    wrap_with(profile, &Options::default(), argv)
-}
-
 /// What else [`wrap_with`] may be asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
@@ -173,7 +243,9 @@ pub struct Options {
     pub exe: Option<PathBuf>,
 }
 
-/// [`wrap`] with [`Options`].
+/// The argv that runs `argv` confined by `profile`:
+/// `[teneral, "confine", ..., "--", argv...]` (tests and benchmarks use it
+/// to run the helper themselves; the kernel goes through [`Cage::wrap`]).
 pub fn wrap_with(
     profile: &Profile,
     options: &Options,
@@ -184,7 +256,9 @@ pub fn wrap_with(
         None => host::exe()?,
     };
     let exe = exe.as_path();
-    if matches!(profile, Profile::Generation { .. }) && !options.forward.is_empty() {
+    let forwards = !options.forward.is_empty()
+        || matches!(profile, Profile::Smoke { forward, .. } if !forward.is_empty());
+    if forwards && matches!(profile, Profile::Generation { .. }) {
         return Err(io::Error::other(
             "only a loopback-only profile (gate, smoke) forwards ports; a generation reaches the kernel's loopback as it is",
         ));
@@ -210,7 +284,7 @@ pub fn wrap_with(
                 std::iter::once(root).chain(writable).map(PathBuf::as_path).collect();
             plan::organ(root, writable, &host::host(&granted))
         }
-        Profile::Smoke { checkout, individual, writable } => {
+        Profile::Smoke { checkout, individual, writable, .. } => {
             must_exist([checkout, individual].into_iter().chain(writable))?;
             let granted: Vec<&std::path::Path> =
                 [checkout, individual].into_iter().chain(writable).map(PathBuf::as_path).collect();
@@ -218,6 +292,9 @@ pub fn wrap_with(
         }
     };
     plan.forward = options.forward.clone();
+    if let Profile::Smoke { forward, .. } = profile {
+        plan.forward.extend(forward);
+    }
     plan.pretend_missing = options.pretend_missing.clone();
     Ok(host::helper_argv(exe, plan.to_args(), argv))
 }

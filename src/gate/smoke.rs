@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::confine::{self, Profile};
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
-use crate::runner::{Limits, Runner};
+use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::standin;
 
@@ -33,8 +32,48 @@ pub struct Smoke<'a> {
     pub runner: &'a Runner,
     pub organs: Option<&'a Path>,
     pub limit: Option<Duration>,
-    /// The cage's options (the helper program); `None` runs it unconfined.
-    pub cage: Option<confine::Options>,
+    /// The kernel's own program (the stand-in model is one of its commands).
+    pub kernel_exe: &'a Path,
+}
+
+/// What the smoke run has seen of the body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub ready: bool,
+    /// The waiting message was taken in.
+    pub line_taken: bool,
+}
+
+/// Something that happened during the smoke run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Happened {
+    Seen(Seen),
+    /// The body ended, as said.
+    Ended(String),
+    /// The limit of this many seconds ran out.
+    TimeUp(u64),
+}
+
+/// The smoke run's rule: it passes when the body answers after taking in the
+/// waiting message; it fails when the body ends first or the time runs out,
+/// saying which of the two it had not done. `None`: go on watching.
+pub fn rule(progress: &mut Progress, happened: Happened) -> Option<Result<(), String>> {
+    match happened {
+        Happened::Seen(Seen::Ready) => progress.ready = true,
+        Happened::Seen(Seen::OwnerLine) => progress.line_taken = true,
+        Happened::Seen(Seen::Replied) if progress.line_taken => return Some(Ok(())),
+        Happened::Seen(_) => {}
+        Happened::Ended(exit) => {
+            return Some(Err(format!("the body ended ({exit}) before it answered")))
+        }
+        Happened::TimeUp(secs) => {
+            let what = if progress.ready { "answer the waiting message" } else { "report ready" };
+            return Some(Err(format!(
+                "the body did not {what} within {secs} s (TENERAL_SMOKE_SECONDS in .env raises the limit)"
+            )));
+        }
+    }
+    None
 }
 
 impl Smoke<'_> {
@@ -86,42 +125,31 @@ impl Smoke<'_> {
             clock: false,
             organs: self.organs,
         };
-        let unit = crate::systemd::gate_unit(self.commit, "smoke");
-        let limits = Limits::from_settings(self.settings);
+        let unit = runner::systemd::gate_unit(self.commit, "smoke");
         // The cage lets the smoke run execute only what lies in its own
         // places, so the candidate's binary runs from a copy inside them.
         let binary = dir.join(".teneral/teneral-body");
         std::fs::create_dir_all(dir.join(".teneral")).map_err(setup)?;
         std::fs::copy(self.binary, &binary).map_err(setup)?;
-        let mut argv = vec![binary.into_os_string()];
-        if let Some(options) = &self.cage {
-            // Loopback only; the stand-in's port is relayed in at the same address.
-            let options = confine::Options { forward: vec![model_port], ..options.clone() };
-            let profile = Profile::Smoke {
-                checkout: self.checkout.to_owned(),
-                individual: dir.to_owned(),
-                writable: vec![],
-            };
-            argv = confine::wrap_with(&profile, &options, argv)
-                .map_err(|e| format!("cannot cage the smoke run: {e}"))?;
-        } else {
-            confine::host::prepare_generation(dir).map_err(setup)?;
-        }
-        let Some((program, args)) = argv.split_first() else {
-            return Err("nothing to start".into());
-        };
-        let mut spec = crate::spawn::Spec::new(program, dir);
-        spec.args = args.to_vec();
+        let mut spec = crate::spawn::Spec::new(binary, dir);
         spec.env = generation::environment(&start);
+        // Loopback only; the stand-in's port is relayed in at the same address.
+        let profile = Profile::Smoke {
+            checkout: self.checkout.to_owned(),
+            individual: dir.to_owned(),
+            writable: vec![],
+            forward: vec![model_port],
+        };
+        let launch = Launch::new(spec, Limits::for_body(self.settings)).caged(profile);
         let mut body = self
             .runner
-            .start(&unit, spec, &limits)
+            .start(&unit, launch)
             .await
             .map_err(|e| format!("cannot start the body: {e}"))?;
 
         let started = Instant::now();
         let deadline = self.limit.map(|l| tokio::time::Instant::from_std(started + l));
-        let (mut ready, mut line_taken) = (false, false);
+        let mut progress = Progress::default();
         let outcome = loop {
             let sleep = async {
                 match deadline {
@@ -129,22 +157,14 @@ impl Smoke<'_> {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
+            let happened = tokio::select! {
                 biased;
-                Some(event) = seen.recv() => match event {
-                    Seen::Ready => ready = true,
-                    Seen::OwnerLine => line_taken = true,
-                    Seen::Replied if line_taken => break Ok(()),
-                    _ => {}
-                },
-                ended = body.wait() => break Err(format!("the body ended ({}) before it answered", ended.exit)),
-                () = sleep => {
-                    let secs = self.limit.map(|l| l.as_secs()).unwrap_or_default();
-                    let what = if ready { "answer the waiting message" } else { "report ready" };
-                    break Err(format!(
-                        "the body did not {what} within {secs} s (TENERAL_SMOKE_SECONDS in .env raises the limit)"
-                    ));
-                }
+                Some(event) = seen.recv() => Happened::Seen(event),
+                ended = body.wait() => Happened::Ended(ended.exit.to_string()),
+                () = sleep => Happened::TimeUp(self.limit.map(|l| l.as_secs()).unwrap_or_default()),
+            };
+            if let Some(outcome) = rule(&mut progress, happened) {
+                break outcome;
             }
         };
         body.stop(self.settings.timing.stop_grace).await;
@@ -159,5 +179,46 @@ impl Smoke<'_> {
                 format!("{why}; what it wrote to stderr:\n{tail}")
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(events: &[Happened]) -> Option<Result<(), String>> {
+        let mut progress = Progress::default();
+        events.iter().find_map(|h| rule(&mut progress, h.clone()))
+    }
+
+    #[test]
+    fn the_smoke_rule() {
+        use Happened::{Ended, Seen as S, TimeUp};
+        let ok: Option<Result<(), String>> = Some(Ok(()));
+        type Case = (&'static str, Vec<Happened>, Option<Result<(), String>>);
+        let cases: Vec<Case> = vec![
+            ("answers the waiting line", vec![S(Seen::Ready), S(Seen::OwnerLine), S(Seen::Replied)], ok.clone()),
+            ("answers without saying ready", vec![S(Seen::OwnerLine), S(Seen::Replied)], ok),
+            ("a reply before the line counts for nothing", vec![S(Seen::Ready), S(Seen::Replied)], None),
+            ("still thinking", vec![S(Seen::Ready), S(Seen::OwnerLine), S(Seen::Thinking)], None),
+            (
+                "ends before answering",
+                vec![S(Seen::Ready), Ended("exit status 1".into())],
+                Some(Err("the body ended (exit status 1) before it answered".into())),
+            ),
+            (
+                "never ready",
+                vec![TimeUp(30)],
+                Some(Err("the body did not report ready within 30 s (TENERAL_SMOKE_SECONDS in .env raises the limit)".into())),
+            ),
+            (
+                "ready but silent",
+                vec![S(Seen::Ready), S(Seen::OwnerLine), TimeUp(30)],
+                Some(Err("the body did not answer the waiting message within 30 s (TENERAL_SMOKE_SECONDS in .env raises the limit)".into())),
+            ),
+        ];
+        for (what, events, want) in cases {
+            assert_eq!(run(&events), want, "{what}");
+        }
     }
 }

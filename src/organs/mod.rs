@@ -131,22 +131,15 @@ pub fn prepare(home: &Path, checkout: &Path) -> Result<Option<PathBuf>, OrganErr
 /// The gate step: every archive present with the pinned hash, unpacked
 /// unless it was before, the set linked; then each pin's `check` run in the
 /// organ's root with `env` (the bare check environment the caller gives)
-/// and a 60 s limit, its process group killed at the limit.
+/// through `runner` within `limits` (at most [`CHECK_LIMIT`] of running),
+/// as a unit named after `candidate` and the organ.
 pub async fn gate(
     home: &Path,
     checkout: &Path,
     env: &[(String, OsString)],
-) -> Result<Option<PathBuf>, OrganError> {
-    gate_within(home, checkout, env, CHECK_LIMIT, None).await
-}
-
-/// [`gate()`] with another limit for the checks (tests use a short one).
-pub async fn gate_within(
-    home: &Path,
-    checkout: &Path,
-    env: &[(String, OsString)],
-    limit: Duration,
-    cage: Option<&crate::confine::Options>,
+    runner: &crate::runner::Runner,
+    limits: crate::runner::Limits,
+    candidate: &str,
 ) -> Result<Option<PathBuf>, OrganError> {
     let (home_buf, checkout_buf) = (home.to_owned(), checkout.to_owned());
     let prepared =
@@ -157,9 +150,12 @@ pub async fn gate_within(
                 source: std::io::Error::other(e),
             })??;
     let Some(prepared) = prepared else { return Ok(None) };
+    let limit = limits.runtime_max.map_or(CHECK_LIMIT, |l| l.min(CHECK_LIMIT));
+    let limits = limits.with_runtime_max(Some(limit));
     for (pin, root) in &prepared.roots {
         if let Some(words) = &pin.check {
-            gate::run_check(root, words, env, limit, cage).await.map_err(|error| {
+            let unit = crate::runner::systemd::gate_unit(candidate, &format!("organ-{}", pin.name));
+            gate::run_check(runner, &unit, root, words, env, limits).await.map_err(|error| {
                 OrganError::Check { organ: pin.name.clone(), words: words.clone(), error }
             })?;
         }

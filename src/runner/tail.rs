@@ -13,13 +13,14 @@ use tokio::time::Instant;
 use crate::log;
 
 /// Lines of output kept for a message about a failure.
-pub const TAIL_LINES: usize = crate::generation::TAIL_LINES;
+pub const TAIL_LINES: usize = 40;
 
 type Tail = Arc<Mutex<VecDeque<String>>>;
 
 /// The last lines of a run's output.
 #[derive(Default, Clone)]
 pub(super) struct Tails {
+    pub(super) stdout: Tail,
     pub(super) stderr: Tail,
     pub(super) both: Tail,
     /// Every `test result:` line, however long the output (the gate counts
@@ -44,9 +45,7 @@ impl Tails {
             let mut lines = BufReader::new(pipe).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 log::output(&tag, unit.as_deref(), &line);
-                if is_err {
-                    push(&tails.stderr, &line);
-                }
+                push(if is_err { &tails.stderr } else { &tails.stdout }, &line);
                 if line.trim_start().starts_with("test result:") {
                     tails.results.lock().unwrap_or_else(|p| p.into_inner()).push_back(line.clone());
                 }

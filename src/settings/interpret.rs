@@ -163,7 +163,7 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             ],
             RunnerChoice::Auto,
         )?,
-        limits: super::limits::limits(entries)?,
+        quota: super::limits::limits(entries)?,
         unsafe_unconfined: choice(
             entries,
             "TENERAL_UNSAFE_UNCONFINED",

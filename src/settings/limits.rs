@@ -7,13 +7,13 @@
 //! refused too, with what to write instead.
 
 use super::parse::Entries;
-use super::{Limits, SettingsError};
+use super::{Quota, SettingsError};
 
 const LEAST_MEMORY: u64 = 16 << 20;
 const LEAST_TASKS: u64 = 8;
 
-pub(super) fn limits(entries: &Entries<'_>) -> Result<Limits, SettingsError> {
-    let default = Limits::default();
+pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
+    let default = Quota::default();
     let memory_max = match entries.get("TENERAL_MEMORY_MAX") {
         None => default.memory_max,
         Some(entry) => match bytes(entry.value) {
@@ -51,7 +51,7 @@ pub(super) fn limits(entries: &Entries<'_>) -> Result<Limits, SettingsError> {
             }
         },
     };
-    Ok(Limits { memory_max, tasks_max })
+    Ok(Quota { memory_max, tasks_max })
 }
 
 /// `Some(None)` for infinity, `Some(Some(bytes))` for a size, `None` when
@@ -77,7 +77,7 @@ fn bytes(text: &str) -> Option<Option<u64>> {
 #[cfg(test)]
 mod tests {
     use super::bytes;
-    use crate::settings::{Limits, RunnerChoice, Settings};
+    use crate::settings::{Quota, RunnerChoice, Settings};
 
     #[test]
     fn sizes() {
@@ -107,11 +107,11 @@ mod tests {
     #[test]
     fn defaults_and_values() {
         let s = load("").unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(s.limits, Limits::default());
+        assert_eq!(s.quota, Quota::default());
         assert_eq!(s.runner, RunnerChoice::Auto);
         let s = load("TENERAL_MEMORY_MAX=256M\nTENERAL_TASKS_MAX=infinity\nTENERAL_RUNNER=direct")
             .unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(s.limits, Limits { memory_max: Some(256 << 20), tasks_max: None });
+        assert_eq!(s.quota, Quota { memory_max: Some(256 << 20), tasks_max: None });
         assert_eq!(s.runner, RunnerChoice::Direct);
     }
 

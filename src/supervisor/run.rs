@@ -70,7 +70,7 @@ impl Kernel {
             organs: of.organs,
         };
         self.status.set(Doing::StartingBody);
-        let limits = Limits::from_settings(&self.settings);
+        let limits = Limits::for_body(&self.settings);
         let mut body = generation::start(&self.runner, of.binary, &start, &limits).await?;
         let pid = body.pid().unwrap_or_default();
         let start_time = spawn::process_start_time(pid).unwrap_or_default();
@@ -110,7 +110,7 @@ impl Kernel {
                     let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
                     let decision = life.on(Input::Exited { code }, Instant::now());
                     // A cage step that failed says which, before the body's own words.
-                    let cage = code.and_then(crate::confine::describe_exit).map(|d| format!("{d}\n")).unwrap_or_default();
+                    let cage = ended.cage_step().map(|d| format!("{d}\n")).unwrap_or_default();
                     break RunEnd::Decided { decision, requested, tail: format!("{cage}{}", body.stderr_tail()) };
                 }
                 () = sleep => {

@@ -221,7 +221,12 @@ curl -sS -m 3 http://127.0.0.1:{other_port}/ 2>&1 | head -1
 "#,
         url = upstream.base_url
     );
-    let profile = Profile::Smoke { checkout: checkout.clone(), individual, writable: vec![] };
+    let profile = Profile::Smoke {
+        checkout: checkout.clone(),
+        individual,
+        writable: vec![],
+        forward: vec![],
+    };
     let argv = confine::wrap_with(
         &profile,
         &confine::Options { forward: vec![port], ..options() },

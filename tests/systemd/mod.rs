@@ -68,7 +68,7 @@ fn install_units(runtime: &str, dir: &Path, template_only: bool) -> TestResult {
 
 /// The instance of `teneral@.service` for `dir`.
 fn instance(dir: &Path) -> String {
-    format!("teneral@{}.service", teneral::systemd::instance_for(dir))
+    format!("teneral@{}.service", teneral::runner::systemd::instance_for(dir))
 }
 
 /// Waits until `systemctl --user <args>` prints something `pred` accepts.

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use teneral::runner::{Limits, Runner};
+use teneral::runner::{Cage, Launch, Limits, Runner};
 use teneral::settings::RunnerChoice;
 use teneral::spawn::{Exit, Spec};
 
@@ -20,7 +20,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, std::io::Er
 fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
     let Some(_runtime) = manager() else { return Ok(()) };
     block_on(async {
-        let runner = Runner::choose(RunnerChoice::Systemd).await?;
+        let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let spec = Spec::new("/bin/sh", "/").arg("-c").arg("echo checking; exec sleep 600");
         let limits = Limits {
             memory_max: Some(256 << 20),
@@ -28,9 +28,9 @@ fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
             runtime_max: Some(Duration::from_secs(2)),
             stop_timeout: Duration::from_secs(2),
         };
-        let unit = teneral::systemd::gate_unit(&"d".repeat(40), "kernel tests");
+        let unit = teneral::runner::systemd::gate_unit(&"d".repeat(40), "kernel tests");
         let began = Instant::now();
-        let mut check = runner.start(&unit, spec, &limits).await?;
+        let mut check = runner.start(&unit, Launch::new(spec, limits)).await?;
         let shown = systemctl(&["show", &unit, "-p", "RuntimeMaxUSec,MemoryMax,TasksMax"])?;
         assert!(shown.contains("RuntimeMaxUSec=2s"), "{shown}");
         let ended = check.wait().await;
@@ -41,7 +41,7 @@ fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
         assert!(check.output_tail().contains("checking"), "{}", check.output_tail());
         // The name is free again for the next check.
         let spec = Spec::new("/bin/true", "/");
-        let mut again = runner.start(&unit, spec, &limits).await?;
+        let mut again = runner.start(&unit, Launch::new(spec, limits)).await?;
         let ended = again.wait().await;
         assert_eq!((ended.exit, ended.over_time), (Exit::Code(0), false), "{ended:?}");
         Ok::<_, Box<dyn std::error::Error>>(())
@@ -52,11 +52,12 @@ fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
 fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
     let Some(_runtime) = manager() else { return Ok(()) };
     block_on(async {
-        let runner = Runner::choose(RunnerChoice::Systemd).await?;
+        let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let spec = Spec::new("env", "/").env("ONLY_THIS", "1").env("PATH", "/usr/bin:/bin");
         let limits =
             Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT };
-        let mut unit = runner.start("teneral-gate-env-test.service", spec, &limits).await?;
+        let mut unit =
+            runner.start("teneral-gate-env-test.service", Launch::new(spec, limits)).await?;
         let ended = unit.wait().await;
         assert_eq!(ended.exit, Exit::Code(0));
         let env = unit.output_tail();
@@ -71,17 +72,19 @@ fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
 fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
     let Some(_runtime) = manager() else { return Ok(()) };
     block_on(async {
-        let runner = Runner::choose(RunnerChoice::Systemd).await?;
+        let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let limits =
             Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT };
         for _ in 0..5 {
             let spec = Spec::new("/bin/false", "/");
-            let mut quick = runner.start("teneral-gate-quick-test.service", spec, &limits).await?;
+            let mut quick =
+                runner.start("teneral-gate-quick-test.service", Launch::new(spec, limits)).await?;
             let ended = quick.wait().await;
             assert_eq!((ended.exit, ended.result.as_str()), (Exit::Code(1), "exit-code"));
         }
         let spec = Spec::new("/nonexistent/teneral-body", "/");
-        let refused = runner.start("teneral-gate-none-test.service", spec, &limits).await;
+        let refused =
+            runner.start("teneral-gate-none-test.service", Launch::new(spec, limits)).await;
         let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(error.contains("did not start"), "{error}");
         Ok::<_, Box<dyn std::error::Error>>(())
@@ -89,7 +92,7 @@ fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
     for dir in ["/tmp/a-b c", "/srv/agents/ada", "/.x/y_z"] {
         let out = run("systemd-escape", &["--path", dir])?;
         let want = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        assert_eq!(teneral::systemd::instance_for(Path::new(dir)), want, "{dir}");
+        assert_eq!(teneral::runner::systemd::instance_for(Path::new(dir)), want, "{dir}");
     }
     Ok(())
 }

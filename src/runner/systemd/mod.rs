@@ -18,7 +18,7 @@
 mod names;
 mod unit;
 
-pub use names::{gate_unit, generation_unit, instance_for, unit_path};
+pub use names::{build_unit, gate_unit, generation_unit, instance_for, unit_path};
 pub use unit::Unit;
 
 use std::time::Duration;

@@ -44,7 +44,14 @@ pub fn instance_for(dir: &Path) -> String {
 
 /// The unit a generation's body runs in: `teneral-gen-<short>.service`.
 pub fn generation_unit(commit: &str) -> String {
-    format!("teneral-gen-{}.service", crate::generation::short(commit))
+    format!("teneral-gen-{}.service", crate::commit::short(commit))
+}
+
+/// The unit a step of building a body runs in:
+/// `teneral-build-<short>-<step>-<place>.service`, where `place` tells
+/// apart the target directories of individuals that build the same commit.
+pub fn build_unit(commit: &str, step: &str, place: &str) -> String {
+    format!("teneral-build-{}-{step}-{place}.service", crate::commit::short(commit))
 }
 
 /// The unit one gate check runs in: `teneral-gate-<short>-<check>.service`,
@@ -54,7 +61,7 @@ pub fn gate_unit(candidate: &str, check: &str) -> String {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
         .collect();
-    format!("teneral-gate-{}-{check}.service", crate::generation::short(candidate))
+    format!("teneral-gate-{}-{check}.service", crate::commit::short(candidate))
 }
 
 #[cfg(test)]

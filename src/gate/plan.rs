@@ -1,0 +1,127 @@
+//! The checks a candidate must pass in its checkout, as data: which command
+//! runs where, which tree its verdict depends on, the key its pass is kept
+//! under, its limits, and whether a pass of the same key is already kept.
+//!
+//! Pure: [`plan`] is a function of what the gate learnt about the candidate
+//! ([`Inputs`]) and of the memo; the gate runs what it returns in order.
+//! Every memo key is made here and only here, so a check's key always names
+//! exactly what its verdict depends on: the check, the tree it reads (the
+//! kernel's or the body's), the toolchain, and, for the body's tests, the
+//! kernel binary they run against.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::memo;
+use crate::runner::Limits;
+
+/// Which tree of the candidate a check reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Everything outside `body/`.
+    Kernel,
+    /// `body/`.
+    Body,
+}
+
+/// What the plan is made from.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    /// The fresh checkout of the candidate.
+    pub checkout: &'a Path,
+    /// The tree ids of the candidate's kernel (outside `body/`) and body.
+    pub kernel_tree: &'a str,
+    pub body_tree: &'a str,
+    /// The toolchain's version (`rustc -vV`'s release and commit).
+    pub toolchain: &'a str,
+    /// What identifies the kernel binary the body's tests run against.
+    pub kernel_identity: &'a str,
+    /// The kernel binary placed where the body's tests in the cage may run it.
+    pub kernel_copy: &'a Path,
+    /// The short directory for the sockets of kernels the kernel's tests start.
+    pub socket_dir: &'a Path,
+    /// The limits of one check.
+    pub limits: Limits,
+}
+
+/// One check to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCheck {
+    /// The name journaled and shown.
+    pub name: &'static str,
+    /// Where the command runs.
+    pub dir: PathBuf,
+    /// cargo's arguments.
+    pub args: Vec<&'static str>,
+    /// Variables added to the check's bare environment.
+    pub env: Vec<(String, OsString)>,
+    /// Whether its output must show tests that ran and none that failed.
+    pub counts_tests: bool,
+    pub reads: Reads,
+    pub memo_key: String,
+    pub limits: Limits,
+    /// A pass under `memo_key` is kept: the check need not run.
+    pub reused: bool,
+}
+
+/// The checks of `inputs`, in the order they run: the cheap ones first, so
+/// a candidate that does not even compile is refused before any test runs.
+pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
+    let checkout = inputs.checkout;
+    let body = checkout.join("body");
+    let offline = |args: &[&'static str]| {
+        let mut args = args.to_vec();
+        args.extend(["--offline", "--locked"]);
+        args
+    };
+    // Cages do not nest: the kernel's tests run the bodies they start without
+    // one, inside this check's, and put their sockets where they may.
+    let kernel_test_env = vec![
+        ("TENERAL_TEST_NO_CAGE".to_owned(), OsString::from("1")),
+        (crate::events::SOCKET_DIR_VAR.to_owned(), inputs.socket_dir.as_os_str().to_owned()),
+    ];
+    let body_test_env = vec![("TENERAL_BIN".to_owned(), inputs.kernel_copy.as_os_str().to_owned())];
+    let lint = ["clippy", "--all-targets", "--offline", "--locked", "--", "-D", "warnings"];
+    let checks = [
+        (
+            "typecheck-kernel",
+            checkout,
+            offline(&["check", "--all-targets"]),
+            vec![],
+            false,
+            Reads::Kernel,
+        ),
+        ("format-body", &body, vec!["fmt", "--check"], vec![], false, Reads::Body),
+        ("lint-body", &body, lint.to_vec(), vec![], false, Reads::Body),
+        ("kernel-tests", checkout, offline(&["test"]), kernel_test_env, true, Reads::Kernel),
+        ("body-tests", &body, offline(&["test"]), body_test_env, true, Reads::Body),
+    ];
+    checks
+        .into_iter()
+        .map(|(name, dir, args, env, counts_tests, reads)| {
+            let memo_key = match reads {
+                Reads::Kernel => memo::key(name, inputs.kernel_tree, inputs.toolchain),
+                Reads::Body if counts_tests => memo::key(
+                    name,
+                    &format!("{}{}", inputs.body_tree, inputs.kernel_identity),
+                    inputs.toolchain,
+                ),
+                Reads::Body => memo::key(name, inputs.body_tree, inputs.toolchain),
+            };
+            PlannedCheck {
+                name,
+                dir: dir.to_path_buf(),
+                args,
+                env,
+                counts_tests,
+                reads,
+                reused: memo.passed(&memo_key),
+                memo_key,
+                limits: inputs.limits,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

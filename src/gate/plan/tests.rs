@@ -1,0 +1,136 @@
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn inputs<'a>(
+    kernel_tree: &'a str,
+    body_tree: &'a str,
+    toolchain: &'a str,
+    kernel: &'a str,
+) -> Inputs<'a> {
+    Inputs {
+        checkout: Path::new("/ind/.teneral/gate/checkout"),
+        kernel_tree,
+        body_tree,
+        toolchain,
+        kernel_identity: kernel,
+        kernel_copy: Path::new("/ind/.teneral/gate/target/teneral-kernel"),
+        socket_dir: Path::new("/tmp/teneral-0/g-abc"),
+        limits: Limits::none(Duration::from_secs(5))
+            .with_runtime_max(Some(Duration::from_secs(600))),
+    }
+}
+
+fn keys(plan: &[PlannedCheck]) -> Vec<(&'static str, String)> {
+    plan.iter().map(|c| (c.name, c.memo_key.clone())).collect()
+}
+
+#[test]
+fn every_check_in_order_with_its_place_and_command() {
+    let memo = memo::Memo::default();
+    let plan = plan(&inputs("K", "B", "rustc 1", " kernel 1"), &memo);
+    let table: Vec<(&str, &str, String, bool, Reads, bool)> = plan
+        .iter()
+        .map(|c| {
+            let dir = if c.dir.ends_with("body") { "body" } else { "checkout" };
+            (c.name, dir, c.args.join(" "), c.counts_tests, c.reads, c.reused)
+        })
+        .collect();
+    let want: Vec<(&str, &str, String, bool, Reads, bool)> = vec![
+        (
+            "typecheck-kernel",
+            "checkout",
+            "check --all-targets --offline --locked".into(),
+            false,
+            Reads::Kernel,
+            false,
+        ),
+        ("format-body", "body", "fmt --check".into(), false, Reads::Body, false),
+        (
+            "lint-body",
+            "body",
+            "clippy --all-targets --offline --locked -- -D warnings".into(),
+            false,
+            Reads::Body,
+            false,
+        ),
+        ("kernel-tests", "checkout", "test --offline --locked".into(), true, Reads::Kernel, false),
+        ("body-tests", "body", "test --offline --locked".into(), true, Reads::Body, false),
+    ];
+    assert_eq!(table, want);
+    assert!(plan.iter().all(|c| c.limits.runtime_max == Some(Duration::from_secs(600))));
+}
+
+#[test]
+fn each_check_gets_only_the_variables_it_needs() {
+    let plan = plan(&inputs("K", "B", "rustc 1", " kernel 1"), &memo::Memo::default());
+    let env = |name: &str| -> Vec<String> {
+        let check = plan.iter().find(|c| c.name == name).expect("the check is planned");
+        check.env.iter().map(|(k, v)| format!("{k}={}", v.to_string_lossy())).collect()
+    };
+    assert_eq!(
+        env("kernel-tests"),
+        ["TENERAL_TEST_NO_CAGE=1", "TENERAL_SOCKET_DIR=/tmp/teneral-0/g-abc"]
+    );
+    assert_eq!(env("body-tests"), ["TENERAL_BIN=/ind/.teneral/gate/target/teneral-kernel"]);
+    for name in ["typecheck-kernel", "format-body", "lint-body"] {
+        assert_eq!(env(name), Vec::<String>::new(), "{name}");
+    }
+}
+
+/// Which checks' keys change when one input changes: a key changes exactly
+/// when something its verdict depends on changed.
+#[test]
+fn a_key_changes_exactly_with_what_the_check_reads() {
+    let base = keys(&plan(&inputs("K", "B", "rustc 1", " kernel 1"), &memo::Memo::default()));
+    let cases: &[(&str, Inputs<'_>, &[&str])] = &[
+        ("nothing", inputs("K", "B", "rustc 1", " kernel 1"), &[]),
+        (
+            "the body's tree",
+            inputs("K", "B2", "rustc 1", " kernel 1"),
+            &["format-body", "lint-body", "body-tests"],
+        ),
+        (
+            "the kernel's tree",
+            inputs("K2", "B", "rustc 1", " kernel 1"),
+            &["typecheck-kernel", "kernel-tests"],
+        ),
+        ("the kernel binary", inputs("K", "B", "rustc 1", " kernel 2"), &["body-tests"]),
+        (
+            "the toolchain",
+            inputs("K", "B", "rustc 2", " kernel 1"),
+            &["typecheck-kernel", "format-body", "lint-body", "kernel-tests", "body-tests"],
+        ),
+    ];
+    for (what, changed, want) in cases {
+        let now = keys(&plan(changed, &memo::Memo::default()));
+        let differ: Vec<&str> =
+            base.iter().zip(&now).filter(|(a, b)| a.1 != b.1).map(|(a, _)| a.0).collect();
+        assert_eq!(&differ, want, "when {what} changes");
+    }
+    let distinct: std::collections::BTreeSet<&String> = base.iter().map(|(_, k)| k).collect();
+    assert_eq!(distinct.len(), base.len(), "no two checks share a key");
+}
+
+#[test]
+fn a_body_only_mutation_reuses_every_kernel_check() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut memo = memo::Memo::load(dir.path());
+    for check in plan(&inputs("K", "B", "rustc 1", " kernel 1"), &memo) {
+        memo.record(check.memo_key);
+    }
+    let memo = memo::Memo::load(dir.path());
+    let next = plan(&inputs("K", "B2", "rustc 1", " kernel 1"), &memo);
+    let reused: Vec<(&str, bool)> = next.iter().map(|c| (c.name, c.reused)).collect();
+    assert_eq!(
+        reused,
+        [
+            ("typecheck-kernel", true),
+            ("format-body", false),
+            ("lint-body", false),
+            ("kernel-tests", true),
+            ("body-tests", false)
+        ]
+    );
+}

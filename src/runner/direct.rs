@@ -1,0 +1,79 @@
+//! A launch run as the kernel's own child: the runtime limit is kept by the
+//! kernel (SIGTERM when it runs out, SIGKILL to the group a grace period
+//! later), everything else is [`crate::spawn`]'s.
+
+use std::time::Duration;
+
+use rustix::process::Signal;
+use tokio::time::Instant;
+
+use super::{Ended, Limits};
+use crate::spawn::{Child, Exit};
+
+pub(super) struct Direct {
+    child: Child,
+    /// When the runtime limit runs out.
+    deadline: Option<Instant>,
+    grace: Duration,
+    /// Past the limit: when SIGKILL follows the SIGTERM already sent.
+    over: Option<Instant>,
+}
+
+impl Direct {
+    pub(super) fn new(child: Child, limits: &Limits) -> Direct {
+        let deadline = limits.runtime_max.map(|d| Instant::now() + d);
+        Direct { child, deadline, grace: limits.stop_timeout, over: None }
+    }
+
+    pub(super) fn pid(&self) -> u32 {
+        self.child.pid
+    }
+
+    pub(super) fn signal(&self, sig: Signal) {
+        self.child.signal(sig);
+    }
+
+    /// Waits for the end, stopping the child when its time runs out.
+    /// Cancel-safe: the progress is kept in `self`.
+    pub(super) async fn wait(&mut self) -> Ended {
+        loop {
+            let next = self.over.or(self.deadline);
+            let timer = async move {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                exit = self.child.wait() => {
+                    self.child.signal(Signal::KILL);
+                    return ended(exit, self.over.is_some());
+                }
+                () = timer => {
+                    if self.over.is_some() {
+                        self.child.signal(Signal::KILL);
+                        self.over = Some(Instant::now() + Duration::from_secs(3600));
+                    } else {
+                        self.child.signal(Signal::TERM);
+                        self.over = Some(Instant::now() + self.grace);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) async fn stop(&mut self, grace: Duration) -> Ended {
+        let exit = self.child.stop(grace).await;
+        ended(exit, self.over.is_some())
+    }
+}
+
+fn ended(exit: Exit, over_time: bool) -> Ended {
+    let result = match exit {
+        _ if over_time => "timeout",
+        Exit::Code(0) => "success",
+        Exit::Code(_) => "exit-code",
+        Exit::Signal(_) => "signal",
+    };
+    Ended { exit, result: result.to_owned(), over_time }
+}

@@ -1,0 +1,64 @@
+//! The limits of one launch, from the owner's settings: one type for every
+//! kind of child, so a body, its build, a check and an organ check are held
+//! alike.
+
+use std::time::Duration;
+
+use crate::settings::Settings;
+
+/// The limits one run gets. `None` is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of memory (`MemoryMax`).
+    pub memory_max: Option<u64>,
+    /// Processes and threads (`TasksMax`).
+    pub tasks_max: Option<u64>,
+    /// How long it may run before it is stopped (`RuntimeMaxSec`); a gate
+    /// check has one, a body none.
+    pub runtime_max: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when it is stopped (`TimeoutStopSec`).
+    pub stop_timeout: Duration,
+}
+
+impl Limits {
+    /// The owner's limits for a body: no runtime limit.
+    pub fn for_body(settings: &Settings) -> Limits {
+        Limits {
+            memory_max: settings.quota.memory_max,
+            tasks_max: settings.quota.tasks_max,
+            runtime_max: None,
+            stop_timeout: settings.timing.stop_grace,
+        }
+    }
+
+    /// The owner's limits for one check of a mutation (and a body's build):
+    /// the body's, and at most `TENERAL_CHECK_MINUTES` of running (none
+    /// when it is 0).
+    pub fn for_check(settings: &Settings) -> Limits {
+        let runtime_max = match (settings.timing.check_limit, settings.check_minutes) {
+            (Some(limit), _) => Some(limit),
+            (None, 0) => None,
+            (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),
+        };
+        Limits { runtime_max, ..Limits::for_body(settings) }
+    }
+
+    /// The owner's limits for building a body: the body's, and at most
+    /// `TENERAL_CHECK_MINUTES` of running (a build is not a check, so the
+    /// tests' short check limit does not apply).
+    pub fn for_build(settings: &Settings) -> Limits {
+        let minutes = u64::from(settings.check_minutes);
+        let runtime_max = (minutes > 0).then(|| Duration::from_secs(minutes * 60));
+        Limits { runtime_max, ..Limits::for_body(settings) }
+    }
+
+    /// The same with another runtime limit.
+    pub fn with_runtime_max(self, runtime_max: Option<Duration>) -> Limits {
+        Limits { runtime_max, ..self }
+    }
+
+    /// No limit at all, stopped with `stop_timeout` of grace.
+    pub fn none(stop_timeout: Duration) -> Limits {
+        Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout }
+    }
+}
