@@ -7,7 +7,6 @@
 //! the medians and the differences.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,8 +15,11 @@ use teneral::confine::{self, Profile};
 
 fn main() -> Result<()> {
     let runs: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(200);
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let teneral = root.join("target/release/teneral");
+    // Cargo runs this as <target>/release/examples/<name>, wherever
+    // CARGO_TARGET_DIR puts <target>.
+    let target =
+        std::env::current_exe()?.ancestors().nth(3).context("no target directory")?.to_path_buf();
+    let teneral = target.join("release/teneral");
     if !teneral.exists() {
         bail!("build the kernel first: cargo build --release --bins");
     }

@@ -26,11 +26,15 @@ fn main() -> Result<()> {
         std::process::exit(teneral::confine::helper_main(&args[2..]));
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // Cargo runs this as <target>/release/examples/<name>, wherever
+    // CARGO_TARGET_DIR puts <target>.
+    let target =
+        std::env::current_exe()?.ancestors().nth(3).context("no target directory")?.to_path_buf();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(bench(&root))
+    runtime.block_on(bench(&root, &target))
 }
 
-async fn bench(root: &Path) -> Result<()> {
+async fn bench(root: &Path, target: &Path) -> Result<()> {
     teneral::spawn::start_reaper()?;
     let dir = tempfile::Builder::new().prefix("tnl-bench-gate").tempdir()?;
     let home = dir.path().join("individual");
@@ -39,11 +43,11 @@ async fn bench(root: &Path) -> Result<()> {
         &["clone", "-q", "--no-hardlinks", &root.to_string_lossy(), &home.to_string_lossy()],
     )?;
     // Keep the gate's cargo cache between runs of this benchmark.
-    let cache = root.join("target/bench-gate");
+    let cache = target.join("bench-gate");
     std::fs::create_dir_all(&cache)?;
     std::fs::create_dir_all(home.join(".teneral/gate"))?;
     std::os::unix::fs::symlink(&cache, home.join(".teneral/gate/target"))?;
-    let body_cache = root.join("target/test-bodies");
+    let body_cache = target.join("test-bodies");
     std::fs::create_dir_all(&body_cache)?;
     std::os::unix::fs::symlink(&body_cache, home.join(".teneral/target"))?;
 
@@ -61,9 +65,7 @@ async fn bench(root: &Path) -> Result<()> {
     for (round, text) in ["first", "second"].iter().enumerate() {
         let candidate = one_line_change(&home, text)?;
         let before = journal_len(&home);
-        let kernel_exe = std::env::var_os("TENERAL_BIN")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| root.join("target/debug/teneral"));
+        let kernel_exe = target.join("debug/teneral");
         let gate = Gate {
             home: &home,
             repo: &repo,

@@ -22,13 +22,17 @@ fn main() -> Result<()> {
     let lines: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
     let idle_secs: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(60);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let teneral = root.join("target/release/teneral");
+    // Cargo runs this as <target>/release/examples/<name>, wherever
+    // CARGO_TARGET_DIR puts <target>.
+    let target =
+        std::env::current_exe()?.ancestors().nth(3).context("no target directory")?.to_path_buf();
+    let teneral = target.join("release/teneral");
     if !teneral.exists() {
         bail!("build the kernel first: cargo build --release --bins");
     }
     let dir = tempfile::Builder::new().prefix("tnl-bench").tempdir()?;
     let home = dir.path();
-    make_individual(&root, home)?;
+    make_individual(&root, &target, home)?;
 
     let log = std::fs::File::create(home.join("kernel.log"))?;
     let mut kernel = Command::new(&teneral)
@@ -51,7 +55,7 @@ fn main() -> Result<()> {
     result
 }
 
-fn make_individual(root: &Path, home: &Path) -> Result<()> {
+fn make_individual(root: &Path, target: &Path, home: &Path) -> Result<()> {
     let status = Command::new("cp").arg("-r").arg(root.join("body")).arg(home).status()?;
     if !status.success() {
         bail!("cannot copy body/");
@@ -65,7 +69,7 @@ fn make_individual(root: &Path, home: &Path) -> Result<()> {
     std::fs::write(home.join(".env"), "TENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=0\n")?;
     // Reuse the build cache of the tests, if there is one.
     std::fs::create_dir_all(home.join(".teneral"))?;
-    let cache = root.join("target/test-bodies");
+    let cache = target.join("test-bodies");
     std::fs::create_dir_all(&cache)?;
     std::os::unix::fs::symlink(&cache, home.join(".teneral/target"))?;
     for args in [

@@ -25,11 +25,11 @@ struct Server {
 
 impl Server {
     fn start(key: Option<&str>, script: Option<&str>) -> Server {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("tempdir: {e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let log = dir.path().join("requests.jsonl");
         let script = script.map(|text| {
             let path = dir.path().join("script.jsonl");
-            std::fs::write(&path, text).unwrap_or_else(|e| unreachable!("write script: {e}"));
+            std::fs::write(&path, text).expect("the script file is written");
             path
         });
         let config = Config { key: key.map(str::to_owned), script, log: Some(log.clone()) };
@@ -39,7 +39,7 @@ impl Server {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .unwrap_or_else(|e| unreachable!("runtime: {e}"));
+                .expect("a tokio runtime starts");
             runtime.block_on(async move {
                 let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
                 match Standin::bind(loopback, config).await {
@@ -58,7 +58,7 @@ impl Server {
         });
         let addr = match ready_rx.recv_timeout(Duration::from_secs(10)) {
             Ok(Ok(addr)) => addr,
-            other => unreachable!("the stand-in did not start: {other:?}"),
+            other => panic!("the stand-in did not start: {other:?}"),
         };
         Server { addr, log, stop: Some(stop), thread: Some(thread), _dir: dir }
     }
@@ -70,7 +70,7 @@ impl Server {
 
     /// One request on a fresh connection; checks the answer's framing.
     fn request(&self, method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, Value) {
-        let mut stream = TcpStream::connect(self.addr).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut stream = TcpStream::connect(self.addr).expect("the stand-in accepts a connection");
         let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
         let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
         let head = format!(
@@ -79,30 +79,34 @@ impl Server {
             self.addr,
             body.len()
         );
-        stream
-            .write_all(format!("{head}{body}").as_bytes())
-            .unwrap_or_else(|e| unreachable!("send: {e}"));
+        stream.write_all(format!("{head}{body}").as_bytes()).expect("the request is sent");
         let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap_or_else(|e| unreachable!("read: {e}"));
-        let text = String::from_utf8(raw).unwrap_or_else(|e| unreachable!("not UTF-8: {e}"));
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| unreachable!("{text}"));
+        stream.read_to_end(&mut raw).expect("the answer is read to its end");
+        let text = String::from_utf8(raw).expect("the answer is UTF-8");
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("no blank line ends the head: {text}"));
         let status: u16 = head
             .split(' ')
             .nth(1)
             .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| unreachable!("status line: {head}"));
+            .unwrap_or_else(|| panic!("no status code in: {head}"));
         let head = head.to_ascii_lowercase();
         assert!(head.contains("content-type: application/json"), "{head}");
         assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
         assert!(!head.contains("transfer-encoding"), "{head}");
-        let json = serde_json::from_str(body).unwrap_or_else(|e| unreachable!("{e}: {body}"));
+        let json = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("the body is not JSON ({e}): {body}"));
         (status, json)
     }
 
     fn log_lines(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_else(|e| unreachable!("log: {e}"));
+        let text = std::fs::read_to_string(&self.log).expect("the stand-in keeps its request log");
         text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| unreachable!("{e}: {l}")))
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {l}"))
+            })
             .collect()
     }
 }
@@ -119,7 +123,7 @@ impl Drop for Server {
 }
 
 fn error_message(body: &Value) -> &str {
-    body["error"]["message"].as_str().unwrap_or_else(|| unreachable!("no error message: {body}"))
+    body["error"]["message"].as_str().unwrap_or_else(|| panic!("no error message: {body}"))
 }
 
 #[test]
@@ -412,22 +416,22 @@ fn a_bad_script_or_address_is_refused_at_start() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap_or_else(|e| unreachable!("runtime: {e}"));
-    let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("tempdir: {e}"));
+        .expect("a tokio runtime starts");
+    let dir = tempfile::tempdir().expect("a temporary directory can be made");
     let script = dir.path().join("script.jsonl");
     std::fs::write(&script, "{\"reply\":\"ok\"}\n{\"reply\":\"x\",\"tool_call\":[]}\n")
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        .expect("the script file is written");
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let config = Config { script: Some(script), ..Config::default() };
     let message = match runtime.block_on(Standin::bind(loopback, config)) {
         Err(e) => e.to_string(),
-        Ok(_) => unreachable!("a bad script was accepted"),
+        Ok(_) => panic!("a bad script was accepted"),
     };
     assert!(message.contains("line 2") && message.contains("\"tool_call\""), "{message}");
 
     let anywhere = SocketAddr::from(([0, 0, 0, 0], 0));
     match runtime.block_on(Standin::bind(anywhere, Config::default())) {
         Err(e) => assert!(e.to_string().contains("only on loopback"), "{e}"),
-        Ok(_) => unreachable!("bound beyond loopback"),
+        Ok(_) => panic!("bound beyond loopback"),
     }
 }

@@ -29,7 +29,7 @@ struct Journal {
 impl Journal {
     fn new(home: &Path) -> Self {
         let path = home.join("memory/journal.jsonl");
-        fs::create_dir_all(home.join("memory")).unwrap_or_else(|e| unreachable!("{e}"));
+        fs::create_dir_all(home.join("memory")).expect("memory/ can be made in the test home");
         Self { path, seq: 0 }
     }
 
@@ -41,7 +41,7 @@ impl Journal {
         if let (Some(event), Value::Object(fields)) = (event.as_object_mut(), fields) {
             event.extend(fields);
         }
-        let mut bytes = serde_json::to_vec(&event).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut bytes = serde_json::to_vec(&event).expect("a JSON value serializes");
         bytes.push(b'\n');
         bytes
     }
@@ -51,8 +51,8 @@ impl Journal {
             .create(true)
             .append(true)
             .open(&self.path)
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        f.write_all(bytes).unwrap_or_else(|e| unreachable!("{e}"));
+            .expect("the journal opens for appending");
+        f.write_all(bytes).expect("the journal takes the line");
     }
 
     fn add(&mut self, kind: &str, fields: Value) {
@@ -120,8 +120,7 @@ fn talk_into(home: &Path, input: &str, wait: Duration, mut out: Shared) -> Run {
     let opts = TalkOptions { home: home.to_owned(), wait, history: 3 };
     let mut err = Vec::new();
     let input = Cursor::new(input.as_bytes().to_vec());
-    let status = session(&opts, input, false, &mut out, &mut err)
-        .unwrap_or_else(|e| unreachable!("talk failed: {e}"));
+    let status = session(&opts, input, false, &mut out, &mut err).expect("talk runs to its end");
     Run { status, out: out.text(), err: String::from_utf8_lossy(&err).into_owned() }
 }
 
@@ -152,11 +151,11 @@ fn await_owner_file(home: &Path, ext: &str, seen: &[String]) -> String {
 
 /// Holds the kernel's lock, as a running kernel does, while it lives.
 fn hold_kernel_lock(home: &Path) -> teneral::lock::Lock {
-    teneral::lock::acquire(home).unwrap_or_else(|e| unreachable!("{e}"))
+    teneral::lock::acquire(home).expect("no one else holds the kernel lock of a fresh home")
 }
 
 fn home() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"))
+    tempfile::tempdir().expect("a temporary directory can be made")
 }
 
 #[test]
@@ -201,7 +200,7 @@ fn a_piped_line_is_sent_and_its_reply_printed() {
         file
     });
     let run = talk(dir.path(), "What are you working on?\n", Duration::from_secs(30));
-    let file = kernel.join().unwrap_or_else(|_| unreachable!("kernel thread"));
+    let file = kernel.join().expect("the kernel's side of the test did not fail");
     assert_eq!(run.status, 0, "{}", run.err);
     assert!(file.ends_with(".txt"), "{file}");
     assert!(run.out.contains("› What are you working on?\n"), "{}", run.out);
@@ -226,7 +225,7 @@ fn piped_lines_go_one_at_a_time() {
         waiting
     });
     let run = talk(dir.path(), "one\ntwo\n", Duration::from_secs(30));
-    let waiting = kernel.join().unwrap_or_else(|_| unreachable!("kernel thread"));
+    let waiting = kernel.join().expect("the kernel's side of the test did not fail");
     assert_eq!(run.status, 0, "{}", run.err);
     assert_eq!(waiting.len(), 1, "the second line waits for the first reply: {waiting:?}");
     let first = run.out.find("first reply").unwrap_or(usize::MAX);
@@ -278,7 +277,7 @@ fn a_torn_line_is_printed_only_once_whole() {
         before
     });
     let run = talk_into(dir.path(), "hi\n", Duration::from_secs(30), out);
-    let before = kernel.join().unwrap_or_else(|_| unreachable!("kernel thread"));
+    let before = kernel.join().expect("the kernel's side of the test did not fail");
     assert_eq!(run.status, 0, "{}", run.err);
     assert!(!before.contains("two pieces"), "printed before it was whole: {before}");
     assert_eq!(run.out.matches("  arrives in two pieces\n").count(), 1, "{}", run.out);
@@ -316,7 +315,7 @@ fn piped_stop_interrupts_only_a_turn_in_progress() {
         journal.add("turn.interrupted", json!({}));
     });
     let run = talk(dir.path(), "/stop\n", Duration::from_secs(30));
-    kernel.join().unwrap_or_else(|_| unreachable!("kernel thread"));
+    kernel.join().expect("the kernel's side of the test did not fail");
     assert_eq!(run.status, 0, "{}", run.err);
     assert!(run.out.contains("[interrupted by the owner]\n"), "{}", run.out);
     assert!(run.out.contains("  [failed] [interrupted]\n"), "{}", run.out);
@@ -409,7 +408,7 @@ fn at_a_terminal_history_then_the_conversation_follows() {
 
     // A typed line becomes an owner file; the terminal already shows it.
     let send =
-        |text: &str| keys.send(text.as_bytes().to_vec()).unwrap_or_else(|e| unreachable!("{e}"));
+        |text: &str| keys.send(text.as_bytes().to_vec()).expect("the client still reads keys");
     send("mine\n");
     let file = await_owner_file(&home, ".txt", &[]);
     journal.answer(&home, &file, "answered mine");
@@ -418,7 +417,7 @@ fn at_a_terminal_history_then_the_conversation_follows() {
 
     // /stop at rest sends nothing; an unknown command is not sent; /quit leaves.
     send("/stop\n/nonsense\n/quit\n");
-    let (status, err) = client.join().unwrap_or_else(|_| unreachable!("client thread"));
+    let (status, err) = client.join().expect("the client thread did not fail");
     assert_eq!(status, Ok(0), "{err}");
     assert!(err.contains("the agent is at rest"), "{err}");
     assert!(err.contains("/nonsense is not a command"), "{err}");
@@ -437,7 +436,7 @@ fn a_journal_that_does_not_exist_yet_is_followed_once_made() {
         Journal::new(&home).answer(&home, &file, "first words");
     });
     let run = talk(dir.path(), "are you there?\n", Duration::from_secs(30));
-    kernel.join().unwrap_or_else(|_| unreachable!("kernel thread"));
+    kernel.join().expect("the kernel's side of the test did not fail");
     assert_eq!(run.status, 0, "{}", run.err);
     assert!(run.out.contains("  first words\n"), "{}", run.out);
 }

@@ -209,25 +209,17 @@ impl Body {
             if self.cancel.is_cancelled() {
                 return self.interrupted(0, &[]); // its answer is lost
             }
-            self.record_answer(&answer);
             if answer.calls.is_empty() {
                 self.cancel.end(); // an interrupt from now on is too late
-                if !answer.text.is_empty() {
-                    self.record(json!({"type": "reply", "text": answer.text}));
-                }
+                self.record_answer(&answer);
                 return self.record(json!({"type": "turn.ended"}));
             }
-            if !answer.text.is_empty() {
-                self.record(json!({"type": "reply", "text": answer.text}));
-            }
+            self.record_answer(&answer);
             for (index, call) in answer.calls.iter().enumerate() {
                 if self.cancel.is_cancelled() {
                     return self.interrupted(index, &answer.calls[index..]);
                 }
-                let input = model::input_of(call);
-                let event = json!({"type": "tool.call", "id": call.id, "name": call.name,
-                    "input": input, "index": index});
-                self.record(event);
+                self.record(call_event(index, call));
                 let (outcome, cut) = self.run_tool(call);
                 self.record(json!({"type": "tool.result", "id": call.id,
                     "output": outcome.output, "error": outcome.error}));
@@ -244,6 +236,9 @@ impl Body {
         }
         if let Some((input, output)) = answer.usage {
             self.record(json!({"type": "usage", "input_tokens": input, "output_tokens": output}));
+        }
+        if !answer.text.is_empty() {
+            self.record(json!({"type": "reply", "text": answer.text}));
         }
     }
 
@@ -339,8 +334,7 @@ impl Body {
     /// call number `first` of its answer, then `turn.interrupted`.
     fn interrupted(&mut self, first: usize, rest: &[ToolCall]) {
         for (n, call) in rest.iter().enumerate() {
-            self.record(json!({"type": "tool.call", "id": call.id, "name": call.name,
-                "input": model::input_of(call), "index": first + n}));
+            self.record(call_event(first + n, call));
             self.record(json!({"type": "tool.result", "id": call.id, "error": true,
                 "output": "[not started] the owner interrupted the turn before this call began"}));
         }
@@ -372,4 +366,10 @@ impl Body {
         );
         self.say("warn", &text);
     }
+}
+
+/// The journal's `tool.call` for call number `index` of an answer.
+fn call_event(index: usize, call: &ToolCall) -> Value {
+    json!({"type": "tool.call", "id": call.id, "name": call.name,
+        "input": model::input_of(call), "index": index})
 }

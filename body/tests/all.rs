@@ -2,6 +2,10 @@
 //! real body binary against the kernel's event channel and the stand-in
 //! model (see `common`); `shapes` and `context` test pure code directly.
 
+// All of this crate is tests, helpers included; clippy.toml's test allowances
+// reach only #[test] functions, so they are given to the whole crate here.
+#![allow(clippy::expect_used, clippy::panic)]
+
 mod common;
 
 mod basics;

@@ -10,7 +10,7 @@ use teneral_body::model::Item;
 use crate::common::*;
 
 fn event(value: Value) -> Map<String, Value> {
-    value.as_object().unwrap().clone()
+    value.as_object().expect("an event is a JSON object").clone()
 }
 
 /// Checks that no call goes without its result and no result without its call.

@@ -80,10 +80,12 @@ fn user_texts(wire: Wire, request: &Value) -> Vec<String> {
     };
     request[list]
         .as_array()
-        .unwrap()
+        .expect("a request holds a list of messages")
         .iter()
         .filter(|m| m["role"] == "user")
-        .map(|m| m.pointer(text).unwrap().as_str().unwrap().to_owned())
+        .map(|m| {
+            m.pointer(text).and_then(Value::as_str).expect("a user message has text").to_owned()
+        })
         .collect()
 }
 

@@ -19,7 +19,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .arg(dir)
         .args(args)
         .output()
-        .unwrap();
+        .expect("git runs");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
@@ -28,8 +28,9 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// of a repository holding a body, on `lineage/local`.
 fn workspace(rig: &Rig) -> std::path::PathBuf {
     let origin = rig.dir.0.join("origin");
-    std::fs::create_dir_all(origin.join("body/src")).unwrap();
-    std::fs::write(origin.join("body/src/main.rs"), "fn main() {}\n").unwrap();
+    let made = "the origin repository can be made";
+    std::fs::create_dir_all(origin.join("body/src")).expect(made);
+    std::fs::write(origin.join("body/src/main.rs"), "fn main() {}\n").expect(made);
     git(&origin, &["init", "--quiet", "-b", "lineage/local"]);
     git(&origin, &["add", "-A"]);
     git(&origin, &["commit", "--quiet", "-m", "birth"]);
@@ -39,7 +40,7 @@ fn workspace(rig: &Rig) -> std::path::PathBuf {
         .arg(&origin)
         .arg(&candidate)
         .output()
-        .unwrap();
+        .expect("git runs");
     assert!(out.status.success(), "git clone: {}", String::from_utf8_lossy(&out.stderr));
     candidate
 }

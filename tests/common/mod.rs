@@ -39,12 +39,11 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The target directory cargo builds this crate in (`CARGO_TARGET_DIR`
-/// when set, as in a gate check, else `target/`).
+/// The target directory cargo builds this crate in, wherever
+/// `CARGO_TARGET_DIR` or a cargo config puts it (a gate check sets it): the
+/// kernel's binary is `<target>/<profile>/teneral`.
 fn target_root() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"))
+    teneral().ancestors().nth(2).expect("the kernel binary lies in <target>/<profile>/").to_owned()
 }
 
 /// A cargo target directory shared by the bodies every test builds, so a

@@ -53,7 +53,7 @@ pub fn refused(place: &Place, case: &str, tar: &[u8], entry: &str, reason: Refus
             let text = got.as_ref().err().map(ToString::to_string).unwrap_or_default();
             assert!(text.contains(&format!("entry {entry:?} is refused")), "{case}: {text}");
         }
-        other => unreachable!("{case}: want {entry:?} refused for {reason}, got {other:?}"),
+        other => panic!("{case}: want {entry:?} refused for {reason}, got {other:?}"),
     }
     place.assert_nothing_outside(case);
 }

@@ -2,8 +2,9 @@
 //! event channel (`teneral serve-events`), the stand-in model (`teneral
 //! standin`), and the real built body binary started as the kernel starts it.
 //!
-//! The kernel's binary is `$TENERAL_BIN`, else `../target/debug/teneral`
-//! from `body/`. Without it every test fails and says to run `cargo build`
+//! The kernel's binary is `$TENERAL_BIN`, else the `teneral` beside the
+//! body's test build (the two crates share a `CARGO_TARGET_DIR`), else
+//! `../target/debug/teneral` from `body/`. Without it every test fails and says to run `cargo build`
 //! at the repository's root. Every wait is bounded: a body that hangs fails
 //! its test instead of hanging it.
 
@@ -28,8 +29,10 @@ pub const WAIT: Duration = Duration::from_secs(20);
 
 /// The kernel's binary, or a failure that says how to make it.
 pub fn kernel_bin() -> PathBuf {
+    let beside = Path::new(env!("CARGO_BIN_EXE_teneral-body")).with_file_name("teneral");
     let path = match std::env::var_os("TENERAL_BIN") {
         Some(path) => PathBuf::from(path),
+        None if beside.is_file() => beside,
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/teneral"),
     };
     assert!(
@@ -54,7 +57,7 @@ impl TempDir {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).unwrap();
+        fs::create_dir_all(&path).expect("the temporary directory can be made");
         TempDir(path)
     }
 }
@@ -82,7 +85,7 @@ pub fn wait_until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Opt
 pub fn wait_child(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     let start = Instant::now();
     loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.try_wait().expect("our own child can be waited for") {
             return Some(status);
         }
         if start.elapsed() > limit {
@@ -136,9 +139,10 @@ impl Rig {
         let bin = kernel_bin();
         let dir = TempDir::new();
         let home = dir.0.join("home");
-        fs::create_dir_all(home.join(".teneral/owner")).unwrap();
-        fs::create_dir_all(home.join("memory")).unwrap();
-        fs::write(dir.0.join("script.jsonl"), script.join("\n") + "\n").unwrap();
+        let made = "the test home can be written";
+        fs::create_dir_all(home.join(".teneral/owner")).expect(made);
+        fs::create_dir_all(home.join("memory")).expect(made);
+        fs::write(dir.0.join("script.jsonl"), script.join("\n") + "\n").expect(made);
 
         let mut standin = Command::new(&bin)
             .args(["standin", "--listen", "127.0.0.1:0", "--key", KEY, "--script"])
@@ -146,10 +150,10 @@ impl Rig {
             .arg("--log")
             .arg(dir.0.join("requests.jsonl"))
             .stdout(Stdio::piped())
-            .stderr(fs::File::create(dir.0.join("standin.err")).unwrap())
+            .stderr(fs::File::create(dir.0.join("standin.err")).expect(made))
             .spawn()
-            .unwrap();
-        let stdout = standin.stdout.take().unwrap();
+            .expect("the kernel's binary starts the stand-in");
+        let stdout = standin.stdout.take().expect("the stand-in's stdout is piped");
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
             let mut line = String::new();
@@ -171,9 +175,9 @@ impl Rig {
             .arg(&home)
             .args(["--commit", COMMIT])
             .stdout(Stdio::null())
-            .stderr(fs::File::create(dir.0.join("events.err")).unwrap())
+            .stderr(fs::File::create(dir.0.join("events.err")).expect(made))
             .spawn()
-            .unwrap();
+            .expect("the kernel's binary starts the event channel");
         wait_until(WAIT, "the event socket", || socket.exists().then_some(()));
         let mut rig = Rig {
             dir,
@@ -196,11 +200,12 @@ impl Rig {
             Wire::Chat => "chat",
             Wire::Responses => "responses",
         };
+        let utf8 = "the temporary directory's path is UTF-8";
         [
             ("TENERAL_CONTRACT", "1"),
-            ("TENERAL_HOME", self.home.to_str().unwrap()),
+            ("TENERAL_HOME", self.home.to_str().expect(utf8)),
             ("TENERAL_COMMIT", COMMIT),
-            ("TENERAL_EVENTS", self.socket.to_str().unwrap()),
+            ("TENERAL_EVENTS", self.socket.to_str().expect(utf8)),
             ("TENERAL_PROVIDER", "standin"),
             ("TENERAL_PROTOCOL", protocol),
             ("TENERAL_MODEL_URL", &self.model_url),
@@ -235,7 +240,7 @@ impl Rig {
             text.push_str(&event.to_string());
             text.push('\n');
         }
-        fs::write(self.home.join("memory/journal.jsonl"), text).unwrap();
+        fs::write(self.home.join("memory/journal.jsonl"), text).expect("the journal can be seeded");
     }
 
     /// Starts the body as the kernel does: bare environment, the home as
@@ -246,11 +251,11 @@ impl Rig {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.home)
             .stdin(Stdio::null())
-            .stdout(fs::File::create(self.dir.0.join("body.out")).unwrap())
-            .stderr(fs::File::create(self.dir.0.join("body.err")).unwrap())
+            .stdout(fs::File::create(self.dir.0.join("body.out")).expect("body.out can be made"))
+            .stderr(fs::File::create(self.dir.0.join("body.err")).expect("body.err can be made"))
             .process_group(0)
             .spawn()
-            .unwrap();
+            .expect("the body's binary starts");
         self.body = Some(body);
     }
 
@@ -261,7 +266,7 @@ impl Rig {
     }
 
     pub fn body_pid(&self) -> u32 {
-        self.body.as_ref().unwrap().id()
+        self.body.as_ref().expect("the body was started").id()
     }
 
     /// The journal's events, parsed.
@@ -320,8 +325,8 @@ impl Rig {
     pub fn owner_file(&self, name: &str, text: &str) {
         let dir = self.home.join(".teneral/owner");
         let temp = dir.join(format!(".{name}.tmp"));
-        fs::write(&temp, text).unwrap();
-        fs::rename(temp, dir.join(name)).unwrap();
+        fs::write(&temp, text).expect("the owner's directory takes a file");
+        fs::rename(temp, dir.join(name)).expect("the owner's file can be renamed into place");
     }
 
     /// An owner line, named so that it sorts after earlier ones.
@@ -337,10 +342,10 @@ impl Rig {
     /// Writes an envelope into the inbox (hidden name, then rename).
     pub fn envelope(&self, name: &str, content: &str) {
         let dir = self.home.join("inbox");
-        fs::create_dir_all(&dir).unwrap();
+        fs::create_dir_all(&dir).expect("the inbox can be made");
         let temp = dir.join(format!(".{name}.tmp"));
-        fs::write(&temp, content).unwrap();
-        fs::rename(temp, dir.join(name)).unwrap();
+        fs::write(&temp, content).expect("the inbox takes a file");
+        fs::rename(temp, dir.join(name)).expect("the envelope can be renamed into place");
     }
 
     /// Sends SIGTERM and waits; returns the status and how long it took.
