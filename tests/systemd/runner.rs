@@ -96,3 +96,52 @@ fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
     }
     Ok(())
 }
+
+/// One launch, caged in the gate profile with a runtime limit, through each
+/// backend: the same cage (no_new_privs, seccomp, a write outside refused,
+/// loopback only), the same environment, the same stop when time runs out.
+#[test]
+fn a_caged_launch_is_applied_alike_by_both_backends() -> TestResult {
+    let Some(_runtime) = manager() else { return Ok(()) };
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_teneral"));
+    let dir = tempfile::tempdir()?;
+    let checkout = dir.path().join("checkout");
+    std::fs::create_dir_all(&checkout)?;
+    let outside = dir.path().join("outside");
+    let script = format!(
+        "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; echo ONLY=$ONLY_THIS; \
+         touch {} 2>/dev/null && echo wrote-outside || echo outside-refused; \
+         touch inside && echo wrote-inside; \
+         ls /sys/class/net | tr '\\n' ' '; echo; echo checking; exec sleep 600",
+        outside.display()
+    );
+    let outputs = block_on(async {
+        let mut outputs = Vec::new();
+        for choice in [RunnerChoice::Direct, RunnerChoice::Systemd] {
+            let cage = Cage::On { exe: exe.clone(), pretend_missing: vec![] };
+            let runner = Runner::choose(choice, cage).await?;
+            let spec = Spec::new("/bin/sh", &checkout)
+                .arg("-c")
+                .arg(&script)
+                .env("ONLY_THIS", "1")
+                .env("PATH", "/usr/bin:/bin");
+            let limits = Limits::none(SHORT).with_runtime_max(Some(Duration::from_secs(3)));
+            let profile =
+                teneral::runner::Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+            let launch = Launch::new(spec, limits).caged(profile);
+            let (ended, run) = runner.run("teneral-gate-alike-test.service", launch).await?;
+            assert!(ended.over_time, "{choice:?}: {ended:?}");
+            std::fs::remove_file(checkout.join("inside"))?;
+            outputs.push((runner.is_systemd(), run.stdout_tail()));
+        }
+        Ok::<_, Box<dyn std::error::Error>>(outputs)
+    })??;
+    let [(false, direct), (true, unit)] = &outputs[..] else {
+        return Err(format!("expected a direct then a systemd run: {outputs:?}").into());
+    };
+    assert_eq!(direct, unit, "both backends apply the launch alike");
+    let want = "NoNewPrivs:\t1\nSeccomp:\t2\nONLY=1\noutside-refused\nwrote-inside\nlo \nchecking";
+    assert_eq!(direct, want);
+    assert!(!outside.exists());
+    Ok(())
+}
