@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn texts() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let r = Reporter::new(dir.path());
         assert_eq!(r.text(&Doing::Starting), "starting");
         r.set_generation(&"a".repeat(40));
@@ -278,13 +278,13 @@ mod tests {
 
     #[test]
     fn the_file_holds_the_last_state() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
         let r = Reporter::new(dir.path());
         r.set_generation(&"c".repeat(40));
         r.set(Doing::Thinking);
         r.set(Doing::Resting);
-        let file = read(dir.path()).unwrap_or_else(|| unreachable!("no status file"));
+        let file = read(dir.path()).expect("the reporter wrote the status file");
         assert_eq!(file.status, "generation ccccccc: resting");
         assert_eq!(file.generation, Some("c".repeat(40)));
         assert_eq!(file.pid, std::process::id());

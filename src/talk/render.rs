@@ -205,7 +205,7 @@ mod tests {
     use crate::journal::parse_line;
 
     fn event(json: &str) -> Event {
-        parse_line(json.as_bytes()).unwrap_or_else(|| unreachable!("not an event: {json}"))
+        parse_line(json.as_bytes()).unwrap_or_else(|| panic!("not an event: {json}"))
     }
 
     #[test]
