@@ -101,6 +101,10 @@ pub struct Reporter {
     generation: Mutex<Option<String>>,
     /// The text last set, so an unchanged state is not written again.
     last: Mutex<String>,
+    /// What the kernel last said it does, to say it again with `background`.
+    doing: Mutex<Option<Doing>>,
+    /// What the kernel does beside it, if anything (warming the gate).
+    background: Mutex<Option<String>>,
 }
 
 impl Reporter {
@@ -109,6 +113,8 @@ impl Reporter {
             path: home.join(STATUS_PATH),
             generation: Mutex::new(None),
             last: Mutex::new(String::new()),
+            doing: Mutex::new(None),
+            background: Mutex::new(None),
         }
     }
 
@@ -119,15 +125,28 @@ impl Reporter {
 
     /// The text systemd and the file get for `doing`.
     pub fn text(&self, doing: &Doing) -> String {
-        match (&*self.generation.lock().unwrap_or_else(|p| p.into_inner()), doing) {
+        let text = match (&*self.generation.lock().unwrap_or_else(|p| p.into_inner()), doing) {
             (_, Doing::Checking { .. } | Doing::GaveUp(_)) | (None, _) => doing.to_string(),
             (Some(commit), _) => format!("generation {}: {doing}", short(commit)),
+        };
+        match &*self.background.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(beside) => format!("{text}; meanwhile {beside}"),
+            None => text,
         }
+    }
+
+    /// Says what the kernel does beside its main work (`None`: nothing),
+    /// and says the whole status again.
+    pub fn set_background(&self, beside: Option<String>) {
+        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = beside;
+        let doing = self.doing.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        self.set(doing.unwrap_or(Doing::Starting));
     }
 
     /// Records and announces what the kernel does now.
     pub fn set(&self, doing: Doing) {
         let text = self.text(&doing);
+        *self.doing.lock().unwrap_or_else(|p| p.into_inner()) = Some(doing);
         {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
             if *last == text {

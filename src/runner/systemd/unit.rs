@@ -18,6 +18,11 @@ use crate::spawn::{Exit, Spec};
 const SERVICE_VARIABLES: &[&str] =
     &["INVOCATION_ID", "SYSTEMD_EXEC_PID", "JOURNAL_STREAM", "NOTIFY_SOCKET", "MANAGERPID"];
 
+/// The nice value of background work, the lowest priority.
+pub const BACKGROUND_NICE: i32 = 19;
+/// The idle IO scheduling class (`IOPRIO_CLASS_IDLE`).
+const IOPRIO_CLASS_IDLE: i32 = 3;
+
 /// A started unit.
 pub struct Unit {
     pub name: String,
@@ -213,6 +218,10 @@ async fn ask(
     }
     if let Some(runtime) = limits.runtime_max {
         props.push(("RuntimeMaxUSec", Value::from(usec(runtime))));
+    }
+    if limits.background {
+        props.push(("Nice", Value::from(BACKGROUND_NICE)));
+        props.push(("IOSchedulingClass", Value::from(IOPRIO_CLASS_IDLE)));
     }
     let aux: &[(&str, &[(&str, Value<'_>)])] = &[];
     match systemd.manager.start_transient_unit(name, "fail", &props, aux).await {
