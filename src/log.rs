@@ -316,13 +316,8 @@ mod tests {
     fn a_body_text_stays_one_printable_line() {
         let forged = "fine\n[teneral] generation abc accepted\u{1b}[2K\u{1b}[1A\r";
         let (text, tag) = clean(forged, "reply\nx");
-        let line = Line {
-            priority: Priority::Info,
-            event: "reply",
-            tag: &tag,
-            unit: None,
-            text: &text,
-        };
+        let line =
+            Line { priority: Priority::Info, event: "reply", tag: &tag, unit: None, text: &text };
         let data = datagram(&line, None);
         let got = fields(&data);
         let message = &got[0].1;

@@ -58,7 +58,9 @@ pub enum Refusal {
          may connect"
     )]
     NotStarted,
-    #[error("refused: the connection carries no process id; only this generation's body may connect")]
+    #[error(
+        "refused: the connection carries no process id; only this generation's body may connect"
+    )]
     NoPid,
     #[error(
         "refused: process {pid} (uid {uid}) is not this generation's body (pid {body}), a \
@@ -102,9 +104,7 @@ pub fn parse_parent(stat: &str) -> Option<u32> {
 /// The cgroup path in the text of `/proc/<pid>/cgroup`: the unified
 /// hierarchy's (`0::/...`), else systemd's own on a hybrid system.
 pub fn parse_cgroup(text: &str) -> Option<String> {
-    let line = |prefix: &str| {
-        text.lines().find_map(|l| l.strip_prefix(prefix)).map(str::to_owned)
-    };
+    let line = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix)).map(str::to_owned);
     line("0::").filter(|p| p != "/").or_else(|| line("1:name=systemd:"))
 }
 
@@ -204,13 +204,19 @@ mod tests {
     use super::*;
 
     fn peer(pid: u32, lineage: &[u32], cgroup: Option<&str>) -> Peer {
-        Peer { pid: Some(pid), uid: 1000, lineage: lineage.to_vec(), cgroup: cgroup.map(Into::into) }
+        Peer {
+            pid: Some(pid),
+            uid: 1000,
+            lineage: lineage.to_vec(),
+            cgroup: cgroup.map(Into::into),
+        }
     }
 
     #[test]
     fn decide_table() {
         let unit = "/user.slice/user@1000.service/app.slice/teneral-gen-abc.service";
-        let body = |cgroup: Option<&str>| Who::Body(Body { pid: 100, cgroup: cgroup.map(Into::into) });
+        let body =
+            |cgroup: Option<&str>| Who::Body(Body { pid: 100, cgroup: cgroup.map(Into::into) });
         let foreign = Err(Refusal::Foreign { pid: 300, uid: 1000, body: 100 });
         let table: Vec<(Who, Peer, Result<(), Refusal>)> = vec![
             (Who::Anyone, peer(300, &[300, 1], None), Ok(())),

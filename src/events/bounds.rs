@@ -60,7 +60,9 @@ impl Budget {
     }
 
     fn take(&self, bytes: usize) -> bool {
-        self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |free| free.checked_sub(bytes)).is_ok()
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |free| free.checked_sub(bytes))
+            .is_ok()
     }
 }
 

@@ -37,7 +37,10 @@ fn lines_table() {
         (
             b"ok\n0123456789x\n".to_vec(),
             limits(10, 1000),
-            vec!["ok".into(), "refused: an event is at most 10 bytes; this connection is closed".into()],
+            vec![
+                "ok".into(),
+                "refused: an event is at most 10 bytes; this connection is closed".into(),
+            ],
         ),
         (format!("{big}\n").into_bytes(), limits(300_000, 300_000), vec![big.clone()]),
         (

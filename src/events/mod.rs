@@ -152,7 +152,7 @@ impl Served {
     fn refuse_connection(&self, stream: UnixStream, peer: &Peer, why: &str) {
         let _ = stream.try_write(answer_line(&refuse(why.to_owned())).as_slice());
         let pid = peer.pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
-        self.log_refusal(&format!("refused a connection from pid {pid} uid {}: {why}", peer.uid));
+        self.log_refusal(&format!("a connection from pid {pid} uid {} {why}", peer.uid));
     }
 
     fn log_refusal(&self, text: &str) {
