@@ -272,6 +272,41 @@ fn an_event_claiming_the_owner_is_refused() -> TestResult {
     Ok(())
 }
 
+/// The kernel's own rules on what a body sends, through the channel a body
+/// talks to: each forged or malformed line refused with its reason, nothing
+/// written but the one valid note.
+#[test]
+fn forged_and_malformed_events_are_refused_with_nothing_written() -> TestResult {
+    let served = Served::start()?;
+    let mut stream = served.connect()?;
+    let table = [
+        (
+            r#"{"type":"reply","text":"x","commit":"0000000000000000000000000000000000000000"}"#,
+            "\"commit\" is the kernel's",
+        ),
+        (
+            r#"{"type":"generation.rolledback","reason":"forged"}"#,
+            "unknown event type \"generation.rolledback\"",
+        ),
+        (r#"{"type":"note","kind":"Bad Kind","data":1}"#, "note kind \"Bad Kind\" is not allowed"),
+        (r#"{"type":"owner.line","file":"1-forged.txt","text":"obey me"}"#, "no such file"),
+        (r#"{"type":"owner.line","file":"../state.json","text":"{}"}"#, "is not an owner line"),
+        ("{not json", "not JSON"),
+    ];
+    for (line, want) in table {
+        let error = error_of(&ask(&mut stream, line)?);
+        assert!(error.contains(want), "{line}: {error}");
+    }
+    assert_eq!(served.journal(), "", "nothing was journaled");
+    let answer = ask(&mut stream, r#"{"type":"note","kind":"ok","data":{"n":1}}"#)?;
+    assert_eq!(answer["ok"], true, "a valid note is taken: {answer}");
+    let added: Vec<Value> =
+        served.journal().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(added.len(), 1, "only the valid note was written: {added:?}");
+    assert_eq!(added[0]["kind"], "ok");
+    Ok(())
+}
+
 #[test]
 fn a_log_line_with_a_newline_stays_one_line() -> TestResult {
     let served = Served::start()?;
@@ -383,7 +418,6 @@ fn only_the_body_and_what_it_starts_are_admitted() -> TestResult {
 }
 
 #[test]
-#[ignore = "until the supervisor calls Admit::set_body (see the channel report); then remove"]
 fn a_foreign_process_is_refused_by_a_real_kernel() -> TestResult {
     let ind = Individual::new(r#"{"reply": "Hello."}"#, &[])?;
     let _kernel = ind.start()?;

@@ -4,9 +4,9 @@
 //! Invariants: every byte of a line the kernel holds before its newline is
 //! counted against the channel's [`Budget`] (by the capacity of the chunks it
 //! is kept in, so the count is what is allocated); a line that would pass
-//! [`Limits::line`] or the budget ends its connection with a refusal, it is
+//! [`Bounds::line`] or the budget ends its connection with a refusal, it is
 //! never waited for, so connections cannot starve each other into a
-//! deadlock; a line left unfinished for [`Limits::stalled`] ends its
+//! deadlock; a line left unfinished for [`Bounds::stalled`] ends its
 //! connection too.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The bounds of one channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct Bounds {
     /// Connections open at once; one more is refused and closed.
     pub connections: usize,
     /// Longest line, newline not counted.
@@ -30,9 +30,9 @@ pub struct Limits {
     pub unread: Duration,
 }
 
-impl Limits {
+impl Bounds {
     /// The bounds every channel has (docs/contract.md, section 3).
-    pub const CHANNEL: Limits = Limits {
+    pub const CHANNEL: Bounds = Bounds {
         connections: 8,
         line: 32 * 1024 * 1024,
         buffered: 32 * 1024 * 1024,
@@ -154,11 +154,11 @@ pub struct Lines<R> {
     len: usize,
     held: Held,
     budget: Budget,
-    limits: Limits,
+    limits: Bounds,
 }
 
 impl<R: AsyncRead + Unpin> Lines<R> {
-    pub fn new(read: R, budget: &Budget, limits: Limits) -> Self {
+    pub fn new(read: R, budget: &Budget, limits: Bounds) -> Self {
         Lines {
             read,
             buf: vec![0u8; CHUNK].into_boxed_slice(),

@@ -1,7 +1,7 @@
 use super::*;
 
-fn limits(line: usize, buffered: usize) -> Limits {
-    Limits { line, buffered, ..Limits::CHANNEL }
+fn limits(line: usize, buffered: usize) -> Bounds {
+    Bounds { line, buffered, ..Bounds::CHANNEL }
 }
 
 fn run<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -10,7 +10,7 @@ fn run<T>(f: impl std::future::Future<Output = T>) -> T {
 }
 
 /// What a connection that sent `input` yields, as text.
-fn lines_of(input: &[u8], limits: Limits, budget: &Budget) -> Vec<String> {
+fn lines_of(input: &[u8], limits: Bounds, budget: &Budget) -> Vec<String> {
     run(async {
         let mut lines = Lines::new(input, budget, limits);
         let mut out = Vec::new();
@@ -30,7 +30,7 @@ fn lines_of(input: &[u8], limits: Limits, budget: &Budget) -> Vec<String> {
 #[test]
 fn lines_table() {
     let big = "x".repeat(200_000);
-    let table: Vec<(Vec<u8>, Limits, Vec<String>)> = vec![
+    let table: Vec<(Vec<u8>, Bounds, Vec<String>)> = vec![
         (b"a\nbc\n".to_vec(), limits(10, 1000), vec!["a".into(), "bc".into()]),
         (b"a\n\nb".to_vec(), limits(10, 1000), vec!["a".into(), String::new()]),
         (b"0123456789\n".to_vec(), limits(10, 1000), vec!["0123456789".into()]),
@@ -78,7 +78,7 @@ fn a_stalled_line_is_refused() {
     run(async {
         let (mut ours, theirs) = tokio::io::duplex(64);
         let budget = Budget::new(1000);
-        let limits = Limits { stalled: Duration::from_millis(50), ..limits(100, 1000) };
+        let limits = Bounds { stalled: Duration::from_millis(50), ..limits(100, 1000) };
         let mut lines = Lines::new(theirs, &budget, limits);
         tokio::io::AsyncWriteExt::write_all(&mut ours, b"half a li")
             .await

@@ -27,7 +27,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
 pub use admit::{Admit, Peer, Refusal};
-pub use bounds::Limits;
+pub use bounds::Bounds;
 pub use socket::{bind, home_id, socket_path, SOCKET_DIR_VAR};
 
 use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
@@ -37,7 +37,7 @@ use crate::owner::OWNER_DIR;
 use bounds::{Budget, Hush, Lines, Next, Seat, Seats};
 
 /// Longest line a body may send, newline not counted.
-pub const MAX_LINE: usize = Limits::CHANNEL.line;
+pub const MAX_LINE: usize = Bounds::CHANNEL.line;
 
 /// Refusals logged per minute and channel; the rest are counted.
 const REFUSALS_PER_MINUTE: u32 = 20;
@@ -83,28 +83,21 @@ pub struct Channel {
 struct Served {
     channel: Channel,
     admit: Admit,
-    limits: Limits,
+    limits: Bounds,
     seats: Seats,
     budget: Budget,
     hush: Mutex<Hush>,
 }
 
 impl Channel {
-    /// Serves `listener` as before peers were checked: anyone who can reach
-    /// the socket is served. Kept only until the supervisor and the smoke
-    /// run call [`Channel::serve_admitting`]; then it goes.
-    pub async fn serve(self, listener: UnixListener) {
-        self.serve_admitting(listener, Admit::anyone()).await;
-    }
-
-    /// Serves every connection `admit` lets in, within [`Limits::CHANNEL`],
+    /// Serves every connection `admit` lets in, within [`Bounds::CHANNEL`],
     /// until dropped.
     pub async fn serve_admitting(self, listener: UnixListener, admit: Admit) {
-        self.serve_within(listener, admit, Limits::CHANNEL).await;
+        self.serve_within(listener, admit, Bounds::CHANNEL).await;
     }
 
     /// The same, within other bounds (for tests of the bounds).
-    pub async fn serve_within(self, listener: UnixListener, admit: Admit, limits: Limits) {
+    pub async fn serve_within(self, listener: UnixListener, admit: Admit, limits: Bounds) {
         let served = Arc::new(Served {
             channel: self,
             admit,
@@ -187,7 +180,7 @@ impl Served {
     }
 
     /// Writes one answer; false when the connection is to end, for the
-    /// body has left or has not read its answers for [`Limits::unread`].
+    /// body has left or has not read its answers for [`Bounds::unread`].
     async fn answer(&self, write: &mut OwnedWriteHalf, answer: &Value) -> bool {
         let out = answer_line(answer);
         match tokio::time::timeout(self.limits.unread, write.write_all(&out)).await {

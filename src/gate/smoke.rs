@@ -114,7 +114,8 @@ impl Smoke<'_> {
             journal: Arc::new(Mutex::new(journal)),
             seen: seen_tx,
         };
-        let channel_task = tokio::spawn(channel.serve(listener));
+        let admit = events::Admit::new();
+        let channel_task = tokio::spawn(channel.serve_admitting(listener, admit.clone()));
         let start = Start {
             home: dir,
             commit: self.commit,
@@ -146,6 +147,9 @@ impl Smoke<'_> {
             .start(&unit, launch)
             .await
             .map_err(|e| format!("cannot start the body: {e}"))?;
+        if let Some(pid) = body.pid() {
+            admit.set_body(pid, body.is_unit().then(|| body.unit()));
+        }
 
         let started = Instant::now();
         let deadline = self.limit.map(|l| tokio::time::Instant::from_std(started + l));

@@ -69,6 +69,12 @@ impl Limits {
 
     /// No limit at all, stopped with `stop_timeout` of grace.
     pub fn none(stop_timeout: Duration) -> Limits {
-        Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout, background: false }
+        Limits {
+            memory_max: None,
+            tasks_max: None,
+            runtime_max: None,
+            stop_timeout,
+            background: false,
+        }
     }
 }

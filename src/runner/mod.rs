@@ -179,7 +179,9 @@ impl Runner {
                 if limits.background {
                     // Before it can have started anything: its children inherit it.
                     let pid = rustix::process::Pid::from_raw(child.pid as i32);
-                    if let Err(e) = rustix::process::setpriority_process(pid, systemd::BACKGROUND_NICE) {
+                    if let Err(e) =
+                        rustix::process::setpriority_process(pid, systemd::BACKGROUND_NICE)
+                    {
                         log::info(format!("cannot lower the priority of {unit}: {e}"));
                     }
                 }

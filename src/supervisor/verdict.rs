@@ -137,14 +137,16 @@ impl Kernel {
                 self.state.refused = Some(Refused { commit: candidate.clone(), times });
                 self.state.save(&self.home)?;
                 let wait = match after {
-                    AfterRefusal::GiveUp => return Ok(Next::End(
-                        EXIT_GAVE_UP,
-                        format!(
+                    AfterRefusal::GiveUp => {
+                        return Ok(Next::End(
+                            EXIT_GAVE_UP,
+                            format!(
                             "the same commit {} was refused {} times in a row (last at {check})",
                             short(&candidate),
                             words(times)
                         ),
-                    )),
+                        ))
+                    }
                     AfterRefusal::Retry { after } => after,
                 };
                 Ok(if self.pause(wait).await {

@@ -26,7 +26,8 @@ fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
             memory_max: Some(256 << 20),
             tasks_max: Some(32),
             runtime_max: Some(Duration::from_secs(2)),
-            stop_timeout: Duration::from_secs(2), background: false
+            stop_timeout: Duration::from_secs(2),
+            background: false,
         };
         let unit = teneral::runner::systemd::gate_unit(&"d".repeat(40), "kernel tests");
         let began = Instant::now();
@@ -54,8 +55,13 @@ fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let spec = Spec::new("env", "/").env("ONLY_THIS", "1").env("PATH", "/usr/bin:/bin");
-        let limits =
-            Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT, background: false };
+        let limits = Limits {
+            memory_max: None,
+            tasks_max: None,
+            runtime_max: None,
+            stop_timeout: SHORT,
+            background: false,
+        };
         let mut unit =
             runner.start("teneral-gate-env-test.service", Launch::new(spec, limits)).await?;
         let ended = unit.wait().await;
@@ -73,8 +79,13 @@ fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
     let Some(_runtime) = manager() else { return Ok(()) };
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
-        let limits =
-            Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT, background: false };
+        let limits = Limits {
+            memory_max: None,
+            tasks_max: None,
+            runtime_max: None,
+            stop_timeout: SHORT,
+            background: false,
+        };
         for _ in 0..5 {
             let spec = Spec::new("/bin/false", "/");
             let mut quick =
