@@ -225,12 +225,12 @@ fn a_failing_body_test_and_a_run_of_no_tests_are_refused() -> TestResult {
         body_edit(
             w,
             "        let known = [",
-            "        assert_eq!(MODE, \"never\", \"failing on purpose\");\n        let known = [",
+            "        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n        let known = [",
         )
     })?;
     rejected_at(&ask(&ind, &failing)?, "body-tests", "failing on purpose");
     let none = candidate(&ind, |w| {
-        body_edit(w, "        assert_eq!(MODE, \"never\", \"failing on purpose\");\n", "")?;
+        body_edit(w, "        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n", "")?;
         body_edit(
             w,
             "    #[test]\n    fn the_mode_is_one_of_the_known",
