@@ -17,6 +17,7 @@
 mod model;
 mod run;
 mod verdict;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -72,10 +73,16 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> KernelError + '_ {
 /// Supervises the individual at `home` until asked to stop or until the
 /// rules give up. Returns the process's exit status.
 pub async fn run(home: &Path) -> Result<i32, KernelError> {
+    // A local set, so that background work holding a git repository (which
+    // is not `Sync`) can run beside the supervisor on its one thread.
+    tokio::task::LocalSet::new().run_until(supervise_at(home)).await
+}
+
+async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let home = home.canonicalize().map_err(io("the individual's directory"))?;
     let _lock = lock::acquire(&home)?;
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
-    let status = Reporter::new(&home);
+    let status = Arc::new(Reporter::new(&home));
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
     // Refuse before building anything when the body could not be caged.
@@ -127,7 +134,17 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     // are taken in, so the kernel counts as serving.
     status.ready();
 
+    let warming = warm::Warm {
+        home: home.clone(),
+        settings: settings.clone(),
+        runner: runner.clone(),
+        journal: Arc::clone(&journal),
+        status: Arc::clone(&status),
+        running: commit.clone(),
+    }
+    .start();
     let mut k = Kernel {
+        warming,
         model: Model::start(&settings, &home).await?,
         home,
         settings,
@@ -164,7 +181,9 @@ pub(crate) struct Kernel {
     git: git2::Repository,
     model: Model,
     runner: Runner,
-    status: Reporter,
+    status: Arc<Reporter>,
+    /// The gate's warm-up, while it may still run.
+    warming: Option<tokio::task::JoinHandle<()>>,
     sigterm: Signal,
     sigint: Signal,
     sighup: Signal,

@@ -186,6 +186,32 @@ fn a_body_only_mutation_reuses_the_kernels_verdicts() -> TestResult {
 }
 
 #[test]
+fn the_gate_warms_up_after_a_start_so_the_first_mutation_reuses_the_kernels_checks() -> TestResult {
+    let (ind, _kernel, _) = started(&["TENERAL_WARM_GATE=on"])?;
+    let end = std::time::Instant::now() + LONG;
+    while !ind.kernel_log().contains("gate: warmed, 2 of the kernel's checks passed") {
+        if std::time::Instant::now() > end {
+            return Err(format!("no warm-up after {LONG:?}:\n{}", ind.kernel_log()).into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let first = candidate(&ind, |w| {
+        body_edit(w, "const REPLY_PREFIX: &str = \"\";", "const REPLY_PREFIX: &str = \"w\";")
+    })?;
+    assert_eq!(ask(&ind, &first)?["type"], "mutation.accepted");
+    let result = |check: &str| {
+        ind.events("mutation.check")
+            .iter()
+            .find(|e| e["candidate"] == first.as_str() && e["check"] == check)
+            .map(|e| e["result"].as_str().unwrap_or("").to_owned())
+    };
+    assert_eq!(result("typecheck-kernel").as_deref(), Some("reused"));
+    assert_eq!(result("kernel-tests").as_deref(), Some("reused"));
+    assert_eq!(result("body-tests").as_deref(), Some("passed"));
+    Ok(())
+}
+
+#[test]
 fn refusals_at_paths_name_every_path() -> TestResult {
     let (ind, _kernel, base) = started(&[])?;
     let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "a new letter\n"))?;

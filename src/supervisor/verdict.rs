@@ -10,6 +10,7 @@ use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
 use crate::lifecycle::{after_refusal, AfterRefusal};
 use crate::state::Refused;
+use crate::status::Doing;
 use crate::{back, log, repo};
 
 /// Tells the agent a mutation it asked for got no verdict, so it asks again.
@@ -96,6 +97,18 @@ impl Kernel {
         };
         self.state.pending = Some(candidate.clone());
         self.state.save(&self.home)?;
+        if let Some(warming) = self.warming.take().filter(|w| !w.is_finished()) {
+            self.status.set(Doing::Checking {
+                candidate: candidate.clone(),
+                step: "waiting for the gate's warm-up".into(),
+            });
+            log::info("gate: waiting for the warm-up's checks of the running kernel to end");
+            tokio::select! {
+                _ = warming => {}
+                _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+                _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+            }
+        }
         let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
         let gate = Gate {
             home: &self.home,
@@ -105,7 +118,7 @@ impl Kernel {
             running: commit,
             kernel_exe: &exe,
             runner: &self.runner,
-            status: Some(&self.status),
+            status: Some(&*self.status),
         };
         let verdict = tokio::select! {
             v = gate.judge(&candidate) => v,

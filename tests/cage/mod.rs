@@ -138,7 +138,7 @@ impl Drop for Upstream {
 pub fn hostile_individual(env: &str) -> Result<Individual, Box<dyn std::error::Error>> {
     let ind = Individual::with_body(&hostile_body(), "", &[])?;
     let home = ind.path();
-    std::fs::write(home.join(".env"), env)?;
+    std::fs::write(home.join(".env"), format!("{env}TENERAL_WARM_GATE=off\n"))?;
     std::fs::create_dir_all(home.join(".teneral/auth"))?;
     std::fs::write(home.join(".teneral/auth/token"), format!("{SECRET}\n"))?;
     std::fs::create_dir_all(home.join("soul"))?;
