@@ -102,9 +102,10 @@ fn block(mark: &str, text: &str) -> String {
     out
 }
 
-/// The first seven characters of a commit.
+/// The short form of a commit, as the journal gives it (sanitized: the
+/// journal is read as it is).
 fn short(commit: &str) -> String {
-    sanitize(commit).chars().take(7).collect()
+    sanitize(crate::commit::short(commit))
 }
 
 /// The string fields of `event` named in `names` that are present, as

@@ -82,6 +82,8 @@ impl Unit {
             Some(v) => u32::try_from(v).ok().filter(|p| *p > 0),
             None => None,
         };
+        let unit =
+            Unit { name: name.to_owned(), pid, systemd: systemd.clone(), ended: Some(rx), done: None };
         if result != "done" {
             // A program that ends at once can end before the manager has seen
             // its exec: the job fails, yet it ran. Only systemd's own setup
@@ -91,13 +93,7 @@ impl Unit {
             return match ended {
                 Some(ended) if !matches!(ended.exit, Exit::Code(200..=255)) => {
                     let _ = tx.send(ended);
-                    Ok(Unit {
-                        name: name.to_owned(),
-                        pid,
-                        systemd: systemd.clone(),
-                        ended: Some(rx),
-                        done: None,
-                    })
+                    Ok(unit)
                 }
                 ended => {
                     let unit_result =
@@ -124,13 +120,7 @@ impl Unit {
                 }
             }
         });
-        Ok(Unit {
-            name: name.to_owned(),
-            pid,
-            systemd: systemd.clone(),
-            ended: Some(rx),
-            done: None,
-        })
+        Ok(unit)
     }
 
     /// Waits for the unit to end. Cancel-safe.
