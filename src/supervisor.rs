@@ -127,7 +127,7 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     status.ready();
 
     let mut k = Kernel {
-        model: Model::start(&settings, &home).await?,
+        model: Model::start(&settings, &home, &runner).await?,
         home,
         settings,
         state,
