@@ -98,7 +98,9 @@ fn main() -> ExitCode {
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
             Command::Standin { listen, key, script, log, end_with_stdout } => {
                 let key = key.or_else(|| {
-                    std::env::var(teneral::standin::child::KEY_VARIABLE).ok().filter(|k| !k.is_empty())
+                    std::env::var(teneral::standin::child::KEY_VARIABLE)
+                        .ok()
+                        .filter(|k| !k.is_empty())
                 });
                 let config = teneral::standin::Config { key, script, log };
                 teneral::standin::run_cli(listen, config, end_with_stdout).await?;

@@ -379,10 +379,15 @@ mod tests {
         for (path, want) in table {
             assert_eq!(access_of(&plan, path), want, "{path}");
         }
-        let individual: Vec<&Rule> = plan.rules.iter().filter(|r| r.path.starts_with("/i")).collect();
+        let individual: Vec<&Rule> =
+            plan.rules.iter().filter(|r| r.path.starts_with("/i")).collect();
         assert_eq!(individual.len(), 2, "only the script and the log: {individual:?}");
         assert_eq!(plan.profile, "model");
-        assert_eq!(plan.net, Net::Open, "the kernel and the bodies reach it on the host's loopback");
+        assert_eq!(
+            plan.net,
+            Net::Open,
+            "the kernel and the bodies reach it on the host's loopback"
+        );
         assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
         assert!(plan.readonly.is_empty());
         let bare = model(Path::new("/k/teneral"), &[], &[], &host());

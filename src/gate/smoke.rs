@@ -15,7 +15,7 @@ use crate::generation::{self, Start};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
-use crate::standin::child::{Start as StandinStart, StandinChild};
+use crate::standin::child::{StandinChild, Start as StandinStart};
 
 /// Where the throwaway individual lives while the smoke run lasts.
 pub const SMOKE_DIR: &str = ".teneral/gate/smoke";

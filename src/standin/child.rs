@@ -170,7 +170,8 @@ fn tail(running: &Running) -> String {
 pub fn address_in(stdout: &str) -> Option<String> {
     stdout.lines().find_map(|line| {
         let url = line.trim().strip_prefix("listening on ")?;
-        let addr: std::net::SocketAddr = url.strip_prefix("http://")?.strip_suffix("/v1")?.parse().ok()?;
+        let addr: std::net::SocketAddr =
+            url.strip_prefix("http://")?.strip_suffix("/v1")?.parse().ok()?;
         addr.ip().is_loopback().then(|| url.to_owned())
     })
 }

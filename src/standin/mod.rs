@@ -138,7 +138,11 @@ impl KeyHandle {
 /// binds, prints `listening on http://ADDR/v1` to stdout (flushed) and serves
 /// forever; with `end_with_stdout`, only until nothing reads its stdout any
 /// longer (the kernel that started it, see [`child`], is gone).
-pub async fn run_cli(listen: SocketAddr, config: Config, end_with_stdout: bool) -> anyhow::Result<()> {
+pub async fn run_cli(
+    listen: SocketAddr,
+    config: Config,
+    end_with_stdout: bool,
+) -> anyhow::Result<()> {
     let standin = Standin::bind(listen, config).await?;
     {
         let mut out = std::io::stdout().lock();

@@ -121,7 +121,8 @@ fn in_model_profile(home: &Path, script: &str) -> std::io::Result<Output> {
         writable: vec![home.join("standin.jsonl")],
     };
     let options = confine::Options { exe: Some(teneral()), ..Default::default() };
-    let argv = confine::wrap_with(&profile, &options, vec!["/bin/sh".into(), "-c".into(), script.into()])?;
+    let argv =
+        confine::wrap_with(&profile, &options, vec!["/bin/sh".into(), "-c".into(), script.into()])?;
     Command::new(&argv[0]).args(&argv[1..]).current_dir("/").env_clear().output()
 }
 
@@ -154,7 +155,10 @@ fn the_model_profile_grants_its_script_and_log_and_refuses_the_rest() -> TestRes
         let out = in_model_profile(&home, &format!("cd {} && {command}", home.display()))?;
         let all = text(&out);
         if out.status.success() != *passes || !all.contains(says) {
-            wrong.push(format!("{command}: wanted success {passes} saying {says:?}; got {}: {all}", out.status));
+            wrong.push(format!(
+                "{command}: wanted success {passes} saying {says:?}; got {}: {all}",
+                out.status
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
