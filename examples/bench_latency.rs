@@ -66,7 +66,10 @@ fn make_individual(root: &Path, target: &Path, home: &Path) -> Result<()> {
         home.join(".gitignore"),
         "/.teneral\n/.env\n/memory\n/soul\n/inbox\n/kernel.log\n",
     )?;
-    std::fs::write(home.join(".env"), "TENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=0\n")?;
+    std::fs::write(
+        home.join(".env"),
+        "TENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=0\nTENERAL_WARM_GATE=off\n",
+    )?;
     // Reuse the build cache of the tests, if there is one.
     std::fs::create_dir_all(home.join(".teneral"))?;
     let cache = target.join("test-bodies");

@@ -35,6 +35,7 @@ async fn bench(n: usize) -> Result<()> {
         tasks_max: Some(2048),
         runtime_max: None,
         stop_timeout: Duration::from_secs(5),
+        background: false,
     };
     let mut times: [(Vec<Duration>, Vec<Duration>); 2] = Default::default();
     for i in 0..n + 5 {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::generations::{self, Lineage, Refusal};
+use crate::generations::{Lineage, Refusal};
 use crate::journal::writer::{Journal, JournalError};
 use crate::journal::{parse_line, Event, JOURNAL_PATH};
 use crate::lock::{self, LockError, LOCK_PATH};
@@ -122,7 +122,7 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
             "sent back from {} to {}: the kernel stopped the agent and started it on {}",
             from,
             to,
-            generations::short(&to)
+            crate::commit::short(&to)
         );
         print(out, &text)?;
         return Ok(0);
@@ -145,7 +145,7 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
     let text = format!(
         "sent back from {from} to {to}. The agent was down and stays down; it starts on {} \
          at the next start (systemctl --user start teneral, or teneral run)",
-        generations::short(&to)
+        crate::commit::short(&to)
     );
     print(out, &text)?;
     Ok(0)

@@ -7,9 +7,13 @@ use std::fmt;
 /// Hex digits people read a commit by.
 pub const SHORT_LEN: usize = 7;
 
-/// The first [`SHORT_LEN`] characters of a commit's id, as people read them.
+/// The first [`SHORT_LEN`] characters of a commit's id, as people read them
+/// (characters, not bytes: text read from a file may be anything).
 pub fn short(commit: &str) -> &str {
-    commit.get(..SHORT_LEN).unwrap_or(commit)
+    match commit.char_indices().nth(SHORT_LEN) {
+        Some((end, _)) => &commit[..end],
+        None => commit,
+    }
 }
 
 /// A full commit id: 40 lowercase hex digits (SHA-1) or 64 (SHA-256).
@@ -95,6 +99,7 @@ mod tests {
     fn the_short_form_is_seven_digits_or_what_there_is() {
         assert_eq!(short("0123456789"), "0123456");
         assert_eq!(short("abc"), "abc");
+        assert_eq!(short("ééééééééé"), "ééééééé");
         let c = Commit::parse("0123456789abcdef0123456789abcdef01234567").expect("a full id");
         assert_eq!(c.short(), "0123456");
         assert_eq!(c.to_string().len(), 40);

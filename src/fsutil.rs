@@ -37,10 +37,10 @@ mod tests {
 
     #[test]
     fn replaces_whole_and_leaves_no_temp() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let p = dir.path().join("state.json");
-        write_atomic(&p, b"one").unwrap_or_else(|e| unreachable!("{e}"));
-        write_atomic(&p, b"two").unwrap_or_else(|e| unreachable!("{e}"));
+        write_atomic(&p, b"one").expect("a new file is written");
+        write_atomic(&p, b"two").expect("an existing file is replaced");
         assert_eq!(fs::read(&p).unwrap_or_default(), b"two");
         let names: Vec<_> = fs::read_dir(dir.path())
             .into_iter()

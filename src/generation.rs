@@ -232,8 +232,8 @@ mod tests {
 
     #[test]
     fn organs_are_in_the_environment_only_when_pinned() {
-        let settings =
-            Settings::parse("TENERAL_PROVIDER=standin\n").unwrap_or_else(|e| unreachable!("{e}"));
+        let settings = Settings::parse("TENERAL_PROVIDER=standin\n")
+            .expect("a standin provider alone is valid");
         let set = Path::new("/home/x/.teneral/organs/sets/0123456789abcdef");
         let mut start = Start {
             home: Path::new("/home/x"),

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use crate::journal::Event;
 
 /// Characters of a commit shown, and the fewest a name of one may have.
-pub const SHORT: usize = 7;
+pub const SHORT: usize = crate::commit::SHORT_LEN;
 
 /// One generation, as the journal knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,16 +36,12 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// The first [`SHORT`] characters of its commit.
+    /// The short form of its commit.
     pub fn short(&self) -> &str {
-        short(&self.commit)
+        crate::commit::short(&self.commit)
     }
 }
 
-/// The first [`SHORT`] characters of a commit.
-pub fn short(commit: &str) -> &str {
-    commit.get(..SHORT).unwrap_or(commit)
-}
 
 /// Why `back` goes nowhere. Each says what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

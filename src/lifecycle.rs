@@ -20,6 +20,10 @@
 //! - a failed generation is rolled back when there is one to go back to,
 //!   else the supervisor stops and says why.
 
+mod refusals;
+
+pub use refusals::{after_refusal, AfterRefusal, GIVE_UP_AFTER};
+
 use std::time::{Duration, Instant};
 
 /// The windows the rules use (Settings gives them; tests shorten them).

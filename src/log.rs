@@ -11,6 +11,11 @@
 //! `[teneral] ...` or `[tag] ...` on stderr, and so is a line journald would
 //! not take.
 //!
+//! Every line is one line: text that a body, a model or a child wrote is
+//! escaped ([`escape`]) before it is written, so it can neither start a line
+//! of its own (a forged `[teneral] ...`) nor carry a terminal's escape
+//! sequences, and journald always stores its `MESSAGE` as text.
+//!
 //! The datagrams are written here rather than through `tracing-journald`:
 //! the format is a few lines, and the kernel has no use for the rest of a
 //! tracing stack.
@@ -80,7 +85,57 @@ fn stderr_is_journal() -> bool {
     dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
 }
 
+/// `text` with every control character shown instead of acted on: `\n`,
+/// `\r`, `\t`, `\x1b` (C0 controls, DEL and C1 controls alike), and the
+/// characters that reorder text on screen or break lines as `\u{...}`.
+/// Everything else, backslashes included, is kept as it is.
+pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
+    let shown = |c: char| !(c.is_control() || is_invisible_format(c));
+    if text.chars().all(shown) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() && (c as u32) < 0x100 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if !shown(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Characters that end a line or reorder text without being controls.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` cut to at most `max` bytes on a character, the cut said.
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{} [cut: {} bytes in all]", &text[..end], text.len()))
+}
+
+/// Text and tag as they are written: cut, then escaped. Cut first, so a
+/// huge text is never copied whole.
+fn clean<'a>(text: &'a str, tag: &'a str) -> (String, std::borrow::Cow<'a, str>) {
+    (escape(&cut(text, MAX_MESSAGE)).into_owned(), escape(tag))
+}
+
 fn write(line: Line<'_>) {
+    let (text, tag) = clean(line.text, line.tag);
+    let line = Line { text: &text, tag: &tag, ..line };
     if let Some(socket) = journal() {
         let datagram =
             datagram(&line, commit().lock().unwrap_or_else(|p| p.into_inner()).as_deref());
@@ -94,18 +149,9 @@ fn write(line: Line<'_>) {
 /// The native protocol: `NAME=value\n`, or for a value with a newline,
 /// `NAME\n`, its length as 64-bit little endian, the value and `\n`.
 fn datagram(line: &Line<'_>, commit: Option<&str>) -> Vec<u8> {
-    let cut;
-    let mut text = line.text;
-    if text.len() > MAX_MESSAGE {
-        let mut end = MAX_MESSAGE;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        cut = format!("{} [cut: {} bytes in all]", &text[..end], line.text.len());
-        text = &cut;
-    }
+    let text = cut(line.text, MAX_MESSAGE);
     let message =
-        if line.tag == "teneral" { text.to_owned() } else { format!("[{}] {text}", line.tag) };
+        if line.tag == "teneral" { text.into_owned() } else { format!("[{}] {text}", line.tag) };
     let priority = (line.priority as u8).to_string();
     let mut fields: Vec<(&str, &str)> = vec![
         ("MESSAGE", &message),
@@ -244,5 +290,54 @@ mod tests {
         let message = &got[0].1;
         assert!(message.len() < MAX_MESSAGE + 100, "{}", message.len());
         assert!(message.ends_with(&format!("[cut: {} bytes in all]", text.len())), "cut is said");
+    }
+
+    #[test]
+    fn escape_table() {
+        let table = [
+            ("plain text, unicode › ● ✓", "plain text, unicode › ● ✓"),
+            ("two\nlines", "two\\nlines"),
+            ("cr\rlf\r\n", "cr\\rlf\\r\\n"),
+            ("tab\there", "tab\\there"),
+            ("\u{1b}[31mred\u{1b}[0m", "\\x1b[31mred\\x1b[0m"),
+            ("\u{1b}]0;title\u{7}", "\\x1b]0;title\\x07"),
+            ("nul\u{0}del\u{7f}", "nul\\x00del\\x7f"),
+            ("c1 csi \u{9b}2J next line \u{85}", "c1 csi \\x9b2J next line \\x85"),
+            ("ls \u{2028} ps \u{2029}", "ls \\u{2028} ps \\u{2029}"),
+            ("bidi \u{202e}exe.txt\u{2066}", "bidi \\u{202e}exe.txt\\u{2066}"),
+            ("a backslash \\n stays", "a backslash \\n stays"),
+        ];
+        for (input, want) in table {
+            assert_eq!(escape(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn a_body_text_stays_one_printable_line() {
+        let forged = "fine\n[teneral] generation abc accepted\u{1b}[2K\u{1b}[1A\r";
+        let (text, tag) = clean(forged, "reply\nx");
+        let line =
+            Line { priority: Priority::Info, event: "reply", tag: &tag, unit: None, text: &text };
+        let data = datagram(&line, None);
+        let got = fields(&data);
+        let message = &got[0].1;
+        assert_eq!(
+            message,
+            "[reply\\nx] fine\\n[teneral] generation abc accepted\\x1b[2K\\x1b[1A\\r"
+        );
+        assert!(
+            data.starts_with(b"MESSAGE=["),
+            "MESSAGE is sent as text, never in the binary form journald shows as a blob"
+        );
+        let printable = |c: char| !c.is_control();
+        assert!(message.chars().all(printable), "{message:?}");
+    }
+
+    #[test]
+    fn a_huge_text_is_cut_before_it_is_escaped() {
+        let text = "\n".repeat(4 * MAX_MESSAGE);
+        let (clean_text, _) = clean(&text, "teneral");
+        assert!(clean_text.len() <= 2 * MAX_MESSAGE + 64, "{}", clean_text.len());
+        assert!(clean_text.ends_with(&format!("[cut: {} bytes in all]", text.len())));
     }
 }

@@ -133,9 +133,10 @@ mod tests {
 
     #[test]
     fn writes_whole_files_and_no_temporaries() {
-        let home = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
-        let a = write_line(home.path(), "hello\nthere").unwrap_or_else(|e| unreachable!("{e}"));
-        let b = write_interrupt(home.path()).unwrap_or_else(|e| unreachable!("{e}"));
+        let home = tempfile::tempdir().expect("a temporary directory can be made");
+        let a = write_line(home.path(), "hello\nthere")
+            .expect("a line is written, making the owner directory");
+        let b = write_interrupt(home.path()).expect("an interrupt is written");
         let dir = home.path().join(OWNER_DIR);
         assert_eq!(fs::read_to_string(dir.join(&a)).unwrap_or_default(), "hello\nthere");
         assert_eq!(fs::read(dir.join(&b)).map(|v| v.len()).ok(), Some(0));

@@ -215,54 +215,55 @@ mod tests {
     use super::*;
 
     fn repo_with_commit(dir: &Path) -> (Repository, Oid) {
-        let repo = Repository::init(dir).unwrap_or_else(|e| unreachable!("{e}"));
+        let repo = Repository::init(dir).expect("git init works in a temporary directory");
         std::fs::write(dir.join("a.txt"), "one").unwrap_or_default();
         let oid = commit_all(&repo, "first");
         (repo, oid)
     }
 
     fn commit_all(repo: &Repository, msg: &str) -> Oid {
-        let mut index = repo.index().unwrap_or_else(|e| unreachable!("{e}"));
+        let mut index = repo.index().expect("the repository has an index");
         index
             .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        index.write().unwrap_or_else(|e| unreachable!("{e}"));
-        let tree = repo.find_tree(index.write_tree().unwrap_or_else(|e| unreachable!("{e}")));
-        let tree = tree.unwrap_or_else(|e| unreachable!("{e}"));
-        let sig = git2::Signature::now("t", "t@t").unwrap_or_else(|e| unreachable!("{e}"));
+            .expect("the work tree files can be staged");
+        index.write().expect("the index can be written");
+        let tree = repo.find_tree(index.write_tree().expect("the index makes a tree"));
+        let tree = tree.expect("the tree just written is found");
+        let sig = git2::Signature::now("t", "t@t").expect("a signature with a fixed name is valid");
         let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
         let parents: Vec<_> = parent.iter().collect();
         repo.commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents)
-            .unwrap_or_else(|e| unreachable!("{e}"))
+            .expect("the staged tree commits on HEAD")
     }
 
     #[test]
     fn live_is_reset_to_the_exact_commit() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let home = dir.path();
         let (repo, first) = repo_with_commit(home);
         std::fs::write(home.join("a.txt"), "two").unwrap_or_default();
         let second = commit_all(&repo, "second");
-        let live = reset_live(&repo, home, first).unwrap_or_else(|e| unreachable!("{e}"));
+        let live = reset_live(&repo, home, first).expect("live resets to the first commit");
         assert_eq!(std::fs::read_to_string(live.join("a.txt")).unwrap_or_default(), "one");
         std::fs::write(live.join("stray.txt"), "x").unwrap_or_default();
         std::fs::write(live.join("a.txt"), "edited").unwrap_or_default();
-        reset_live(&repo, home, second).unwrap_or_else(|e| unreachable!("{e}"));
+        reset_live(&repo, home, second).expect("live resets over stray and edited files");
         assert_eq!(std::fs::read_to_string(live.join("a.txt")).unwrap_or_default(), "two");
         assert!(!live.join("stray.txt").exists(), "untracked files are removed");
     }
 
     #[test]
     fn candidate_is_an_own_clone_on_the_lineage() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let home = dir.path();
         let (repo, first) = repo_with_commit(home);
-        ensure_lineage(&repo, home, first).unwrap_or_else(|e| unreachable!("{e}"));
-        let cand = ensure_candidate(home).unwrap_or_else(|e| unreachable!("{e}"));
-        let c = Repository::open(&cand).unwrap_or_else(|e| unreachable!("{e}"));
+        ensure_lineage(&repo, home, first)
+            .expect("the lineage branch can point at the first commit");
+        let cand = ensure_candidate(home).expect("the candidate clones from the lineage");
+        let c = Repository::open(&cand).expect("the candidate is a repository");
         assert!(!c.is_worktree());
         assert_ne!(c.commondir(), repo.commondir(), "its own .git, not the main one");
-        let head = c.head().unwrap_or_else(|e| unreachable!("{e}"));
+        let head = c.head().expect("the candidate has a HEAD");
         assert_eq!(head.shorthand(), Some(LINEAGE_BRANCH));
         assert_eq!(head.target(), Some(first));
     }

@@ -153,6 +153,10 @@ pub struct Settings {
     /// `TENERAL_UNSAFE_UNCONFINED=1`: the owner lets bodies and checks run
     /// without the cage (no Landlock, seccomp or namespaces).
     pub unsafe_unconfined: bool,
+    /// `TENERAL_WARM_GATE`: after a start, the kernel's checks of the running
+    /// tree run in the background (at the lowest priority), so the first
+    /// mutation does not wait for them. On by default.
+    pub warm_gate: bool,
     /// Test-only (`TENERAL_TEST_PRETEND_MISSING`): confinement features the
     /// kernel treats as missing from the running Linux, to test the refusals.
     pub pretend_missing: Vec<String>,

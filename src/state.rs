@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_default() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         assert_eq!(State::load(dir.path()).ok(), Some(State::default()));
         std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
         let s = State {
@@ -108,13 +108,13 @@ mod tests {
             pending: Some("b".repeat(40)),
             refused: Some(Refused { commit: "c".repeat(40), times: 2 }),
         };
-        s.save(dir.path()).unwrap_or_else(|e| unreachable!("{e}"));
+        s.save(dir.path()).expect("the state saves into an existing .teneral");
         assert_eq!(State::load(dir.path()).ok(), Some(s));
     }
 
     #[test]
     fn damaged_state_says_what_to_do() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
         std::fs::write(dir.path().join(STATE_PATH), "{").unwrap_or_default();
         let err = State::load(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();

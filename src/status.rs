@@ -101,6 +101,10 @@ pub struct Reporter {
     generation: Mutex<Option<String>>,
     /// The text last set, so an unchanged state is not written again.
     last: Mutex<String>,
+    /// What the kernel last said it does, to say it again with `background`.
+    doing: Mutex<Option<Doing>>,
+    /// What the kernel does beside it, if anything (warming the gate).
+    background: Mutex<Option<String>>,
 }
 
 impl Reporter {
@@ -109,6 +113,8 @@ impl Reporter {
             path: home.join(STATUS_PATH),
             generation: Mutex::new(None),
             last: Mutex::new(String::new()),
+            doing: Mutex::new(None),
+            background: Mutex::new(None),
         }
     }
 
@@ -119,15 +125,28 @@ impl Reporter {
 
     /// The text systemd and the file get for `doing`.
     pub fn text(&self, doing: &Doing) -> String {
-        match (&*self.generation.lock().unwrap_or_else(|p| p.into_inner()), doing) {
+        let text = match (&*self.generation.lock().unwrap_or_else(|p| p.into_inner()), doing) {
             (_, Doing::Checking { .. } | Doing::GaveUp(_)) | (None, _) => doing.to_string(),
             (Some(commit), _) => format!("generation {}: {doing}", short(commit)),
+        };
+        match &*self.background.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(beside) => format!("{text}; meanwhile {beside}"),
+            None => text,
         }
+    }
+
+    /// Says what the kernel does beside its main work (`None`: nothing),
+    /// and says the whole status again.
+    pub fn set_background(&self, beside: Option<String>) {
+        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = beside;
+        let doing = self.doing.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        self.set(doing.unwrap_or(Doing::Starting));
     }
 
     /// Records and announces what the kernel does now.
     pub fn set(&self, doing: Doing) {
         let text = self.text(&doing);
+        *self.doing.lock().unwrap_or_else(|p| p.into_inner()) = Some(doing);
         {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
             if *last == text {
@@ -242,7 +261,7 @@ mod tests {
 
     #[test]
     fn texts() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let r = Reporter::new(dir.path());
         assert_eq!(r.text(&Doing::Starting), "starting");
         r.set_generation(&"a".repeat(40));
@@ -278,13 +297,13 @@ mod tests {
 
     #[test]
     fn the_file_holds_the_last_state() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
         let r = Reporter::new(dir.path());
         r.set_generation(&"c".repeat(40));
         r.set(Doing::Thinking);
         r.set(Doing::Resting);
-        let file = read(dir.path()).unwrap_or_else(|| unreachable!("no status file"));
+        let file = read(dir.path()).expect("the reporter wrote the status file");
         assert_eq!(file.status, "generation ccccccc: resting");
         assert_eq!(file.generation, Some("c".repeat(40)));
         assert_eq!(file.pid, std::process::id());

@@ -16,6 +16,8 @@
 
 mod model;
 mod run;
+mod verdict;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -26,17 +28,17 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::commit::short;
 use crate::events::{kernel_event, SharedJournal};
-use crate::gate::{Gate, Verdict};
 use crate::generation;
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, Windows};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
-use crate::state::{Refused, State, Stopped};
+use crate::state::{State, Stopped};
 use crate::status::{Doing, Reporter};
-use crate::{back, lock, log, organs, repo, spawn};
+use crate::{lock, log, organs, repo, spawn};
 use model::Model;
 use run::{RunEnd, RunOf};
+use verdict::answer_undecided;
 
 /// `teneral run` ended because it was asked to.
 pub const EXIT_STOPPED: i32 = 0;
@@ -71,10 +73,16 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> KernelError + '_ {
 /// Supervises the individual at `home` until asked to stop or until the
 /// rules give up. Returns the process's exit status.
 pub async fn run(home: &Path) -> Result<i32, KernelError> {
+    // A local set, so that background work holding a git repository (which
+    // is not `Sync`) can run beside the supervisor on its one thread.
+    tokio::task::LocalSet::new().run_until(supervise_at(home)).await
+}
+
+async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let home = home.canonicalize().map_err(io("the individual's directory"))?;
     let _lock = lock::acquire(&home)?;
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
-    let status = Reporter::new(&home);
+    let status = Arc::new(Reporter::new(&home));
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
     // Refuse before building anything when the body could not be caged.
@@ -126,7 +134,17 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     // are taken in, so the kernel counts as serving.
     status.ready();
 
+    let warming = warm::Warm {
+        home: home.clone(),
+        settings: settings.clone(),
+        runner: runner.clone(),
+        journal: Arc::clone(&journal),
+        status: Arc::clone(&status),
+        running: commit.clone(),
+    }
+    .start();
     let mut k = Kernel {
+        warming,
         model: Model::start(&settings, &home, &runner).await?,
         home,
         settings,
@@ -155,21 +173,6 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     Ok(status)
 }
 
-/// Tells the agent a mutation it asked for got no verdict, so it asks again.
-fn answer_undecided(journal: &SharedJournal, commit: &str, candidate: &str, why: &str) {
-    kernel_event(
-        journal,
-        commit,
-        "mutation.rejected",
-        json!({
-            "candidate": candidate,
-            "check": "undecided",
-            "undecided": true,
-            "output": format!("nothing was decided about {}: {why}; ask again", short(candidate)),
-        }),
-    );
-}
-
 pub(crate) struct Kernel {
     home: PathBuf,
     settings: Settings,
@@ -178,7 +181,9 @@ pub(crate) struct Kernel {
     git: git2::Repository,
     model: Model,
     runner: Runner,
-    status: Reporter,
+    status: Arc<Reporter>,
+    /// The gate's warm-up, while it may still run.
+    warming: Option<tokio::task::JoinHandle<()>>,
     sigterm: Signal,
     sigint: Signal,
     sighup: Signal,
@@ -209,99 +214,91 @@ impl Kernel {
         }
     }
 
-    /// Runs generations until asked to stop or the rules give up.
+    /// Runs generations until asked to stop or the rules give up. Every
+    /// step ends in a [`Next`], followed here and only here.
     async fn supervise(&mut self) -> Result<(i32, String), KernelError> {
         let mut trial = false;
         loop {
-            let commit = self.current();
-            let oid = repo::commit_id(&self.git, &self.home, &commit)?;
-            let live = repo::reset_live(&self.git, &self.home, oid)?;
-            repo::ensure_candidate(&self.home)?;
-            let mut organ_set = match self.organs(&commit, &live).await? {
-                Ok(set) => set,
-                Err(next) => match next {
-                    Next::Switch { to, trial: t } => {
-                        self.switch(&to, t)?;
-                        trial = t;
-                        continue;
-                    }
-                    Next::End(status, reason) => return Ok((status, reason)),
-                    Next::Same => None,
-                },
-            };
-            self.status.set(Doing::Building);
-            let limits = Limits::for_build(&self.settings);
-            let build = generation::build(&self.runner, &self.home, &live, &commit, &limits);
-            let binary = tokio::select! {
-                built = build => match built {
-                    Ok(path) => path,
-                    Err(e) => {
-                        kernel_event(&self.journal, &commit, "kernel.notice", json!({"text": e.to_string()}));
-                        match self.fail(&commit, format!("it cannot be built: {e}"), String::new())? {
-                            Next::Switch { to, trial: t } => { self.switch(&to, t)?; trial = t; continue; }
-                            Next::End(status, reason) => return Ok((status, reason)),
-                            Next::Same => continue,
-                        }
-                    }
-                },
-                _ = self.sigterm.recv() => return Ok((EXIT_STOPPED, "asked to stop (SIGTERM)".into())),
-                _ = self.sigint.recv() => return Ok((EXIT_STOPPED, "asked to stop (SIGINT)".into())),
-            };
-            let body_key = random_key()?;
-            let model_url = self.model.url_for(&body_key, &self.settings).await?;
-            let can_roll_back = self.state.previous.is_some();
-            let mut life = if trial {
-                Lifecycle::on_trial(self.windows(), can_roll_back)
-            } else {
-                Lifecycle::new(self.windows(), can_roll_back)
-            };
-            let mut runs = 0u32;
-            let next = loop {
-                runs += 1;
-                repo::reset_live(&self.git, &self.home, oid)?;
-                if runs > 1 {
-                    organ_set = match self.organs(&commit, &live).await? {
-                        Ok(set) => set,
-                        Err(next) => break next,
-                    };
-                }
-                let of = RunOf {
-                    binary: &binary,
-                    commit: &commit,
-                    model_url: &model_url,
-                    body_key: &body_key,
-                    run: runs,
-                    organs: organ_set.as_deref(),
-                };
-                let end = self.one_run(of, &mut life).await?;
-                let next = match end {
-                    RunEnd::AskedToStop => Next::End(EXIT_STOPPED, "asked to stop".into()),
-                    RunEnd::SentBack { to } => {
-                        kernel_event(
-                            &self.journal,
-                            &commit,
-                            "generation.sentback",
-                            json!({"from": commit, "to": to, "by": "owner"}),
-                        );
-                        Next::Switch { to, trial: false }
-                    }
-                    RunEnd::Decided { decision, requested, tail } => {
-                        self.decided(&commit, decision, requested, tail).await?
-                    }
-                };
-                if !matches!(next, Next::Same) {
-                    break next;
-                }
-            };
-            match next {
+            match self.generation(trial).await? {
                 Next::End(status, reason) => return Ok((status, reason)),
-                Next::Switch { to, trial: t } => {
-                    self.switch(&to, t)?;
-                    trial = t;
+                Next::Switch { to, trial: promoted } => {
+                    self.switch(&to, promoted)?;
+                    trial = promoted;
                 }
                 Next::Same => {}
             }
         }
+    }
+
+    /// Builds the current generation and runs it until something other than
+    /// starting it again follows.
+    async fn generation(&mut self, trial: bool) -> Result<Next, KernelError> {
+        let commit = self.current();
+        let oid = repo::commit_id(&self.git, &self.home, &commit)?;
+        let live = repo::reset_live(&self.git, &self.home, oid)?;
+        repo::ensure_candidate(&self.home)?;
+        let mut organ_set = match self.organs(&commit, &live).await? {
+            Ok(set) => set,
+            Err(next) => return Ok(next),
+        };
+        self.status.set(Doing::Building);
+        let limits = Limits::for_build(&self.settings);
+        let build = generation::build(&self.runner, &self.home, &live, &commit, &limits);
+        let binary = tokio::select! {
+            built = build => match built {
+                Ok(path) => path,
+                Err(e) => {
+                    kernel_event(&self.journal, &commit, "kernel.notice", json!({"text": e.to_string()}));
+                    return self.fail(&commit, format!("it cannot be built: {e}"), String::new());
+                }
+            },
+            _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop (SIGTERM)".into())),
+            _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop (SIGINT)".into())),
+        };
+        let body_key = random_key()?;
+        let model_url = self.model.url_for(&body_key, &self.settings).await?;
+        let can_roll_back = self.state.previous.is_some();
+        let mut life = if trial {
+            Lifecycle::on_trial(self.windows(), can_roll_back)
+        } else {
+            Lifecycle::new(self.windows(), can_roll_back)
+        };
+        for run in 1.. {
+            repo::reset_live(&self.git, &self.home, oid)?;
+            if run > 1 {
+                organ_set = match self.organs(&commit, &live).await? {
+                    Ok(set) => set,
+                    Err(next) => return Ok(next),
+                };
+            }
+            let of = RunOf {
+                binary: &binary,
+                commit: &commit,
+                model_url: &model_url,
+                body_key: &body_key,
+                run,
+                organs: organ_set.as_deref(),
+            };
+            let next = match self.one_run(of, &mut life).await? {
+                RunEnd::AskedToStop => Next::End(EXIT_STOPPED, "asked to stop".into()),
+                RunEnd::SentBack { to } => {
+                    kernel_event(
+                        &self.journal,
+                        &commit,
+                        "generation.sentback",
+                        json!({"from": commit, "to": to, "by": "owner"}),
+                    );
+                    Next::Switch { to, trial: false }
+                }
+                RunEnd::Decided { decision, requested, tail } => {
+                    self.decided(&commit, decision, requested, tail).await?
+                }
+            };
+            if !matches!(next, Next::Same) {
+                return Ok(next);
+            }
+        }
+        Ok(Next::Same)
     }
 
     /// What follows a decision of the rules about generation `commit`.
@@ -368,158 +365,6 @@ impl Kernel {
         Ok(Err(self.fail(commit, format!("its organs cannot be prepared: {e}"), String::new())?))
     }
 
-    /// A generation failed: one step back when there is one, else stop.
-    fn fail(&mut self, commit: &str, reason: String, tail: String) -> Result<Next, KernelError> {
-        match self.state.previous.clone() {
-            Some(to) => {
-                log::info(format!(
-                    "rolling back from {} to {}: {reason}",
-                    short(commit),
-                    short(&to)
-                ));
-                kernel_event(
-                    &self.journal,
-                    commit,
-                    "generation.rolledback",
-                    json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
-                );
-                Ok(Next::Switch { to, trial: false })
-            }
-            None => {
-                let text = format!(
-                    "generation {} failed: {reason}\nwhat it last wrote to stderr:\n{tail}",
-                    short(commit)
-                );
-                kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
-                Ok(Next::End(
-                    EXIT_GAVE_UP,
-                    format!("generation {} failed: {reason}; nothing to go back to", short(commit)),
-                ))
-            }
-        }
-    }
-
-    /// Makes `to` the generation. After a promotion the one before it is kept
-    /// to go back to; after going back there is none (one step, not a history).
-    fn switch(&mut self, to: &str, promoted: bool) -> Result<(), KernelError> {
-        let from = self.current();
-        self.state.pending = None;
-        self.state.previous = if promoted { Some(from) } else { None };
-        self.state.generation = Some(to.to_owned());
-        log::set_commit(to);
-        self.status.set_generation(to);
-        let oid = repo::commit_id(&self.git, &self.home, to)?;
-        repo::move_lineage(&self.git, &self.home, oid)?;
-        self.state.save(&self.home)?;
-        Ok(())
-    }
-
-    /// The body exited 75: judge what it asked for.
-    async fn mutation(
-        &mut self,
-        commit: &str,
-        requested: Option<String>,
-    ) -> Result<Next, KernelError> {
-        let Some(candidate) = requested else {
-            kernel_event(
-                &self.journal,
-                commit,
-                "mutation.rejected",
-                json!({"check": "request", "output": "the body exited 75 without asking for a mutation (send mutation.requested first)"}),
-            );
-            return Ok(Next::Same);
-        };
-        self.state.pending = Some(candidate.clone());
-        self.state.save(&self.home)?;
-        let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
-        let gate = Gate {
-            home: &self.home,
-            repo: &self.git,
-            settings: &self.settings,
-            journal: &self.journal,
-            running: commit,
-            kernel_exe: &exe,
-            runner: &self.runner,
-            status: Some(&self.status),
-        };
-        let verdict = tokio::select! {
-            v = gate.judge(&candidate) => v,
-            _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
-            _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
-        };
-        match verdict {
-            Verdict::Accepted { .. } => {
-                kernel_event(
-                    &self.journal,
-                    commit,
-                    "mutation.accepted",
-                    json!({"from": commit, "to": candidate}),
-                );
-                self.state.refused = None;
-                Ok(Next::Switch { to: candidate, trial: true })
-            }
-            Verdict::Rejected { check, output } => {
-                self.state.pending = None;
-                kernel_event(
-                    &self.journal,
-                    commit,
-                    "mutation.rejected",
-                    json!({"candidate": candidate, "check": check, "output": tail_of(&output, 4000)}),
-                );
-                let times = match &self.state.refused {
-                    Some(r) if r.commit == candidate => r.times + 1,
-                    _ => 1,
-                };
-                self.state.refused = Some(Refused { commit: candidate.clone(), times });
-                self.state.save(&self.home)?;
-                if times >= 3 {
-                    return Ok(Next::End(
-                        EXIT_GAVE_UP,
-                        format!(
-                            "the same commit {} was refused three times in a row (last at {check})",
-                            short(&candidate)
-                        ),
-                    ));
-                }
-                let wait = self.settings.timing.backoff_unit * times;
-                Ok(if self.pause(wait).await {
-                    Next::End(EXIT_STOPPED, "asked to stop".into())
-                } else {
-                    Next::Same
-                })
-            }
-        }
-    }
-
-    /// The owner's request to go back, if SIGHUP brought one that may be
-    /// followed; a refusal is journaled for the owner to see.
-    fn back_request(&self, commit: &str) -> Option<String> {
-        let to = match back::read_request(&self.home) {
-            Ok(Some(to)) => to,
-            Ok(None) => return None,
-            Err(e) => {
-                log::info(format!("a request to go back was not readable: {e}"));
-                return None;
-            }
-        };
-        let in_git = |c: &str| repo::commit_id(&self.git, &self.home, c).is_ok();
-        let chosen = back::lineage(&self.home).map_err(|e| e.to_string()).and_then(|l| {
-            l.choose(Some(&to), in_git).map(|g| g.commit.clone()).map_err(|e| e.to_string())
-        });
-        match chosen {
-            Ok(target) => Some(target),
-            Err(why) => {
-                kernel_event(
-                    &self.journal,
-                    commit,
-                    "kernel.notice",
-                    json!({"text": format!("not going back: {why}")}),
-                );
-                None
-            }
-        }
-    }
-
     /// Waits `after`; true when asked to stop meanwhile.
     async fn pause(&mut self, after: Duration) -> bool {
         tokio::select! {
@@ -528,15 +373,6 @@ impl Kernel {
             _ = self.sigint.recv() => true,
         }
     }
-}
-
-/// The last `max` bytes of `text`, cut at a character boundary.
-fn tail_of(text: &str, max: usize) -> &str {
-    let mut start = text.len().saturating_sub(max);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
 }
 
 /// A key made for one generation: 32 random bytes, hex.

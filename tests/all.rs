@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::panic)]
 mod back;
 mod cage;
+mod channel;
 mod common;
 mod gate;
 mod kernel;

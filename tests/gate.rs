@@ -98,7 +98,15 @@ fn a_mutation_is_checked_promoted_answers_and_can_be_sent_back() -> TestResult {
     let names: Vec<&str> = steps.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["paths", "typecheck-kernel", "typecheck-body", "kernel-tests", "body-tests", "smoke"]
+        [
+            "paths",
+            "typecheck-kernel",
+            "format-body",
+            "lint-body",
+            "kernel-tests",
+            "body-tests",
+            "smoke"
+        ]
     );
     assert!(steps.iter().all(|(_, r)| r == "passed" || r == "reused"), "{steps:?}");
 
@@ -178,6 +186,32 @@ fn a_body_only_mutation_reuses_the_kernels_verdicts() -> TestResult {
 }
 
 #[test]
+fn the_gate_warms_up_after_a_start_so_the_first_mutation_reuses_the_kernels_checks() -> TestResult {
+    let (ind, _kernel, _) = started(&["TENERAL_WARM_GATE=on"])?;
+    let end = std::time::Instant::now() + LONG;
+    while !ind.kernel_log().contains("gate: warmed, 2 of the kernel's checks passed") {
+        if std::time::Instant::now() > end {
+            return Err(format!("no warm-up after {LONG:?}:\n{}", ind.kernel_log()).into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let first = candidate(&ind, |w| {
+        body_edit(w, "const REPLY_PREFIX: &str = \"\";", "const REPLY_PREFIX: &str = \"w\";")
+    })?;
+    assert_eq!(ask(&ind, &first)?["type"], "mutation.accepted");
+    let result = |check: &str| {
+        ind.events("mutation.check")
+            .iter()
+            .find(|e| e["candidate"] == first.as_str() && e["check"] == check)
+            .map(|e| e["result"].as_str().unwrap_or("").to_owned())
+    };
+    assert_eq!(result("typecheck-kernel").as_deref(), Some("reused"));
+    assert_eq!(result("kernel-tests").as_deref(), Some("reused"));
+    assert_eq!(result("body-tests").as_deref(), Some("passed"));
+    Ok(())
+}
+
+#[test]
 fn refusals_at_paths_name_every_path() -> TestResult {
     let (ind, _kernel, base) = started(&[])?;
     let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "a new letter\n"))?;
@@ -204,9 +238,9 @@ fn refusals_at_paths_name_every_path() -> TestResult {
 fn a_failing_type_check_is_refused() -> TestResult {
     let (ind, _kernel, _) = started(&[])?;
     let broken = candidate(&ind, |w| {
-        body_edit(w, "fn main() {", "fn main() { let x: u32 = \"not a number\";")
+        body_edit(w, "fn main() {\n", "fn main() {\n    let _x: u32 = \"not a number\";\n")
     })?;
-    rejected_at(&ask(&ind, &broken)?, "typecheck-body", "mismatched types");
+    rejected_at(&ask(&ind, &broken)?, "lint-body", "mismatched types");
     Ok(())
 }
 
@@ -217,12 +251,12 @@ fn a_failing_body_test_and_a_run_of_no_tests_are_refused() -> TestResult {
         body_edit(
             w,
             "        let known = [",
-            "        assert!(false, \"failing on purpose\");\n        let known = [",
+            "        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n        let known = [",
         )
     })?;
     rejected_at(&ask(&ind, &failing)?, "body-tests", "failing on purpose");
     let none = candidate(&ind, |w| {
-        body_edit(w, "        assert!(false, \"failing on purpose\");\n", "")?;
+        body_edit(w, "        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n", "")?;
         body_edit(
             w,
             "    #[test]\n    fn the_mode_is_one_of_the_known",
@@ -364,7 +398,7 @@ fn a_kernel_stopped_during_a_check_says_nothing_was_decided_at_its_next_start() 
     })?;
     teneral::owner::write_line(ind.path(), &slow)?;
     ind.wait_for("the body's tests under way", LONG, |e| {
-        e["type"] == "mutation.check" && e["check"] == "typecheck-body" && e["result"] != "failed"
+        e["type"] == "mutation.check" && e["check"] == "lint-body" && e["result"] != "failed"
     })?;
     std::thread::sleep(Duration::from_secs(2));
     kernel.signal(15);

@@ -24,7 +24,8 @@ your next generation. Your process stops when that turn ends; the kernel checks 
 the commit (only body/ and BACKLOG.md may change; the type check, the tests and \
 a smoke run must pass) and its answer comes to you in the conversation. A new \
 generation that fails is rolled back to the one before.
-- BACKLOG.md: known faults and ideas; yours to work from and add to.
+- BACKLOG.md: known faults and ideas; yours to work from and add to (edit it \
+in your workspace, .teneral/candidate/BACKLOG.md; it changes with a mutation).
 - inbox/: messages from other agents; soul/peers.json lists the inboxes of agents \
 you may write to with the send tool.
 

@@ -114,7 +114,9 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         at("soul", Access::Write),
         at("inbox", Access::Write),
         at("memory", Access::Write),
-        at("BACKLOG.md", Access::ReadWrite),
+        // Read only: the backlog changes through the workspace and a
+        // mutation, like the body; the owner's checkout stays as committed.
+        at("BACKLOG.md", Access::Read),
         at(".teneral/owner", Access::Consume),
     ]);
     Plan {
@@ -321,7 +323,7 @@ mod tests {
             ("/i/soul", vec![Access::Write]),
             ("/i/inbox", vec![Access::Write]),
             ("/i/memory", vec![Access::Write]),
-            ("/i/BACKLOG.md", vec![Access::ReadWrite]),
+            ("/i/BACKLOG.md", vec![Access::Read]),
             ("/i/.teneral/owner", vec![Access::Consume]),
             ("/i/.env", vec![]),
             ("/i/.env.local", vec![]),

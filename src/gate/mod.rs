@@ -44,6 +44,18 @@ use memo::Memo;
 pub const CHECKOUT_DIR: &str = ".teneral/gate/checkout";
 pub const TARGET_DIR: &str = ".teneral/gate/target";
 
+/// Where the running generation's kernel checks are warmed ([`Gate::warm`]).
+pub const WARM_DIR: &str = ".teneral/gate/warm";
+
+/// What every check of one judgement shares.
+struct Ground {
+    /// The bare environment (plus the organ set, once known).
+    env: Vec<(String, std::ffi::OsString)>,
+    limits: Limits,
+    /// The cargo target directory, the one place a check may write outside its checkout.
+    target: PathBuf,
+}
+
 /// What the gate decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -160,38 +172,91 @@ impl Gate<'_> {
         oid: git2::Oid,
         checkout: &Path,
     ) -> Result<Verdict, Verdict> {
+        let mut ground = self.ground(checkout, Limits::for_check(self.settings))?;
+        let started = Instant::now();
+        let organ_set = crate::organs::gate(
+            self.home,
+            checkout,
+            &ground.env,
+            self.runner,
+            ground.limits,
+            candidate,
+        )
+        .await
+        .map_err(|e| {
+            self.step(candidate, "organs", Step::Failed, started.elapsed());
+            reject("organs", e.to_string())
+        })?;
+        if let Some(set) = &organ_set {
+            self.step(candidate, "organs", Step::Passed, started.elapsed());
+            ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
+        }
+        let planned = self.plan(candidate, oid, checkout, &ground).await?;
+        self.run_planned(candidate, checkout, &ground, &planned, true).await?;
+        self.smoke(candidate, checkout, organ_set.as_deref()).await
+    }
+
+    /// Runs the kernel's checks of the running generation's tree that no
+    /// kept pass covers, at background priority, in a checkout of its own, so
+    /// that the first mutation finds them done. Journals nothing (no
+    /// mutation was asked for); says in the log what it ran. Returns how
+    /// many checks ran.
+    pub async fn warm(&self) -> Result<usize, String> {
+        let oid = repo::commit_id(self.repo, self.home, self.running).map_err(|e| e.to_string())?;
+        let checkout = self.home.join(WARM_DIR);
+        repo::checkout_at(self.repo, &checkout, oid).map_err(|e| e.to_string())?;
+        generation::touch_tree(&checkout).map_err(|e| e.to_string())?;
+        let words = |v: Verdict| match v {
+            Verdict::Rejected { check, output } => format!("{check}: {output}"),
+            Verdict::Accepted { .. } => String::new(),
+        };
+        let limits = Limits::for_check(self.settings).in_background();
+        let ground = self.ground(&checkout, limits).map_err(words)?;
+        let mut planned = self.plan(self.running, oid, &checkout, &ground).await.map_err(words)?;
+        planned.retain(|c| c.reads == plan::Reads::Kernel && !c.reused);
+        let ran = planned.len();
+        let result = self.run_planned(self.running, &checkout, &ground, &planned, false).await;
+        let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
+        result.map_err(words)?;
+        Ok(ran)
+    }
+
+    /// A check's temp dir, the gate's target dir, the bare environment.
+    fn ground(&self, checkout: &Path, limits: Limits) -> Result<Ground, Verdict> {
+        let on_checkout = |what: &str| {
+            let what = what.to_owned();
+            move |e: std::io::Error| reject("checkout", format!("{what}: {e}"))
+        };
+        let tmp = checkout.join(".tmp");
+        std::fs::create_dir_all(&tmp).map_err(on_checkout("cannot make the check's temp dir"))?;
+        let target = self.home.join(TARGET_DIR);
+        std::fs::create_dir_all(&target)
+            .map_err(on_checkout("cannot make the gate's target dir"))?;
+        let env = checks::bare_env(&tmp, &target);
+        Ok(Ground { env, limits, target })
+    }
+
+    /// What the checks of the commit `oid` in `checkout` are ([`plan::plan`]).
+    async fn plan(
+        &self,
+        candidate: &str,
+        oid: git2::Oid,
+        checkout: &Path,
+        ground: &Ground,
+    ) -> Result<Vec<plan::PlannedCheck>, Verdict> {
         let on_checkout = |what: &str| {
             let what = what.to_owned();
             move |e: std::io::Error| reject("checkout", format!("{what}: {e}"))
         };
         let (kernel_tree, body_tree) = repo::tree_ids(self.repo, self.home, oid)
             .map_err(|e| reject("checkout", e.to_string()))?;
-        let tmp = checkout.join(".tmp");
-        std::fs::create_dir_all(&tmp).map_err(on_checkout("cannot make the check's temp dir"))?;
-        let target = self.home.join(TARGET_DIR);
-        std::fs::create_dir_all(&target)
-            .map_err(on_checkout("cannot make the gate's target dir"))?;
-        let mut env = checks::bare_env(&tmp, &target);
-        let limits = Limits::for_check(self.settings);
-        let started = Instant::now();
-        let organ_set =
-            crate::organs::gate(self.home, checkout, &env, self.runner, limits, candidate)
-                .await
-                .map_err(|e| {
-                    self.step(candidate, "organs", Step::Failed, started.elapsed());
-                    reject("organs", e.to_string())
-                })?;
-        if let Some(set) = &organ_set {
-            self.step(candidate, "organs", Step::Passed, started.elapsed());
-            env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
-        }
-        let toolchain =
-            checks::toolchain(self.runner, &self.unit(candidate, "rustc"), &env, limits).await;
+        let unit = self.unit(candidate, "rustc");
+        let toolchain = checks::toolchain(self.runner, &unit, &ground.env, ground.limits).await;
         // The body's tests run the kernel's stand-in and event channel; in the
         // cage they may execute only what lies in the check's own places.
-        let kernel_copy = places::place_kernel(self.kernel_exe, &target)
+        let kernel_copy = places::place_kernel(self.kernel_exe, &ground.target)
             .map_err(on_checkout("cannot place the kernel for the body's tests"))?;
-        let socket_dir = places::socket_dir(self.home, &target)
+        let socket_dir = places::socket_dir(self.home, &ground.target)
             .map_err(on_checkout("cannot make a place for the tests' sockets"))?;
         let kernel_identity = places::kernel_identity(self.kernel_exe);
         let inputs = plan::Inputs {
@@ -202,48 +267,59 @@ impl Gate<'_> {
             kernel_identity: &kernel_identity,
             kernel_copy: &kernel_copy,
             socket_dir: &socket_dir,
-            limits,
+            limits: ground.limits,
         };
-        let mut memo = Memo::load(self.home);
-        let planned = plan::plan(&inputs, &memo);
+        Ok(plan::plan(&inputs, &Memo::load(self.home)))
+    }
+
+    /// Runs `planned` in order, each pass kept in the memo; the first
+    /// failure refuses. With `journal`, each step is journaled and said.
+    async fn run_planned(
+        &self,
+        candidate: &str,
+        checkout: &Path,
+        ground: &Ground,
+        planned: &[plan::PlannedCheck],
+        journal: bool,
+    ) -> Result<(), Verdict> {
         if self.runner.caged() && planned.iter().any(|c| !c.reused) {
             for (dir, name) in [(checkout, "fetch-kernel"), (&checkout.join("body"), "fetch-body")]
             {
-                checks::fetch(self.runner, &self.unit(candidate, name), dir, &env, limits)
+                let unit = self.unit(candidate, name);
+                checks::fetch(self.runner, &unit, dir, &ground.env, ground.limits)
                     .await
                     .map_err(|why| reject("fetch", why))?;
             }
         }
-        let writable = [target.clone()];
-        for check in &planned {
+        let writable = [ground.target.clone()];
+        let mut memo = Memo::load(self.home);
+        for check in planned {
+            let step = |result, seconds| {
+                if journal {
+                    self.step(candidate, check.name, result, Duration::from_secs_f64(seconds));
+                }
+            };
             if check.reused {
-                self.step(candidate, check.name, Step::Reused, Duration::ZERO);
+                step(Step::Reused, 0.0);
                 continue;
             }
             log::info(format!("gate: {} of {}", check.name, short(candidate)));
-            self.doing(candidate, check.name);
-            match checks::run(self.runner, candidate, check, &env, checkout, &writable).await {
+            if journal {
+                self.doing(candidate, check.name);
+            }
+            let env = &ground.env;
+            match checks::run(self.runner, candidate, check, env, checkout, &writable).await {
                 Outcome::Passed { seconds } => {
-                    self.step(
-                        candidate,
-                        check.name,
-                        Step::Passed,
-                        Duration::from_secs_f64(seconds),
-                    );
+                    step(Step::Passed, seconds);
                     memo.record(check.memo_key.clone());
                 }
                 Outcome::Failed { seconds, output } | Outcome::OverTime { seconds, output } => {
-                    self.step(
-                        candidate,
-                        check.name,
-                        Step::Failed,
-                        Duration::from_secs_f64(seconds),
-                    );
+                    step(Step::Failed, seconds);
                     return Err(reject(check.name, output));
                 }
             }
         }
-        self.smoke(candidate, checkout, organ_set.as_deref()).await
+        Ok(())
     }
 
     /// Builds the candidate's body and runs it once on a throwaway individual.

@@ -135,7 +135,8 @@ impl Smoke<'_> {
             journal: Arc::new(Mutex::new(journal)),
             seen: seen_tx,
         };
-        let channel_task = tokio::spawn(channel.serve(listener));
+        let admit = events::Admit::new();
+        let channel_task = tokio::spawn(channel.serve_admitting(listener, admit.clone()));
         let start = Start {
             home: dir,
             commit: self.commit,
@@ -165,6 +166,9 @@ impl Smoke<'_> {
                 return Err(format!("cannot start the body: {e}"));
             }
         };
+        if let Some(pid) = body.pid() {
+            admit.set_body(pid, body.is_unit().then(|| body.unit()));
+        }
 
         let started = Instant::now();
         let deadline = self.limit.map(|l| tokio::time::Instant::from_std(started + l));

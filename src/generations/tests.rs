@@ -21,7 +21,7 @@ fn event(kind: &str, by: &str, fields: Value) -> Event {
     if let (Some(line), Value::Object(fields)) = (line.as_object_mut(), fields) {
         line.extend(fields);
     }
-    parse_line(line.to_string().as_bytes()).unwrap_or_else(|| unreachable!("{line}"))
+    parse_line(line.to_string().as_bytes()).unwrap_or_else(|| panic!("not an event: {line}"))
 }
 
 /// A compact journal: `started A`, `ready A`, `reply A`, `accepted A B`,
@@ -41,7 +41,7 @@ fn journal(steps: &[&str]) -> Lineage {
             "accepted" => moved("mutation.accepted"),
             "rolledback" => moved("generation.rolledback"),
             "sentback" => moved("generation.sentback"),
-            other => unreachable!("unknown step {other}"),
+            other => panic!("unknown step {other}"),
         };
         lineage.take(&e);
     }

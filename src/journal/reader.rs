@@ -138,11 +138,11 @@ mod tests {
     use std::io::Write;
 
     fn lines_of(content: &[u8]) -> Vec<String> {
-        let mut f = tempfile::tempfile().unwrap_or_else(|e| unreachable!("{e}"));
-        f.write_all(content).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut f = tempfile::tempfile().expect("a temporary file can be made");
+        f.write_all(content).expect("the temporary file takes the content");
         let mut b = Backwards::at(f, content.len() as u64);
         let mut out = Vec::new();
-        while let Some(l) = b.next_line().unwrap_or_else(|e| unreachable!("{e}")) {
+        while let Some(l) = b.next_line().expect("the temporary file reads back") {
             out.push(String::from_utf8_lossy(&l).into_owned());
         }
         out

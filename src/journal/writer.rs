@@ -165,14 +165,14 @@ mod tests {
 
     #[test]
     fn stamps_in_order_and_numbers_events() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let path = dir.path().join("memory/journal.jsonl");
-        let mut j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut j = Journal::open(&path).expect("a fresh journal opens, making its directory");
         let ev = obj(serde_json::json!({"type":"reply","text":"hi"}));
         assert_eq!(j.append("c0ffee", &ev).ok(), Some(1));
         assert_eq!(j.append("c0ffee", &ev).ok(), Some(2));
         drop(j);
-        let j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
+        let j = Journal::open(&path).expect("the journal just written opens again");
         assert_eq!(j.next_seq(), 3);
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let first = text.lines().next().unwrap_or_default();
@@ -182,11 +182,11 @@ mod tests {
 
     #[test]
     fn torn_tail_is_set_aside_and_numbering_goes_on() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let path = dir.path().join("journal.jsonl");
         std::fs::write(&path, "{\"type\":\"reply\",\"seq\":7}\n{\"type\":\"rep")
             .unwrap_or_default();
-        let mut j = Journal::open(&path).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut j = Journal::open(&path).expect("a journal with a torn tail still opens");
         assert_eq!(j.next_seq(), 8);
         let ev = obj(serde_json::json!({"type":"turn.ended"}));
         assert_eq!(j.append("c", &ev).ok(), Some(8));

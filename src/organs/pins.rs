@@ -166,7 +166,7 @@ mod tests {
             r#"{{"zeta": {{"url": "{URL}", "sha256": "{SHA}"}},
                 "alpha-2": {{"url": "{URL}", "sha256": "{SHA}", "dir": "a/b", "check": ["bin/x", "--help"]}}}}"#
         );
-        let pins = parse(&text).unwrap_or_else(|e| unreachable!("{e}"));
+        let pins = parse(&text).expect("the well-formed pins parse");
         assert_eq!(pins.len(), 2);
         assert_eq!(pins[0].name, "zeta");
         assert_eq!(pins[0].dir, None);

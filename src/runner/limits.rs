@@ -18,6 +18,10 @@ pub struct Limits {
     pub runtime_max: Option<Duration>,
     /// Between SIGTERM and SIGKILL when it is stopped (`TimeoutStopSec`).
     pub stop_timeout: Duration,
+    /// Work nobody waits for: the lowest CPU priority (`Nice=19`) and, under
+    /// systemd, idle IO (`IOSchedulingClass=idle`), so the conversation
+    /// stays responsive while it runs.
+    pub background: bool,
 }
 
 impl Limits {
@@ -28,6 +32,7 @@ impl Limits {
             tasks_max: settings.quota.tasks_max,
             runtime_max: None,
             stop_timeout: settings.timing.stop_grace,
+            background: false,
         }
     }
 
@@ -57,8 +62,19 @@ impl Limits {
         Limits { runtime_max, ..self }
     }
 
+    /// The same, at background priority.
+    pub fn in_background(self) -> Limits {
+        Limits { background: true, ..self }
+    }
+
     /// No limit at all, stopped with `stop_timeout` of grace.
     pub fn none(stop_timeout: Duration) -> Limits {
-        Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout }
+        Limits {
+            memory_max: None,
+            tasks_max: None,
+            runtime_max: None,
+            stop_timeout,
+            background: false,
+        }
     }
 }

@@ -176,6 +176,15 @@ impl Runner {
                 spec.stdout = Output::Pipe;
                 spec.stderr = Output::Pipe;
                 let mut child = spawn::spawn(spec).map_err(spawn_err)?;
+                if limits.background {
+                    // Before it can have started anything: its children inherit it.
+                    let pid = rustix::process::Pid::from_raw(child.pid as i32);
+                    if let Err(e) =
+                        rustix::process::setpriority_process(pid, systemd::BACKGROUND_NICE)
+                    {
+                        log::info(format!("cannot lower the priority of {unit}: {e}"));
+                    }
+                }
                 tails.read(child.stdout.take(), &tag, None, false);
                 tails.read(child.stderr.take(), &tag, None, true);
                 How::Direct(direct::Direct::new(child, &limits))

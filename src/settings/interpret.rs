@@ -170,6 +170,7 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             &[("1", true), ("0", false)],
             false,
         )?,
+        warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)], true)?,
         pretend_missing: pretend_missing(entries)?,
         timing: timing(entries)?,
     })

@@ -106,11 +106,11 @@ mod tests {
 
     #[test]
     fn defaults_and_values() {
-        let s = load("").unwrap_or_else(|e| unreachable!("{e}"));
+        let s = load("").expect("no limits set is valid");
         assert_eq!(s.quota, Quota::default());
         assert_eq!(s.runner, RunnerChoice::Auto);
         let s = load("TENERAL_MEMORY_MAX=256M\nTENERAL_TASKS_MAX=infinity\nTENERAL_RUNNER=direct")
-            .unwrap_or_else(|e| unreachable!("{e}"));
+            .expect("these limits are valid");
         assert_eq!(s.quota, Quota { memory_max: Some(256 << 20), tasks_max: None });
         assert_eq!(s.runner, RunnerChoice::Direct);
     }

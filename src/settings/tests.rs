@@ -11,12 +11,12 @@ const COMPATIBLE: &str = "TENERAL_PROVIDER=compatible\n\
                           TENERAL_MODEL=m1\n";
 
 fn ok(text: &str) -> Settings {
-    Settings::parse(text).unwrap_or_else(|e| unreachable!("{text:?} was refused: {e}"))
+    Settings::parse(text).unwrap_or_else(|e| panic!("{text:?} was refused: {e}"))
 }
 
 fn refused(text: &str) -> String {
     match Settings::parse(text) {
-        Ok(s) => unreachable!("{text:?} was accepted: {s:?}"),
+        Ok(s) => panic!("{text:?} was accepted: {s:?}"),
         Err(e) => e.to_string(),
     }
 }
@@ -330,14 +330,14 @@ fn a_misspelling_suggests_the_nearest_name() {
             Err(SettingsError::Unknown { line: 2, nearest, .. }) => {
                 assert_eq!(nearest, meant, "{typo}")
             }
-            other => unreachable!("{typo}: {other:?}"),
+            other => panic!("{typo} should be refused as unknown: {other:?}"),
         }
     }
 }
 
 #[test]
 fn load_reads_the_env_in_home_and_names_it() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+    let home = tempfile::tempdir().expect("a temporary directory can be made");
     let path = home.path().join(".env");
     match Settings::load(home.path()) {
         Err(e @ SettingsError::Missing { .. }) => {
@@ -346,17 +346,17 @@ fn load_reads_the_env_in_home_and_names_it() {
             assert!(message.contains("teneralctl setup"), "{message}");
             assert!(message.contains("copy .env.example to .env"), "{message}");
         }
-        other => unreachable!("{other:?}"),
+        other => panic!("an empty home should miss its .env: {other:?}"),
     }
     std::fs::write(&path, "TENERAL_PROVIDER=standin\nTENERAL_CHECK_MINUTES=x\n")
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        .expect("the .env can be written in home");
     let message = Settings::load(home.path()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(
         message.contains(&format!("TENERAL_CHECK_MINUTES=x in {} line 2", path.display())),
         "{message}"
     );
-    std::fs::write(&path, "TENERAL_PROVIDER=standin\n").unwrap_or_else(|e| unreachable!("{e}"));
-    let settings = Settings::load(home.path()).unwrap_or_else(|e| unreachable!("{e}"));
+    std::fs::write(&path, "TENERAL_PROVIDER=standin\n").expect("the .env can be written in home");
+    let settings = Settings::load(home.path()).expect("a standin .env loads");
     assert_eq!(settings.provider, Provider::Standin);
 }
 

@@ -58,7 +58,8 @@ impl Kernel {
             journal: Arc::clone(&self.journal),
             seen: seen_tx,
         };
-        let server = tokio::spawn(channel.serve(listener));
+        let admit = events::Admit::new();
+        let server = tokio::spawn(channel.serve_admitting(listener, admit.clone()));
         let start = Start {
             home: &self.home,
             commit,
@@ -75,6 +76,10 @@ impl Kernel {
         let pid = body.pid().unwrap_or_default();
         let start_time = spawn::process_start_time(pid).unwrap_or_default();
         let unit = body.is_unit().then(|| body.unit().to_owned());
+        // Only now is the body known: until here the channel admits no one.
+        if let Some(pid) = body.pid() {
+            admit.set_body(pid, unit.as_deref());
+        }
         self.state.body = Some(BodyProcess { pid, start_time, unit: unit.clone() });
         self.state.save(&self.home)?;
         let mut started = json!({"pid": pid, "events": socket.to_string_lossy()});

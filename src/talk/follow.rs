@@ -199,17 +199,17 @@ mod tests {
             .create(true)
             .append(true)
             .open(path)
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        f.write_all(bytes).unwrap_or_else(|e| unreachable!("{e}"));
+            .expect("the journal opens for appending");
+        f.write_all(bytes).expect("the journal takes the bytes");
     }
 
     fn kinds(events: io::Result<Vec<Event>>) -> Vec<String> {
-        events.unwrap_or_else(|e| unreachable!("{e}")).into_iter().map(|e| e.kind).collect()
+        events.expect("the journal reads").into_iter().map(|e| e.kind).collect()
     }
 
     #[test]
     fn tail_follows_appends_and_torn_lines() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let path = dir.path().join("journal.jsonl");
         let mut tail = Tail::at(path.clone(), 0);
         assert_eq!(kinds(tail.read_new()), Vec::<String>::new(), "no journal yet");
@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(kinds(tail.read_new()), Vec::<String>::new());
         let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or_default();
         let f = std::fs::OpenOptions::new().write(true).open(&path);
-        f.and_then(|f| f.set_len(len - 12)).unwrap_or_else(|e| unreachable!("{e}"));
+        f.and_then(|f| f.set_len(len - 12)).expect("the journal can be cut short");
         assert_eq!(kinds(tail.read_new()), Vec::<String>::new());
         append(&path, b"{\"type\":\"stimulus\"}\n");
         assert_eq!(kinds(tail.read_new()), ["stimulus"]);
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn look_back_starts_following_at_the_end() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let path = dir.path().join("journal.jsonl");
         let mut recent = Recent::new(1, 10);
         assert_eq!(look_back(&path, &mut recent, 1 << 20, |_| None).ok(), Some(0));

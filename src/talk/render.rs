@@ -102,9 +102,10 @@ fn block(mark: &str, text: &str) -> String {
     out
 }
 
-/// The first seven characters of a commit.
+/// The short form of a commit, as the journal gives it (sanitized: the
+/// journal is read as it is).
 fn short(commit: &str) -> String {
-    sanitize(commit).chars().take(7).collect()
+    sanitize(crate::commit::short(commit))
 }
 
 /// The string fields of `event` named in `names` that are present, as
@@ -205,7 +206,7 @@ mod tests {
     use crate::journal::parse_line;
 
     fn event(json: &str) -> Event {
-        parse_line(json.as_bytes()).unwrap_or_else(|| unreachable!("not an event: {json}"))
+        parse_line(json.as_bytes()).unwrap_or_else(|| panic!("not an event: {json}"))
     }
 
     #[test]

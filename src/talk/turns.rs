@@ -192,7 +192,7 @@ mod tests {
 
     fn ev(kind: &str) -> Event {
         parse_line(format!(r#"{{"type":"{kind}","file":"a.txt"}}"#).as_bytes())
-            .unwrap_or_else(|| unreachable!("{kind}"))
+            .unwrap_or_else(|| panic!("not an event: {kind}"))
     }
 
     fn activity_of(newest_first: &[&str]) -> Activity {

@@ -138,7 +138,8 @@ impl Drop for Upstream {
 pub fn hostile_individual(env: &str) -> Result<Individual, Box<dyn std::error::Error>> {
     let ind = Individual::with_body(&hostile_body(), "", &[])?;
     let home = ind.path();
-    std::fs::write(home.join(".env"), env)?;
+    std::fs::write(home.join(".env"), format!("{env}TENERAL_WARM_GATE=off\n"))?;
+    std::fs::write(home.join("BACKLOG.md"), "# Backlog\n")?;
     std::fs::create_dir_all(home.join(".teneral/auth"))?;
     std::fs::write(home.join(".teneral/auth/token"), format!("{SECRET}\n"))?;
     std::fs::create_dir_all(home.join("soul"))?;
@@ -207,6 +208,8 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("journal.truncate", Errno(EROFS)),
         ("journal.replace", Errno(EBUSY)),
         ("journal.remove", Errno(EBUSY)),
+        ("backlog.append", Errno(EACCES)),
+        ("backlog.read", Pass),
         ("state.read", Errno(EACCES)),
         ("state.write", Errno(EACCES)),
         ("git.config", Errno(EACCES)),

@@ -158,6 +158,11 @@ impl Individual {
         if !env.iter().any(|line| line.starts_with("TENERAL_RUNNER=")) {
             dotenv.push_str("TENERAL_RUNNER=direct\n");
         }
+        // Warming the gate runs the kernel's checks in the background; a
+        // test that wants it says so.
+        if !env.iter().any(|line| line.starts_with("TENERAL_WARM_GATE=")) {
+            dotenv.push_str("TENERAL_WARM_GATE=off\n");
+        }
         for line in env {
             dotenv.push_str(line);
             dotenv.push('\n');

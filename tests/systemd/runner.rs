@@ -27,6 +27,7 @@ fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
             tasks_max: Some(32),
             runtime_max: Some(Duration::from_secs(2)),
             stop_timeout: Duration::from_secs(2),
+            background: false,
         };
         let unit = teneral::runner::systemd::gate_unit(&"d".repeat(40), "kernel tests");
         let began = Instant::now();
@@ -54,8 +55,13 @@ fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let spec = Spec::new("env", "/").env("ONLY_THIS", "1").env("PATH", "/usr/bin:/bin");
-        let limits =
-            Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT };
+        let limits = Limits {
+            memory_max: None,
+            tasks_max: None,
+            runtime_max: None,
+            stop_timeout: SHORT,
+            background: false,
+        };
         let mut unit =
             runner.start("teneral-gate-env-test.service", Launch::new(spec, limits)).await?;
         let ended = unit.wait().await;
@@ -73,8 +79,13 @@ fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
     let Some(_runtime) = manager() else { return Ok(()) };
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
-        let limits =
-            Limits { memory_max: None, tasks_max: None, runtime_max: None, stop_timeout: SHORT };
+        let limits = Limits {
+            memory_max: None,
+            tasks_max: None,
+            runtime_max: None,
+            stop_timeout: SHORT,
+            background: false,
+        };
         for _ in 0..5 {
             let spec = Spec::new("/bin/false", "/");
             let mut quick =
@@ -94,5 +105,54 @@ fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
         let want = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         assert_eq!(teneral::runner::systemd::instance_for(Path::new(dir)), want, "{dir}");
     }
+    Ok(())
+}
+
+/// One launch, caged in the gate profile with a runtime limit, through each
+/// backend: the same cage (no_new_privs, seccomp, a write outside refused,
+/// loopback only), the same environment, the same stop when time runs out.
+#[test]
+fn a_caged_launch_is_applied_alike_by_both_backends() -> TestResult {
+    let Some(_runtime) = manager() else { return Ok(()) };
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_teneral"));
+    let dir = tempfile::tempdir()?;
+    let checkout = dir.path().join("checkout");
+    std::fs::create_dir_all(&checkout)?;
+    let outside = dir.path().join("outside");
+    let script = format!(
+        "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; echo ONLY=$ONLY_THIS; \
+         touch {} 2>/dev/null && echo wrote-outside || echo outside-refused; \
+         touch inside && echo wrote-inside; \
+         ls /sys/class/net | tr '\\n' ' '; echo; echo checking; exec sleep 600",
+        outside.display()
+    );
+    let outputs = block_on(async {
+        let mut outputs = Vec::new();
+        for choice in [RunnerChoice::Direct, RunnerChoice::Systemd] {
+            let cage = Cage::On { exe: exe.clone(), pretend_missing: vec![] };
+            let runner = Runner::choose(choice, cage).await?;
+            let spec = Spec::new("/bin/sh", &checkout)
+                .arg("-c")
+                .arg(&script)
+                .env("ONLY_THIS", "1")
+                .env("PATH", "/usr/bin:/bin");
+            let limits = Limits::none(SHORT).with_runtime_max(Some(Duration::from_secs(3)));
+            let profile =
+                teneral::runner::Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+            let launch = Launch::new(spec, limits).caged(profile);
+            let (ended, run) = runner.run("teneral-gate-alike-test.service", launch).await?;
+            assert!(ended.over_time, "{choice:?}: {ended:?}");
+            std::fs::remove_file(checkout.join("inside"))?;
+            outputs.push((runner.is_systemd(), run.stdout_tail()));
+        }
+        Ok::<_, Box<dyn std::error::Error>>(outputs)
+    })??;
+    let [(false, direct), (true, unit)] = &outputs[..] else {
+        return Err(format!("expected a direct then a systemd run: {outputs:?}").into());
+    };
+    assert_eq!(direct, unit, "both backends apply the launch alike");
+    let want = "NoNewPrivs:\t1\nSeccomp:\t2\nONLY=1\noutside-refused\nwrote-inside\nlo \nchecking";
+    assert_eq!(direct, want);
+    assert!(!outside.exists());
     Ok(())
 }

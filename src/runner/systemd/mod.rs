@@ -19,7 +19,7 @@ mod names;
 mod unit;
 
 pub use names::{build_unit, gate_unit, generation_unit, instance_for, unit_path};
-pub use unit::Unit;
+pub use unit::{Unit, BACKGROUND_NICE};
 
 use std::time::Duration;
 

@@ -18,6 +18,11 @@ use crate::spawn::{Exit, Spec};
 const SERVICE_VARIABLES: &[&str] =
     &["INVOCATION_ID", "SYSTEMD_EXEC_PID", "JOURNAL_STREAM", "NOTIFY_SOCKET", "MANAGERPID"];
 
+/// The nice value of background work, the lowest priority.
+pub const BACKGROUND_NICE: i32 = 19;
+/// The idle IO scheduling class (`IOPRIO_CLASS_IDLE`).
+const IOPRIO_CLASS_IDLE: i32 = 3;
+
 /// A started unit.
 pub struct Unit {
     pub name: String,
@@ -77,6 +82,8 @@ impl Unit {
             Some(v) => u32::try_from(v).ok().filter(|p| *p > 0),
             None => None,
         };
+        let unit =
+            Unit { name: name.to_owned(), pid, systemd: systemd.clone(), ended: Some(rx), done: None };
         if result != "done" {
             // A program that ends at once can end before the manager has seen
             // its exec: the job fails, yet it ran. Only systemd's own setup
@@ -86,13 +93,7 @@ impl Unit {
             return match ended {
                 Some(ended) if !matches!(ended.exit, Exit::Code(200..=255)) => {
                     let _ = tx.send(ended);
-                    Ok(Unit {
-                        name: name.to_owned(),
-                        pid,
-                        systemd: systemd.clone(),
-                        ended: Some(rx),
-                        done: None,
-                    })
+                    Ok(unit)
                 }
                 ended => {
                     let unit_result =
@@ -119,13 +120,7 @@ impl Unit {
                 }
             }
         });
-        Ok(Unit {
-            name: name.to_owned(),
-            pid,
-            systemd: systemd.clone(),
-            ended: Some(rx),
-            done: None,
-        })
+        Ok(unit)
     }
 
     /// Waits for the unit to end. Cancel-safe.
@@ -213,6 +208,10 @@ async fn ask(
     }
     if let Some(runtime) = limits.runtime_max {
         props.push(("RuntimeMaxUSec", Value::from(usec(runtime))));
+    }
+    if limits.background {
+        props.push(("Nice", Value::from(BACKGROUND_NICE)));
+        props.push(("IOSchedulingClass", Value::from(IOPRIO_CLASS_IDLE)));
     }
     let aux: &[(&str, &[(&str, Value<'_>)])] = &[];
     match systemd.manager.start_transient_unit(name, "fail", &props, aux).await {

@@ -236,6 +236,8 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
         fs::rename(at("memory/fake.jsonl"), at("memory/journal.jsonl")).map(|()| "replaced".into()),
     );
     add("journal.remove", fs::remove_file(at("memory/journal.jsonl")).map(|()| "removed".into()));
+    add("backlog.append", write_to(&at("BACKLOG.md")));
+    add("backlog.read", read(&at("BACKLOG.md")));
     add("state.read", read(&at(".teneral/state.json")));
     add("state.write", write_to(&at(".teneral/state.json")));
     add("git.config", write_to(&at(".git/config")));

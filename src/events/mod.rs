@@ -1,29 +1,46 @@
 //! The event channel: the only way a body's words reach the journal.
 //!
 //! The kernel listens on a Unix socket made for one run of one generation and
-//! hands its path to the body (docs/contract.md, section 3). Each line the
-//! body sends is checked ([`crate::journal::rules`]), stamped with the
-//! generation's commit, appended and synced, and only then acknowledged. A
-//! refusal writes nothing and tells the body why. An owner line is journaled
-//! only if its file holds exactly the text the body sent, and its file is
-//! removed after the journal has it, so a line is never lost and never taken
-//! in twice.
+//! hands its path to the body (docs/contract.md, section 3). Only that body
+//! may use it ([`admit`]): any other process is refused when it connects.
+//! What the body can make the kernel hold is bounded ([`bounds`]): a few
+//! connections, one line at a time on each, a bounded sum of unfinished
+//! lines, and answers it must read. Each line is checked
+//! ([`crate::journal::rules`]), stamped with the generation's commit,
+//! appended and synced, and only then acknowledged. A refusal writes nothing
+//! and tells the body why. An owner line is journaled only if its file holds
+//! exactly the text the body sent, and its file is removed after the journal
+//! has it, so a line is never lost and never taken in twice.
+
+mod admit;
+mod bounds;
+mod socket;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
+pub use admit::{Admit, Peer, Refusal};
+pub use bounds::Bounds;
+pub use socket::{bind, home_id, socket_path, SOCKET_DIR_VAR};
+
 use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
 use crate::journal::writer::Journal;
-use crate::log;
+use crate::log::{self, Priority};
 use crate::owner::OWNER_DIR;
+use bounds::{Budget, Hush, Lines, Next, Seat, Seats};
 
-/// Longest line a body may send.
-pub const MAX_LINE: u64 = 32 * 1024 * 1024;
+/// Longest line a body may send, newline not counted.
+pub const MAX_LINE: usize = Bounds::CHANNEL.line;
+
+/// Refusals logged per minute and channel; the rest are counted.
+const REFUSALS_PER_MINUTE: u32 = 20;
 
 /// What the supervisor needs to hear of, after the journal has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,16 +79,36 @@ pub struct Channel {
     pub seen: mpsc::UnboundedSender<Seen>,
 }
 
+/// A channel being served, with what its connections share.
+struct Served {
+    channel: Channel,
+    admit: Admit,
+    limits: Bounds,
+    seats: Seats,
+    budget: Budget,
+    hush: Mutex<Hush>,
+}
+
 impl Channel {
-    /// Serves every connection made to `listener` until dropped.
-    pub async fn serve(self, listener: UnixListener) {
-        let this = Arc::new(self);
+    /// Serves every connection `admit` lets in, within [`Bounds::CHANNEL`],
+    /// until dropped.
+    pub async fn serve_admitting(self, listener: UnixListener, admit: Admit) {
+        self.serve_within(listener, admit, Bounds::CHANNEL).await;
+    }
+
+    /// The same, within other bounds (for tests of the bounds).
+    pub async fn serve_within(self, listener: UnixListener, admit: Admit, limits: Bounds) {
+        let served = Arc::new(Served {
+            channel: self,
+            admit,
+            limits,
+            seats: Seats::new(limits.connections),
+            budget: Budget::new(limits.buffered),
+            hush: Mutex::new(Hush::new(REFUSALS_PER_MINUTE)),
+        });
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
-                    let this = Arc::clone(&this);
-                    tokio::spawn(async move { this.connection(stream).await });
-                }
+                Ok((stream, _)) => Arc::clone(&served).arrived(stream),
                 Err(e) => {
                     log::info(format!("event socket: {e}"));
                     return;
@@ -79,43 +116,97 @@ impl Channel {
             }
         }
     }
+}
 
-    async fn connection(&self, stream: UnixStream) {
+impl Served {
+    /// Admits a new connection, or refuses it and closes it at once.
+    fn arrived(self: Arc<Self>, stream: UnixStream) {
+        let peer = match stream.peer_cred() {
+            Ok(cred) => Peer::of(cred.pid(), cred.uid()),
+            Err(_) => Peer { pid: None, uid: u32::MAX, lineage: vec![], cgroup: None },
+        };
+        if let Err(refusal) = self.admit.check(&peer) {
+            self.refuse_connection(stream, &peer, &refusal.to_string());
+            return;
+        }
+        let Some(seat) = self.seats.take() else {
+            let why = format!(
+                "refused: this generation already has {} connections open, its most; use \
+                 the one it has",
+                self.limits.connections
+            );
+            self.refuse_connection(stream, &peer, &why);
+            return;
+        };
+        tokio::spawn(async move { self.connection(stream, seat).await });
+    }
+
+    /// Tells the peer why (without waiting for it to read), logs it, closes.
+    fn refuse_connection(&self, stream: UnixStream, peer: &Peer, why: &str) {
+        let _ = stream.try_write(answer_line(&refuse(why.to_owned())).as_slice());
+        let pid = peer.pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
+        self.log_refusal(&format!("a connection from pid {pid} uid {} {why}", peer.uid));
+    }
+
+    fn log_refusal(&self, text: &str) {
+        let spoken = self.hush.lock().unwrap_or_else(|p| p.into_inner()).speak(Instant::now());
+        match spoken {
+            Some(0) => log::at(Priority::Warning, format!("event socket: {text}")),
+            Some(n) => log::at(
+                Priority::Warning,
+                format!("event socket: {text} ({n} refusals before it were not logged)"),
+            ),
+            None => {}
+        }
+    }
+
+    async fn connection(&self, stream: UnixStream, seat: Seat) {
+        let _seat = seat;
         let (read, mut write) = stream.into_split();
-        let mut reader = BufReader::new(read);
-        let mut line = Vec::new();
+        let mut lines = Lines::new(read, &self.budget, self.limits);
         loop {
-            line.clear();
-            let n = match (&mut reader).take(MAX_LINE + 1).read_until(b'\n', &mut line).await {
-                Ok(n) => n,
-                Err(_) => return,
+            let (answer, last) = match lines.next().await {
+                Next::Closed => return,
+                Next::Refused(why) => {
+                    self.log_refusal(&format!("closed a connection: {why}"));
+                    (refuse(why), true)
+                }
+                Next::Line(line) => (self.channel.take(line.bytes), false),
             };
-            if n == 0 {
-                return;
-            }
-            let too_long = line.last() != Some(&b'\n') && n as u64 > MAX_LINE;
-            let answer = if too_long {
-                json!({"ok": false, "error": format!("an event is at most {MAX_LINE} bytes; this connection is closed")})
-            } else if line.last() != Some(&b'\n') {
-                // The body closed in the middle of a line: nothing to answer.
-                return;
-            } else {
-                self.take(&line[..line.len() - 1])
-            };
-            let mut out = answer.to_string().into_bytes();
-            out.push(b'\n');
-            if write.write_all(&out).await.is_err() || too_long {
+            if !self.answer(&mut write, &answer).await || last {
                 return;
             }
         }
     }
 
+    /// Writes one answer; false when the connection is to end, for the
+    /// body has left or has not read its answers for [`Bounds::unread`].
+    async fn answer(&self, write: &mut OwnedWriteHalf, answer: &Value) -> bool {
+        let out = answer_line(answer);
+        match tokio::time::timeout(self.limits.unread, write.write_all(&out)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                self.log_refusal(&format!(
+                    "closed a connection that left its answers unread for {} s",
+                    self.limits.unread.as_secs()
+                ));
+                false
+            }
+        }
+    }
+}
+
+impl Channel {
     /// Checks, journals and answers one line.
-    fn take(&self, line: &[u8]) -> Value {
-        let Ok(text) = std::str::from_utf8(line) else {
+    fn take(&self, line: Vec<u8>) -> Value {
+        let Ok(text) = String::from_utf8(line) else {
             return refuse("an event must be UTF-8 JSON".into());
         };
-        let (event, accepted) = match check_body_event(text) {
+        let checked = check_body_event(&text);
+        // The parsed event is all that is needed now: the line's bytes go.
+        drop(text);
+        let (event, accepted) = match checked {
             Ok(ok) => ok,
             Err(e) => return refuse(e),
         };
@@ -206,6 +297,12 @@ fn refuse(error: String) -> Value {
     json!({"ok": false, "error": error})
 }
 
+fn answer_line(answer: &Value) -> Vec<u8> {
+    let mut out = answer.to_string().into_bytes();
+    out.push(b'\n');
+    out
+}
+
 fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();
     let mut cut: String = line.chars().take(160).collect();
@@ -213,83 +310,6 @@ fn first_line(text: &str) -> String {
         cut.push('…');
     }
     cut
-}
-
-/// A place for the event socket of one run of the individual at `home`: a
-/// private directory of the kernel's user, `/tmp/teneral-<uid>/<home id>/`
-/// (mode 0700), and a name no other run shares. Not inside the individual:
-/// a Unix socket's path has at most 107 bytes, and an individual (or a gate
-/// checkout's temporary individuals) may lie deeper than that allows. Not
-/// under `$XDG_RUNTIME_DIR` either: the cage hides it from bodies. One
-/// directory per individual, so that the cage can one day grant a body
-/// `connect` there and nowhere else.
-pub fn socket_path(home: &Path, commit: &str, run: &str) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    // A kernel under test in a gate's check is given a short name that leads
-    // into the check's own cache (see `gate::socket_dir`): /tmp is not the
-    // check's to write.
-    let dir = match std::env::var_os(SOCKET_DIR_VAR).filter(|d| !d.is_empty()) {
-        Some(given) => PathBuf::from(given).join(home_id(home)),
-        None => {
-            let uid = rustix::process::getuid().as_raw();
-            let base = PathBuf::from(format!("/tmp/teneral-{uid}"));
-            private_dir(&base, uid)?;
-            base.join(home_id(home))
-        }
-    };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let mut random = [0u8; 6];
-    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    let short = crate::commit::short(commit);
-    Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
-}
-
-/// Makes `dir` if missing and checks it is a directory of `uid` that no one
-/// else may enter: the sockets in it are a body's channel to the journal.
-fn private_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-        return Err(std::io::Error::other(format!(
-            "{} is not a private directory of this user; remove it and start again",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
-/// The variable that gives a kernel the directory for its event sockets.
-pub const SOCKET_DIR_VAR: &str = "TENERAL_SOCKET_DIR";
-
-/// Twelve hex digits naming the individual at `home` (a hash of its path).
-pub fn home_id(home: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(home.as_os_str().as_encoded_bytes());
-    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
-}
-
-/// Binds a fresh socket for one run at `path`, replacing a stale one. The
-/// socket is bound under a hidden name and renamed into place, so `path`
-/// appears only once it accepts connections.
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let hidden = path.with_file_name(format!(".{name}"));
-    if hidden.as_os_str().len() > 107 {
-        return Err(std::io::Error::other(format!(
-            "the event socket path {} is longer than a Unix socket allows (107 bytes); \
-             set XDG_RUNTIME_DIR to a shorter directory",
-            path.display()
-        )));
-    }
-    let _ = std::fs::remove_file(&hidden);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let listener = UnixListener::bind(&hidden)?;
-    std::fs::rename(&hidden, path)?;
-    Ok(listener)
 }
 
 /// `teneral serve-events`: the channel of one generation without a
@@ -306,6 +326,8 @@ pub async fn serve_alone(socket: &Path, home: &Path, commit: &str) -> std::io::R
         journal: Arc::new(Mutex::new(journal)),
         seen,
     };
-    channel.serve(listener).await;
+    // A test tool: whoever runs it drives the body by hand, so anyone who
+    // can reach the socket is served (the bounds still hold).
+    channel.serve_admitting(listener, Admit::anyone()).await;
     Ok(())
 }

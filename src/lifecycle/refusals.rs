@@ -1,0 +1,59 @@
+//! The rule for a mutation the gate refused: the same generation starts
+//! again after a pause that grows with each refusal of the same commit, and
+//! the third refusal in a row of one commit stops the kernel (the agent is
+//! stuck on it; its owner should look). Pure: the caller keeps the count.
+
+use std::time::Duration;
+
+/// Refusals in a row of one commit after which the kernel stops.
+pub const GIVE_UP_AFTER: u32 = 3;
+
+/// What follows a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterRefusal {
+    /// Start the same generation again after this pause.
+    Retry { after: Duration },
+    /// Stop the kernel and wait for the owner.
+    GiveUp,
+}
+
+/// The count of refusals in a row of `candidate` after this one, given the
+/// last refused commit and its count, and what follows.
+pub fn after_refusal(
+    last: Option<(&str, u32)>,
+    candidate: &str,
+    backoff_unit: Duration,
+) -> (u32, AfterRefusal) {
+    let times = match last {
+        Some((commit, times)) if commit == candidate => times.saturating_add(1),
+        _ => 1,
+    };
+    if times >= GIVE_UP_AFTER {
+        (times, AfterRefusal::GiveUp)
+    } else {
+        (times, AfterRefusal::Retry { after: backoff_unit * times })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_third_refusal_in_a_row_of_one_commit_gives_up() {
+        let unit = Duration::from_secs(2);
+        let retry = |s| AfterRefusal::Retry { after: Duration::from_secs(s) };
+        type Case<'a> = (Option<(&'a str, u32)>, &'a str, (u32, AfterRefusal));
+        let cases: &[Case<'_>] = &[
+            (None, "a", (1, retry(2))),
+            (Some(("a", 1)), "a", (2, retry(4))),
+            (Some(("a", 2)), "a", (3, AfterRefusal::GiveUp)),
+            (Some(("a", 7)), "a", (8, AfterRefusal::GiveUp)),
+            (Some(("a", 2)), "b", (1, retry(2))),
+            (Some(("a", u32::MAX)), "a", (u32::MAX, AfterRefusal::GiveUp)),
+        ];
+        for (last, candidate, want) in cases {
+            assert_eq!(&after_refusal(*last, candidate, unit), want, "{last:?} then {candidate}");
+        }
+    }
+}

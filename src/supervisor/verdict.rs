@@ -1,0 +1,220 @@
+//! What follows when a generation fails, when the owner sends it back, and
+//! when the gate has judged what it asked for: going back one step,
+//! switching generations, and the answer to every mutation request.
+
+use serde_json::json;
+
+use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
+use crate::commit::short;
+use crate::events::{kernel_event, SharedJournal};
+use crate::gate::{Gate, Verdict};
+use crate::lifecycle::{after_refusal, AfterRefusal};
+use crate::state::Refused;
+use crate::status::Doing;
+use crate::{back, log, repo};
+
+/// Tells the agent a mutation it asked for got no verdict, so it asks again.
+pub(super) fn answer_undecided(journal: &SharedJournal, commit: &str, candidate: &str, why: &str) {
+    kernel_event(
+        journal,
+        commit,
+        "mutation.rejected",
+        json!({
+            "candidate": candidate,
+            "check": "undecided",
+            "undecided": true,
+            "output": format!("nothing was decided about {}: {why}; ask again", short(candidate)),
+        }),
+    );
+}
+
+impl Kernel {
+    /// A generation failed: one step back when there is one, else stop.
+    pub(super) fn fail(
+        &mut self,
+        commit: &str,
+        reason: String,
+        tail: String,
+    ) -> Result<Next, KernelError> {
+        match self.state.previous.clone() {
+            Some(to) => {
+                log::info(format!(
+                    "rolling back from {} to {}: {reason}",
+                    short(commit),
+                    short(&to)
+                ));
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "generation.rolledback",
+                    json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
+                );
+                Ok(Next::Switch { to, trial: false })
+            }
+            None => {
+                let text = format!(
+                    "generation {} failed: {reason}\nwhat it last wrote to stderr:\n{tail}",
+                    short(commit)
+                );
+                kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
+                Ok(Next::End(
+                    EXIT_GAVE_UP,
+                    format!("generation {} failed: {reason}; nothing to go back to", short(commit)),
+                ))
+            }
+        }
+    }
+
+    /// Makes `to` the generation. After a promotion the one before it is kept
+    /// to go back to; after going back there is none (one step, not a history).
+    pub(super) fn switch(&mut self, to: &str, promoted: bool) -> Result<(), KernelError> {
+        let from = self.current();
+        self.state.pending = None;
+        self.state.previous = if promoted { Some(from) } else { None };
+        self.state.generation = Some(to.to_owned());
+        log::set_commit(to);
+        self.status.set_generation(to);
+        let oid = repo::commit_id(&self.git, &self.home, to)?;
+        repo::move_lineage(&self.git, &self.home, oid)?;
+        self.state.save(&self.home)?;
+        Ok(())
+    }
+
+    /// The body exited 75: judge what it asked for.
+    pub(super) async fn mutation(
+        &mut self,
+        commit: &str,
+        requested: Option<String>,
+    ) -> Result<Next, KernelError> {
+        let Some(candidate) = requested else {
+            kernel_event(
+                &self.journal,
+                commit,
+                "mutation.rejected",
+                json!({"check": "request", "output": "the body exited 75 without asking for a mutation (send mutation.requested first)"}),
+            );
+            return Ok(Next::Same);
+        };
+        self.state.pending = Some(candidate.clone());
+        self.state.save(&self.home)?;
+        if let Some(warming) = self.warming.take().filter(|w| !w.is_finished()) {
+            self.status.set(Doing::Checking {
+                candidate: candidate.clone(),
+                step: "waiting for the gate's warm-up".into(),
+            });
+            log::info("gate: waiting for the warm-up's checks of the running kernel to end");
+            tokio::select! {
+                _ = warming => {}
+                _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+                _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+            }
+        }
+        let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
+        let gate = Gate {
+            home: &self.home,
+            repo: &self.git,
+            settings: &self.settings,
+            journal: &self.journal,
+            running: commit,
+            kernel_exe: &exe,
+            runner: &self.runner,
+            status: Some(&*self.status),
+        };
+        let verdict = tokio::select! {
+            v = gate.judge(&candidate) => v,
+            _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+            _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+        };
+        match verdict {
+            Verdict::Accepted { .. } => {
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "mutation.accepted",
+                    json!({"from": commit, "to": candidate}),
+                );
+                self.state.refused = None;
+                Ok(Next::Switch { to: candidate, trial: true })
+            }
+            Verdict::Rejected { check, output } => {
+                self.state.pending = None;
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "mutation.rejected",
+                    json!({"candidate": candidate, "check": check, "output": tail_of(&output, 4000)}),
+                );
+                let last = self.state.refused.as_ref().map(|r| (r.commit.as_str(), r.times));
+                let (times, after) =
+                    after_refusal(last, &candidate, self.settings.timing.backoff_unit);
+                self.state.refused = Some(Refused { commit: candidate.clone(), times });
+                self.state.save(&self.home)?;
+                let wait = match after {
+                    AfterRefusal::GiveUp => {
+                        return Ok(Next::End(
+                            EXIT_GAVE_UP,
+                            format!(
+                            "the same commit {} was refused {} times in a row (last at {check})",
+                            short(&candidate),
+                            words(times)
+                        ),
+                        ))
+                    }
+                    AfterRefusal::Retry { after } => after,
+                };
+                Ok(if self.pause(wait).await {
+                    Next::End(EXIT_STOPPED, "asked to stop".into())
+                } else {
+                    Next::Same
+                })
+            }
+        }
+    }
+
+    /// The owner's request to go back, if SIGHUP brought one that may be
+    /// followed; a refusal is journaled for the owner to see.
+    pub(super) fn back_request(&self, commit: &str) -> Option<String> {
+        let to = match back::read_request(&self.home) {
+            Ok(Some(to)) => to,
+            Ok(None) => return None,
+            Err(e) => {
+                log::info(format!("a request to go back was not readable: {e}"));
+                return None;
+            }
+        };
+        let in_git = |c: &str| repo::commit_id(&self.git, &self.home, c).is_ok();
+        let chosen = back::lineage(&self.home).map_err(|e| e.to_string()).and_then(|l| {
+            l.choose(Some(&to), in_git).map(|g| g.commit.clone()).map_err(|e| e.to_string())
+        });
+        match chosen {
+            Ok(target) => Some(target),
+            Err(why) => {
+                kernel_event(
+                    &self.journal,
+                    commit,
+                    "kernel.notice",
+                    json!({"text": format!("not going back: {why}")}),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn tail_of(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The count of refusals a stop names, in words where it is the usual one.
+fn words(n: u32) -> String {
+    if n == crate::lifecycle::GIVE_UP_AFTER {
+        "three".into()
+    } else {
+        n.to_string()
+    }
+}
