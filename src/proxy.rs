@@ -138,7 +138,13 @@ impl Proxy {
         upstream: Upstream,
         body_key: String,
     ) -> Result<Proxy, ProxyError> {
-        let client = client_builder().build().map_err(ProxyError::Client)?;
+        let mut builder = client_builder();
+        // A model on this machine (the stand-in child) is reached directly,
+        // whatever HTTP_PROXY the kernel's environment names.
+        if on_loopback(&upstream.base_url) {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(ProxyError::Client)?;
         Proxy::bind_with(addr, upstream, body_key, client, MAX_REQUEST_BYTES).await
     }
 
@@ -206,6 +212,17 @@ fn client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(30))
+}
+
+/// Whether `base_url` names this machine's loopback.
+fn on_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else { return false };
+    let Some(host) = url.host_str() else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
 }
 
 fn host_of(base_url: &str) -> Option<String> {

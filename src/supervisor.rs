@@ -145,7 +145,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     .start();
     let mut k = Kernel {
         warming,
-        model: Model::start(&settings, &home).await?,
+        model: Model::start(&settings, &home, &runner).await?,
         home,
         settings,
         state,

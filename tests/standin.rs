@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use teneral::standin::{Config, Standin};
 
+mod child;
+
 const CHAT: &str = "/v1/chat/completions";
 const RESPONSES: &str = "/v1/responses";
 

@@ -43,7 +43,8 @@ enum Command {
     Standin {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
-        /// The bearer key requests must carry (any non-empty key when not given).
+        /// The bearer key requests must carry; when not given, the one in
+        /// TENERAL_STANDIN_KEY, else any non-empty key.
         #[arg(long)]
         key: Option<String>,
         /// A script of replies, tool calls, errors and delays (JSON Lines).
@@ -52,6 +53,10 @@ enum Command {
         /// Append every request to this file as a JSON line.
         #[arg(long)]
         log: Option<PathBuf>,
+        /// End once nothing reads its stdout any longer (the kernel that
+        /// started it is gone).
+        #[arg(long, hide = true)]
+        end_with_stdout: bool,
     },
     /// Run a program confined (the cage's helper; the kernel writes its arguments).
     #[command(hide = true)]
@@ -91,9 +96,14 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run { dir } => Ok(teneral::supervisor::run(&dir).await?),
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
-            Command::Standin { listen, key, script, log } => {
-                teneral::standin::run_cli(listen, teneral::standin::Config { key, script, log })
-                    .await?;
+            Command::Standin { listen, key, script, log, end_with_stdout } => {
+                let key = key.or_else(|| {
+                    std::env::var(teneral::standin::child::KEY_VARIABLE)
+                        .ok()
+                        .filter(|k| !k.is_empty())
+                });
+                let config = teneral::standin::Config { key, script, log };
+                teneral::standin::run_cli(listen, config, end_with_stdout).await?;
                 Ok(0)
             }
             // Dispatched before parsing, in main; never reached.

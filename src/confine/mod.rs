@@ -91,6 +91,11 @@ pub enum Profile {
     /// An organ's check: its root read and executed, `writable` (a temp dir)
     /// written, loopback only.
     Organ { root: PathBuf, writable: Vec<PathBuf> },
+    /// The stand-in model: `program` (the kernel's own) executed, `readable`
+    /// (its script) read, `writable` (its request log) written, nothing
+    /// else of `individual`, whose directory no system rule may cover; the
+    /// host's network as it is (served on the host's loopback).
+    Model { individual: PathBuf, program: PathBuf, readable: Vec<PathBuf>, writable: Vec<PathBuf> },
 }
 
 /// Why the cage cannot be built here.
@@ -160,7 +165,7 @@ impl Cage {
                 let body = match profile {
                     Profile::Generation { home } => Some(home),
                     Profile::Smoke { individual, .. } => Some(individual),
-                    Profile::Gate { .. } | Profile::Organ { .. } => None,
+                    Profile::Gate { .. } | Profile::Organ { .. } | Profile::Model { .. } => None,
                 };
                 if let Some(home) = body {
                     host::prepare_generation(home)?;
@@ -258,9 +263,9 @@ pub fn wrap_with(
     let exe = exe.as_path();
     let forwards = !options.forward.is_empty()
         || matches!(profile, Profile::Smoke { forward, .. } if !forward.is_empty());
-    if forwards && matches!(profile, Profile::Generation { .. }) {
+    if forwards && matches!(profile, Profile::Generation { .. } | Profile::Model { .. }) {
         return Err(io::Error::other(
-            "only a loopback-only profile (gate, smoke) forwards ports; a generation reaches the kernel's loopback as it is",
+            "only a loopback-only profile (gate, smoke) forwards ports; a generation and the model reach the kernel's loopback as it is",
         ));
     }
     let mut plan = match profile {
@@ -283,6 +288,15 @@ pub fn wrap_with(
             let granted: Vec<&std::path::Path> =
                 std::iter::once(root).chain(writable).map(PathBuf::as_path).collect();
             plan::organ(root, writable, &host::host(&granted))
+        }
+        Profile::Model { individual, program, readable, writable } => {
+            must_exist(std::iter::once(program).chain(readable).chain(writable))?;
+            let granted: Vec<&std::path::Path> = std::iter::once(individual)
+                .chain(readable)
+                .chain(writable)
+                .map(PathBuf::as_path)
+                .collect();
+            plan::model(program, readable, writable, &host::host(&granted))
         }
         Profile::Smoke { checkout, individual, writable, .. } => {
             must_exist([checkout, individual].into_iter().chain(writable))?;

@@ -59,7 +59,7 @@ pub enum Net {
 /// Everything the helper applies before it executes the program.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    /// `generation`, `gate` or `smoke`: for messages.
+    /// `generation`, `gate`, `smoke`, `organ` or `model`: for messages.
     pub profile: String,
     pub rules: Vec<Rule>,
     /// Files made read-only by a bind mount in a private mount namespace,
@@ -174,6 +174,26 @@ pub fn smoke(checkout: &Path, individual: &Path, writable: &[PathBuf], host: &Ho
     plan.profile = "smoke".into();
     plan.rules.push(Rule { path: individual.to_owned(), access: Access::Write });
     plan
+}
+
+/// The stand-in model: the kernel's own program to execute, the files given
+/// to read (its script) and to write (its request log), nothing else of any
+/// individual; the host's network as it is, since the kernel and the bodies
+/// reach it on the host's loopback.
+pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &Host) -> Plan {
+    let mut rules = system(host);
+    rules.push(Rule { path: program.to_owned(), access: Access::Exec });
+    rules.extend(readable.iter().map(|p| Rule { path: p.clone(), access: Access::Read }));
+    rules.extend(writable.iter().map(|p| Rule { path: p.clone(), access: Access::Write }));
+    Plan {
+        profile: "model".into(),
+        rules,
+        readonly: Vec::new(),
+        hidden: host.hidden.clone(),
+        net: Net::Open,
+        forward: Vec::new(),
+        pretend_missing: Vec::new(),
+    }
 }
 
 fn system(host: &Host) -> Vec<Rule> {
@@ -334,6 +354,49 @@ mod tests {
         assert_eq!(plan.profile, "smoke");
         assert_eq!(access_of(&plan, "/t"), vec![Access::Write]);
         assert_eq!(plan.net, Net::Loopback);
+    }
+
+    #[test]
+    fn the_model_gets_its_program_script_and_log_and_nothing_else_of_the_individual() {
+        let plan = model(
+            Path::new("/k/teneral"),
+            &["/i/script.jsonl".into()],
+            &["/i/standin.jsonl".into()],
+            &host(),
+        );
+        let table = [
+            ("/k/teneral", vec![Access::Exec]),
+            ("/i/script.jsonl", vec![Access::Read]),
+            ("/i/standin.jsonl", vec![Access::Write]),
+            ("/i", vec![]),
+            ("/i/.env", vec![]),
+            ("/i/memory", vec![]),
+            ("/i/soul", vec![]),
+            ("/i/.teneral", vec![]),
+            ("/i/.teneral/state.json", vec![]),
+            ("/usr", vec![Access::Exec]),
+            ("/etc", vec![Access::Read]),
+            ("/dev/null", vec![Access::ReadWrite]),
+        ];
+        for (path, want) in table {
+            assert_eq!(access_of(&plan, path), want, "{path}");
+        }
+        let individual: Vec<&Rule> =
+            plan.rules.iter().filter(|r| r.path.starts_with("/i")).collect();
+        assert_eq!(individual.len(), 2, "only the script and the log: {individual:?}");
+        assert_eq!(plan.profile, "model");
+        assert_eq!(
+            plan.net,
+            Net::Open,
+            "the kernel and the bodies reach it on the host's loopback"
+        );
+        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
+        assert!(plan.readonly.is_empty());
+        let bare = model(Path::new("/k/teneral"), &[], &[], &host());
+        assert!(bare.rules.iter().all(|r| !r.path.starts_with("/i")));
+        let mut args = plan.to_args();
+        args.extend(["--".into(), "/k/teneral".into(), "standin".into()]);
+        assert_eq!(Plan::from_args(&args).map(|(p, _)| p), Ok(plan));
     }
 
     #[test]

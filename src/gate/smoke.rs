@@ -1,6 +1,7 @@
 //! The smoke run: the candidate started as a generation is, on an empty
 //! throwaway individual with one message waiting, against a stand-in model
-//! served on loopback with a dummy key and the clock off. It passes when the
+//! of its own (a caged child on loopback, its port forwarded into the smoke
+//! run's loopback-only network) with a dummy key and the clock off. It passes when the
 //! body reports ready and answers that message within the limit.
 
 use std::path::Path;
@@ -14,7 +15,7 @@ use crate::generation::{self, Start};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
-use crate::standin;
+use crate::standin::child::{StandinChild, Start as StandinStart};
 
 /// Where the throwaway individual lives while the smoke run lasts.
 pub const SMOKE_DIR: &str = ".teneral/gate/smoke";
@@ -96,17 +97,37 @@ impl Smoke<'_> {
         crate::owner::write_line(dir, MESSAGE).map_err(setup)?;
         let journal = Journal::open(&dir.join(JOURNAL_PATH)).map_err(|e| e.to_string())?;
 
-        let key = "tnl-smoke-dummy-key";
-        let config = standin::Config { key: Some(key.into()), script: None, log: None };
-        let model = standin::Standin::bind(([127, 0, 0, 1], 0).into(), config)
-            .await
-            .map_err(|e| format!("cannot serve the stand-in model: {e}"))?;
-        let model_url = model.base_url();
-        let model_port = model.local_addr().port();
-        let model_task = tokio::spawn(model.serve());
-
         let socket = events::socket_path(dir, self.commit, "smoke").map_err(setup)?;
         let listener = events::bind(&socket).map_err(setup)?;
+        // The cage lets the smoke run execute only what lies in its own
+        // places, so the candidate's binary runs from a copy inside them.
+        let binary = dir.join(".teneral/teneral-body");
+        std::fs::create_dir_all(dir.join(".teneral")).map_err(setup)?;
+        std::fs::copy(self.binary, &binary).map_err(setup)?;
+
+        // The throwaway stand-in: a caged child of its own, no script.
+        let key = "tnl-smoke-dummy-key";
+        let model_start = StandinStart {
+            program: self.kernel_exe,
+            individual: self.home,
+            key,
+            script: None,
+            log: None,
+            limits: Limits::for_body(self.settings),
+        };
+        let model_unit = runner::systemd::gate_unit(self.commit, "standin");
+        let model = StandinChild::start(self.runner, &model_unit, model_start)
+            .await
+            .map_err(|e| format!("cannot serve the stand-in model: {e}"))?;
+        let model_url = model.base_url().to_owned();
+        let model_port = match model_port(&model_url) {
+            Ok(port) => port,
+            Err(e) => {
+                model.stop().await;
+                return Err(e);
+            }
+        };
+
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
         let channel = Channel {
             home: dir.to_owned(),
@@ -127,11 +148,6 @@ impl Smoke<'_> {
             organs: self.organs,
         };
         let unit = runner::systemd::gate_unit(self.commit, "smoke");
-        // The cage lets the smoke run execute only what lies in its own
-        // places, so the candidate's binary runs from a copy inside them.
-        let binary = dir.join(".teneral/teneral-body");
-        std::fs::create_dir_all(dir.join(".teneral")).map_err(setup)?;
-        std::fs::copy(self.binary, &binary).map_err(setup)?;
         let mut spec = crate::spawn::Spec::new(binary, dir);
         spec.env = generation::environment(&start);
         // Loopback only; the stand-in's port is relayed in at the same address.
@@ -142,11 +158,14 @@ impl Smoke<'_> {
             forward: vec![model_port],
         };
         let launch = Launch::new(spec, Limits::for_body(self.settings)).caged(profile);
-        let mut body = self
-            .runner
-            .start(&unit, launch)
-            .await
-            .map_err(|e| format!("cannot start the body: {e}"))?;
+        let mut body = match self.runner.start(&unit, launch).await {
+            Ok(body) => body,
+            Err(e) => {
+                channel_task.abort();
+                model.stop().await;
+                return Err(format!("cannot start the body: {e}"));
+            }
+        };
         if let Some(pid) = body.pid() {
             admit.set_body(pid, body.is_unit().then(|| body.unit()));
         }
@@ -173,7 +192,7 @@ impl Smoke<'_> {
         };
         body.stop(self.settings.timing.stop_grace).await;
         channel_task.abort();
-        model_task.abort();
+        model.stop().await;
         let _ = std::fs::remove_file(&socket);
         outcome.map_err(|why| {
             let tail = body.stderr_tail();
@@ -184,6 +203,15 @@ impl Smoke<'_> {
             }
         })
     }
+}
+
+/// The port of the stand-in's `http://127.0.0.1:PORT/v1`, to forward in.
+fn model_port(url: &str) -> Result<u16, String> {
+    url.strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .and_then(|addr| addr.parse::<std::net::SocketAddr>().ok())
+        .map(|addr| addr.port())
+        .ok_or_else(|| format!("the stand-in model announced {url}, which has no loopback port"))
 }
 
 #[cfg(test)]

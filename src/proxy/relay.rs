@@ -3,7 +3,8 @@
 //!
 //! Invariant: no upstream header outside [`passes_down`] reaches the body (no
 //! cookie, no hop-by-hop header), and nothing is buffered, so a streamed reply
-//! stays streamed.
+//! stays streamed; an answer of known length keeps it (`content-length`, not
+//! chunks), so a client as plain as the upstream's is served the same.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,7 +12,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Either;
-use hyper::body::{Body, Frame};
+use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderMap, HeaderName};
 use hyper::Response;
 
@@ -82,5 +83,18 @@ impl Body for Relay {
 
     fn is_end_stream(&self) -> bool {
         matches!(self, Relay::Done)
+    }
+
+    /// The upstream's length while nothing is read (hyper asks when it
+    /// writes the headers), so an answer of known length goes back with its
+    /// `content-length` rather than in chunks; unknown while a chunk is read.
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Relay::Idle(response) => {
+                response.content_length().map(SizeHint::with_exact).unwrap_or_default()
+            }
+            Relay::Reading(_) => SizeHint::default(),
+            Relay::Done => SizeHint::with_exact(0),
+        }
     }
 }

@@ -207,6 +207,24 @@ fn upstream_statuses_and_rate_limit_headers_pass_back() {
 }
 
 #[test]
+fn a_whole_answer_keeps_its_length_and_is_not_chunked() {
+    run(async {
+        let body = r#"{"id":"chatcmpl-1","choices":[]}"#;
+        let fake = fake_upstream(full(200, &[("content-type", "application/json")], body)).await;
+        let proxy = start(format!("http://{}/v1", fake.addr), MAX_REQUEST_BYTES).await;
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {STAND_IN}\r\n\
+             content-length: 2\r\nconnection: close\r\n\r\n{{}}"
+        );
+        let answer = raw(proxy, head.as_bytes()).await.to_ascii_lowercase();
+        assert!(answer.starts_with("http/1.1 200"), "{answer}");
+        assert!(answer.contains(&format!("content-length: {}\r\n", body.len())), "{answer}");
+        assert!(!answer.contains("transfer-encoding"), "{answer}");
+        assert!(answer.ends_with(&format!("\r\n\r\n{}", body.to_ascii_lowercase())), "{answer}");
+    });
+}
+
+#[test]
 fn a_streamed_reply_is_relayed_as_it_arrives() {
     run(async {
         let (feed, chunks) = mpsc::channel(4);
@@ -329,6 +347,18 @@ fn routes_keys_and_hosts() {
     ];
     for (method, path, suffix) in routes {
         assert_eq!(route(&method, path), suffix, "{method} {path}");
+    }
+
+    let hosts = [
+        ("http://127.0.0.1:4000/v1", true),
+        ("http://[::1]:4000/v1", true),
+        ("http://localhost:4000/v1", true),
+        ("https://api.openai.com/v1", false),
+        ("http://10.0.0.1/v1", false),
+        ("not a url", false),
+    ];
+    for (url, loopback) in hosts {
+        assert_eq!(on_loopback(url), loopback, "{url}");
     }
 
     assert!(same(b"abc", b"abc"));

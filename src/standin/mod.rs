@@ -11,6 +11,11 @@
 //! Optionally every request is appended to a log file as one JSON line
 //! (`{"path","status","body"}`), flushed before the answer is sent.
 //!
+//! The kernel never serves it in its own process: it starts `teneral
+//! standin` as a caged child ([`child`]) and reaches it through its model
+//! proxy. In-process serving ([`Standin::bind`]) is for that command and
+//! for tests.
+//!
 //! Invariants: it binds only loopback addresses; the pure parts (checks,
 //! script, answers) are in [`chat`], [`responses`], [`script`], [`service`]
 //! and do no I/O; [`http`] is the only place that touches sockets and files
@@ -23,6 +28,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 pub mod chat;
+pub mod child;
 mod http;
 pub mod responses;
 pub mod script;
@@ -130,13 +136,21 @@ impl KeyHandle {
 
 /// Entry for `teneral standin --listen ADDR [--key K] [--script F] [--log F]`:
 /// binds, prints `listening on http://ADDR/v1` to stdout (flushed) and serves
-/// forever.
-pub async fn run_cli(listen: SocketAddr, config: Config) -> anyhow::Result<()> {
+/// forever; with `end_with_stdout`, only until nothing reads its stdout any
+/// longer (the kernel that started it, see [`child`], is gone).
+pub async fn run_cli(
+    listen: SocketAddr,
+    config: Config,
+    end_with_stdout: bool,
+) -> anyhow::Result<()> {
     let standin = Standin::bind(listen, config).await?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {}", standin.base_url())?;
         out.flush()?;
+    }
+    if end_with_stdout {
+        child::end_when_stdout_unread()?;
     }
     standin.serve().await;
     Ok(())

@@ -1,70 +1,127 @@
-//! The model the bodies reach: the stand-in served for the kernel's whole
-//! life, or the proxy to the owner's provider.
+//! The model the bodies reach: always the kernel's proxy, bound anew for
+//! each generation's key, forwarding to the owner's provider or to the
+//! stand-in model, which runs as a caged child of the kernel for its whole
+//! life (its script goes on across generations) with one key of its own
+//! that only the kernel knows.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{random_key, KernelError};
-use crate::settings::{Provider, Settings};
-use crate::{proxy, standin};
+use crate::runner::{Limits, Runner};
+use crate::settings::{Provider, Secret, Settings};
+use crate::standin::child::{self, StandinChild};
+use crate::{log, proxy};
 
-/// The model the bodies reach: one stand-in for the kernel's whole life (its
-/// script goes on across generations; each generation gets its own key), or
-/// the proxy to the owner's provider, bound anew for each generation's key.
-pub(super) enum Model {
-    Standin { url: String, keys: standin::KeyHandle },
-    Proxy { task: Option<tokio::task::JoinHandle<()>> },
+pub(super) struct Model {
+    /// The stand-in child, when the provider is `standin`.
+    standin: Option<Standin>,
+    /// The proxy of the current generation.
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+struct Standin {
+    child: StandinChild,
+    key: String,
+    runner: Runner,
+    home: PathBuf,
 }
 
 impl Model {
-    pub(super) async fn start(settings: &Settings, home: &Path) -> Result<Model, KernelError> {
-        if settings.provider != Provider::Standin {
-            return Ok(Model::Proxy { task: None });
-        }
-        let config = standin::Config {
-            key: Some(random_key()?),
-            script: settings.standin_script.as_ref().map(|p| home.join(p)),
-            log: settings.standin_log.as_ref().map(|p| home.join(p)),
+    /// Starts the stand-in child when the provider is `standin`; `runner`
+    /// starts it (caged, with the body's limits).
+    pub(super) async fn start(
+        settings: &Settings,
+        home: &Path,
+        runner: &Runner,
+    ) -> Result<Model, KernelError> {
+        let standin = match settings.provider {
+            Provider::Standin => {
+                let key = random_key()?;
+                let child = start_standin(settings, home, runner, &key).await?;
+                Some(Standin { child, key, runner: runner.clone(), home: home.to_owned() })
+            }
+            _ => None,
         };
-        let server = standin::Standin::bind(([127, 0, 0, 1], 0).into(), config)
-            .await
-            .map_err(|e| KernelError::Io(format!("the stand-in model: {e}")))?;
-        let (url, keys) = (server.base_url(), server.keys());
-        tokio::spawn(server.serve());
-        Ok(Model::Standin { url, keys })
+        Ok(Model { standin, task: None })
     }
 
-    /// The base URL a generation with `key` uses; only `key` is accepted there now.
+    /// The base URL a generation with `key` uses: a proxy that accepts only
+    /// `key` from now on (the previous generation's proxy is closed).
     pub(super) async fn url_for(
         &mut self,
         key: &str,
         settings: &Settings,
     ) -> Result<String, KernelError> {
-        match self {
-            Model::Standin { url, keys } => {
-                keys.set(key);
-                Ok(url.clone())
-            }
-            Model::Proxy { task } => {
-                if let Some(old) = task.take() {
-                    old.abort();
-                }
-                let upstream = match settings.provider {
-                    Provider::ChatGpt => {
-                        return Err(KernelError::Io(
-                            "the ChatGPT sign-in is not built yet; use TENERAL_PROVIDER=openai or compatible".into(),
-                        ))
-                    }
-                    _ => proxy::Upstream::from_settings(settings)
-                        .ok_or_else(|| KernelError::Io("TENERAL_BASE_URL and TENERAL_API_KEY are needed".into()))?,
-                };
-                let server =
-                    proxy::Proxy::bind(([127, 0, 0, 1], 0).into(), upstream, key.to_owned())
-                        .await
-                        .map_err(|e| KernelError::Io(format!("the model proxy: {e}")))?;
-                let url = format!("http://{}/v1", server.local_addr());
-                *task = Some(tokio::spawn(server.serve()));
-                Ok(url)
-            }
+        if let Some(old) = self.task.take() {
+            old.abort();
         }
+        let upstream = match &mut self.standin {
+            Some(standin) => {
+                if let Some(ended) = standin.child.ended() {
+                    log::at(
+                        log::Priority::Warning,
+                        format!(
+                            "the stand-in model ended ({}); starting it again, its script from \
+                             the start. What it wrote last:\n{}",
+                            ended.exit,
+                            standin.child.stderr_tail()
+                        ),
+                    );
+                    standin.child =
+                        start_standin(settings, &standin.home, &standin.runner, &standin.key)
+                            .await?;
+                }
+                proxy::Upstream {
+                    base_url: standin.child.base_url().to_owned(),
+                    api_key: Secret::new(standin.key.clone()),
+                }
+            }
+            None => match settings.provider {
+                Provider::ChatGpt => {
+                    return Err(KernelError::Io(
+                        "the ChatGPT sign-in is not built yet; use TENERAL_PROVIDER=openai or compatible".into(),
+                    ))
+                }
+                _ => proxy::Upstream::from_settings(settings).ok_or_else(|| {
+                    KernelError::Io("TENERAL_BASE_URL and TENERAL_API_KEY are needed".into())
+                })?,
+            },
+        };
+        let server = proxy::Proxy::bind(([127, 0, 0, 1], 0).into(), upstream, key.to_owned())
+            .await
+            .map_err(|e| KernelError::Io(format!("the model proxy: {e}")))?;
+        let url = format!("http://{}/v1", server.local_addr());
+        self.task = Some(tokio::spawn(server.serve()));
+        Ok(url)
     }
+}
+
+async fn start_standin(
+    settings: &Settings,
+    home: &Path,
+    runner: &Runner,
+    key: &str,
+) -> Result<StandinChild, KernelError> {
+    let program = std::env::current_exe()
+        .map_err(|e| KernelError::Io(format!("the kernel's own binary: {e}")))?;
+    let script = settings.standin_script.as_ref().map(|p| home.join(p));
+    let log_file = settings.standin_log.as_ref().map(|p| home.join(p));
+    let start = child::Start {
+        program: &program,
+        individual: home,
+        key,
+        script: script.as_deref(),
+        log: log_file.as_deref(),
+        limits: Limits::for_body(settings),
+    };
+    let unit = format!("teneral-standin-{}.service", std::process::id());
+    let child = StandinChild::start(runner, &unit, start)
+        .await
+        .map_err(|e| KernelError::Io(e.to_string()))?;
+    log::info(format!(
+        "the stand-in model serves at {} (pid {}), caged, reached through the model proxy",
+        child.base_url(),
+        child.pid().map(|p| p.to_string()).unwrap_or_else(|| "unknown".into())
+    ));
+    Ok(child)
 }

@@ -1,0 +1,179 @@
+//! The stand-in as the kernel runs it: a child process of its own in the
+//! cage's `model` profile, reached through the kernel's proxy, gone with the
+//! kernel; and the profile's rules, each proven by a deliberate violation.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use teneral::confine::{self, Profile};
+
+use crate::cage::require_cage;
+use crate::common::*;
+
+const LONG: Duration = Duration::from_secs(240);
+const SHORT: Duration = Duration::from_secs(20);
+
+/// The pids whose parent is `parent` and whose command line holds `word`.
+fn children_running(parent: u32, word: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let ppid = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1));
+        if ppid != Some(&parent.to_string()) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline.split(|b| *b == 0).any(|arg| arg == word.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn status_field(pid: u32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|v| v.strip_prefix(':')))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_kernel_runs_the_stand_in_as_a_caged_child_that_dies_with_it() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let script = "{\"reply\": \"Hello from a child.\"}\n";
+    let ind = Individual::new(script, &["TENERAL_STANDIN_LOG=standin.jsonl"])?;
+    let mut kernel = ind.start()?;
+    // The birth turn went body -> the kernel's proxy -> the stand-in child.
+    ind.wait_for("the birth reply", LONG, |e| {
+        e["type"] == "reply" && e["text"] == "Hello from a child."
+    })?;
+    let log = std::fs::read_to_string(ind.path().join("standin.jsonl"))?;
+    assert!(log.contains("/v1/"), "the child logged the request it served:\n{log}");
+
+    let children = children_running(kernel.pid(), "standin");
+    assert_eq!(children.len(), 1, "one stand-in child of the kernel: {children:?}");
+    let standin = children[0];
+    assert_ne!(standin, kernel.pid());
+    assert_eq!(status_field(standin, "NoNewPrivs"), "1", "no_new_privs is set");
+    assert_eq!(status_field(standin, "Seccomp"), "2", "a seccomp filter holds it");
+    assert_eq!(status_field(standin, "CapEff"), "0000000000000000", "no capability is left");
+    let cmdline = String::from_utf8_lossy(&std::fs::read(format!("/proc/{standin}/cmdline"))?)
+        .replace('\0', " ");
+    assert!(
+        !cmdline.contains("--key") && !cmdline.contains("tnl-"),
+        "its key is not on its command line, which every process can read: {cmdline}"
+    );
+
+    // Killed without a word, the kernel takes the stand-in with it.
+    kernel.signal(9);
+    kernel.wait(SHORT)?;
+    let end = Instant::now() + SHORT;
+    while alive(standin) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(standin), "the stand-in {standin} does not outlive a killed kernel");
+    Ok(())
+}
+
+#[test]
+fn the_stand_in_ends_when_nothing_reads_its_stdout() -> TestResult {
+    let mut child = Command::new(teneral())
+        .args(["standin", "--listen", "127.0.0.1:0", "--end-with-stdout"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("the stand-in's stdout is piped")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
+    // The reader was dropped with the BufReader: the kernel is gone.
+    let end = Instant::now() + SHORT;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "it ended by itself, at once");
+    Ok(())
+}
+
+/// `sh -c script` in the model profile for `home`, as the kernel starts the
+/// stand-in; the helper is the built `teneral`.
+fn in_model_profile(home: &Path, script: &str) -> std::io::Result<Output> {
+    let profile = Profile::Model {
+        individual: home.to_owned(),
+        program: teneral(),
+        readable: vec![home.join("script.jsonl")],
+        writable: vec![home.join("standin.jsonl")],
+    };
+    let options = confine::Options { exe: Some(teneral()), ..Default::default() };
+    let argv =
+        confine::wrap_with(&profile, &options, vec!["/bin/sh".into(), "-c".into(), script.into()])?;
+    Command::new(&argv[0]).args(&argv[1..]).current_dir("/").env_clear().output()
+}
+
+#[test]
+fn the_model_profile_grants_its_script_and_log_and_refuses_the_rest() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let home = dir.path().canonicalize()?;
+    std::fs::write(home.join(".env"), "TENERAL_API_KEY=sk-model-profile-secret\n")?;
+    std::fs::write(home.join("script.jsonl"), "{\"reply\": \"scripted\"}\n")?;
+    std::fs::write(home.join("standin.jsonl"), "")?;
+    std::fs::create_dir_all(home.join("memory"))?;
+    std::fs::write(home.join("memory/notes.md"), "private\n")?;
+    let text = |out: &Output| {
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    let table: &[(&str, bool, &str)] = &[
+        ("cat script.jsonl", true, "scripted"),
+        ("echo line >> standin.jsonl && cat standin.jsonl", true, "line"),
+        ("cat .env", false, "Permission denied"),
+        ("cat memory/notes.md", false, "Permission denied"),
+        ("ls .", false, "Permission denied"),
+        ("echo x > new-file", false, "Permission denied"),
+        ("rm standin.jsonl", false, "Permission denied"),
+    ];
+    let mut wrong = Vec::new();
+    for (command, passes, says) in table {
+        let out = in_model_profile(&home, &format!("cd {} && {command}", home.display()))?;
+        let all = text(&out);
+        if out.status.success() != *passes || !all.contains(says) {
+            wrong.push(format!(
+                "{command}: wanted success {passes} saying {says:?}; got {}: {all}",
+                out.status
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(!home.join("new-file").exists());
+    // The host's network as it is: a stand-in listening on the host's
+    // loopback inside the profile is reached from outside it.
+    let out = in_model_profile(&home, "cat /proc/self/status")?;
+    let all = text(&out);
+    assert!(all.contains("NoNewPrivs:\t1") && all.contains("Seccomp:\t2"), "{all}");
+    let host_net = std::fs::read_link("/proc/self/ns/net")?;
+    let out = in_model_profile(&home, "readlink /proc/self/ns/net")?;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        host_net.to_string_lossy(),
+        "the model profile keeps the host's network namespace"
+    );
+    Ok(())
+}
