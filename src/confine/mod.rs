@@ -91,6 +91,9 @@ pub enum Profile {
     /// An organ's check: its root read and executed, `writable` (a temp dir)
     /// written, loopback only.
     Organ { root: PathBuf, writable: Vec<PathBuf> },
+    /// Packing a mutation's objects from the agent's workspace: `source`
+    /// (the clone) read, `out` written, loopback only.
+    Pack { source: PathBuf, out: PathBuf },
 }
 
 /// Why the cage cannot be built here.
@@ -160,7 +163,7 @@ impl Cage {
                 let body = match profile {
                     Profile::Generation { home } => Some(home),
                     Profile::Smoke { individual, .. } => Some(individual),
-                    Profile::Gate { .. } | Profile::Organ { .. } => None,
+                    Profile::Gate { .. } | Profile::Organ { .. } | Profile::Pack { .. } => None,
                 };
                 if let Some(home) = body {
                     host::prepare_generation(home)?;
@@ -289,6 +292,10 @@ pub fn wrap_with(
             let granted: Vec<&std::path::Path> =
                 [checkout, individual].into_iter().chain(writable).map(PathBuf::as_path).collect();
             plan::smoke(checkout, individual, writable, &host::host(&granted))
+        }
+        Profile::Pack { source, out } => {
+            must_exist([source, out])?;
+            plan::pack(source, out, &host::host(&[source, out]))
         }
     };
     plan.forward = options.forward.clone();
