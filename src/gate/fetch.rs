@@ -216,7 +216,9 @@ async fn take_into(
     }
     bases.dedup();
     pack_in_cage(runner, home, &out, oid, &bases, limits).await?;
-    index(&out, &scratch.join("pack"))?;
+    let main =
+        repo.odb().map_err(|source| FetchError::Git { what: "open the object store", source })?;
+    index(&out, &scratch.join("pack"), &main)?;
     let scratch_repo = scratch_repository(&scratch)?;
     let mut in_pack = Vec::new();
     scratch_repo
@@ -228,8 +230,6 @@ async fn take_into(
             })
         })
         .map_err(|source| FetchError::Git { what: "list the pack", source })?;
-    let main =
-        repo.odb().map_err(|source| FetchError::Git { what: "open the object store", source })?;
     check_closure(oid, &in_pack, |id| main.exists(id), |id| read(&scratch_repo, id))
         .map_err(|gap| FetchError::Gap { commit: oid.to_string(), gap })?;
     store(&main, &scratch.join("pack"))?;
@@ -296,7 +296,9 @@ pub fn bare_git_env(source: &Path, out: &Path) -> Vec<(String, OsString)> {
 
 /// Indexes the pack the cage wrote into `pack_dir`, a directory of the
 /// kernel's: a regular file beneath `out`, no link followed, a bounded size.
-fn index(out: &Path, pack_dir: &Path) -> Result<(), FetchError> {
+/// The indexer checks that every object the pack's objects name is in the
+/// pack or in `main` (the pack leaves out what the bases reach).
+fn index(out: &Path, pack_dir: &Path, main: &Odb<'_>) -> Result<(), FetchError> {
     let mut pack =
         crate::fsutil::open_beneath(out, Path::new(PACK_FILE)).map_err(FetchError::Open)?;
     let len = pack.metadata().map_err(FetchError::Open)?.len();
@@ -305,7 +307,7 @@ fn index(out: &Path, pack_dir: &Path) -> Result<(), FetchError> {
             "it is {len} bytes, more than the {MAX_PACK} a mutation may bring"
         ))));
     }
-    let mut indexer = Indexer::new(None, pack_dir, 0o600, true).map_err(FetchError::Index)?;
+    let mut indexer = Indexer::new(Some(main), pack_dir, 0o600, true).map_err(FetchError::Index)?;
     std::io::copy(&mut pack, &mut indexer).map_err(|e| match e.into_inner() {
         Some(inner) => match inner.downcast::<git2::Error>() {
             Ok(git) => FetchError::Index(*git),
