@@ -29,10 +29,13 @@ fn check(pack: &[u32], main: &[u32]) -> Result<(), Gap<u32>> {
     )
 }
 
+/// What a pack holds, what the main repository has, the verdict.
+type Row = (&'static str, Vec<u32>, &'static [u32], Result<(), Gap<u32>>);
+
 #[test]
 fn a_pack_is_taken_only_when_it_is_exactly_the_commits_new_objects() {
     let running: &[u32] = &[10, 11];
-    let table: Vec<(&str, Vec<u32>, &[u32], Result<(), Gap<u32>>)> = vec![
+    let table: Vec<Row> = vec![
         ("the new objects", vec![1, 2, 3, 4, 5], running, Ok(())),
         ("some the main repository has too", vec![1, 2, 3, 4, 5, 10, 11], running, Ok(())),
         ("the whole history, into an empty repository", vec![1, 2, 3, 4, 5, 10, 11], &[], Ok(())),
