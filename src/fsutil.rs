@@ -3,10 +3,17 @@
 //! [`write_atomic`] writes a temporary file beside the target, syncs it,
 //! renames it over the target and syncs the directory, so the rename itself
 //! is durable.
+//!
+//! [`open_beneath`] is how the kernel opens a file a body could have put
+//! there: beneath a directory of the kernel's, following no link of any kind,
+//! a regular file or nothing (design section 3, "the confused deputy").
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::path::Path;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 /// Replaces `path` with `bytes` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -31,9 +38,114 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Opens `rel` beneath the directory `dir` for reading, the way the kernel
+/// opens what a body can write: the path may not leave `dir` (`..`, an
+/// absolute path: `EXDEV`), no symbolic link is followed anywhere in it
+/// (`ELOOP`), no magic link of `/proc`, and only a regular file is returned
+/// (a directory, FIFO, socket or device is refused with `InvalidInput`,
+/// without blocking on a FIFO). `dir` itself is the kernel's: its own path
+/// is trusted, everything beneath it is not.
+pub fn open_beneath(dir: &Path, rel: &Path) -> io::Result<File> {
+    let base =
+        rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    // NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let fd: OwnedFd = match rustix::fs::openat2(&base, rel, flags, Mode::empty(), resolve) {
+        Ok(fd) => fd,
+        // Before Linux 5.6: one plain name, no link at its end, is the same.
+        Err(rustix::io::Errno::NOSYS) if is_one_name(rel) => {
+            rustix::fs::openat(&base, rel, flags | OFlags::NOFOLLOW, Mode::empty())?
+        }
+        Err(rustix::io::Errno::NOSYS) => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{} cannot be opened safely on a Linux without openat2", rel.display()),
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+    if kind != rustix::fs::FileType::RegularFile {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} in {} is a {kind:?}, not a regular file", rel.display(), dir.display()),
+        ));
+    }
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+    Ok(File::from(fd))
+}
+
+/// Reads at most `max` bytes of `rel` beneath `dir` ([`open_beneath`]);
+/// a longer file is refused with `FileTooLarge`, not cut.
+pub fn read_beneath(dir: &Path, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let file = open_beneath(dir, rel)?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{} in {} is longer than {max} bytes", rel.display(), dir.display()),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn is_one_name(rel: &Path) -> bool {
+    let mut parts = rel.components();
+    matches!(parts.next(), Some(std::path::Component::Normal(_))) && parts.next().is_none()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn errno(result: io::Result<File>) -> Option<i32> {
+        result.err().and_then(|e| e.raw_os_error())
+    }
+
+    #[test]
+    fn beneath_follows_no_link_and_opens_only_regular_files() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let (d, outside) = (dir.path().join("d"), dir.path().join("secret"));
+        fs::create_dir_all(d.join("sub")).expect("a subdirectory can be made");
+        fs::write(&outside, "secret").expect("a file outside can be written");
+        fs::write(d.join("sub/line.txt"), "hello").expect("a file inside can be written");
+        std::os::unix::fs::symlink(&outside, d.join("link")).expect("a symlink can be made");
+        std::os::unix::fs::symlink(d.join("sub"), d.join("dirlink")).expect("a symlink too");
+        rustix::fs::mkfifoat(rustix::fs::CWD, d.join("fifo"), Mode::from_raw_mode(0o600))
+            .expect("a FIFO can be made");
+        let open = |rel: &str| open_beneath(&d, Path::new(rel));
+
+        let mut text = String::new();
+        open("sub/line.txt").and_then(|mut f| f.read_to_string(&mut text)).expect("plain file");
+        assert_eq!(text, "hello");
+        let eloop = Some(rustix::io::Errno::LOOP.raw_os_error());
+        let exdev = Some(rustix::io::Errno::XDEV.raw_os_error());
+        let table: [(&str, Option<i32>); 6] = [
+            ("link", eloop),
+            ("dirlink/line.txt", eloop),
+            ("../secret", exdev),
+            ("sub/../../secret", exdev),
+            ("/etc/passwd", exdev),
+            ("missing", Some(rustix::io::Errno::NOENT.raw_os_error())),
+        ];
+        for (rel, want) in table {
+            assert_eq!(errno(open(rel)), want, "{rel}");
+        }
+        for rel in ["fifo", "sub", "."] {
+            let kind = open(rel).err().map(|e| e.kind());
+            assert_eq!(kind, Some(io::ErrorKind::InvalidInput), "{rel}");
+        }
+        let magic = open_beneath(Path::new("/proc/self"), Path::new("exe"));
+        assert_eq!(errno(magic), eloop, "a magic link of /proc");
+        assert_eq!(
+            read_beneath(&d, Path::new("sub/line.txt"), 3).err().map(|e| e.kind()),
+            Some(io::ErrorKind::FileTooLarge)
+        );
+        assert_eq!(read_beneath(&d, Path::new("sub/line.txt"), 5).ok(), Some(b"hello".to_vec()));
+    }
 
     #[test]
     fn replaces_whole_and_leaves_no_temp() {

@@ -1,7 +1,11 @@
 //! The owner's channel, `.teneral/owner/`: how a line or an interrupt from the
 //! owner reaches the agent (docs/contract.md, section 4).
 //!
-//! This is the writing side, used by the talk clients. Invariants:
+//! The writing side is used by the talk clients; the kernel reads an owner
+//! file only through [`read_file`], which opens it beneath the owner
+//! directory without following links, regular files only (a body may
+//! remove files there, and a body that could plant a link must not make the
+//! kernel read what it points at). Invariants:
 //! - a file appears under its final name only whole: it is written under a
 //!   name starting with a dot (which no reader takes), synced, then renamed,
 //!   and the directory is synced so the rename survives a crash;
@@ -89,6 +93,25 @@ fn write_file(home: &Path, kind: Kind, bytes: &[u8]) -> io::Result<String> {
     result.map(|()| name)
 }
 
+/// The most an owner file the kernel reads may hold: no more than a line of
+/// the event channel can carry back (`events::MAX_LINE`).
+pub const MAX_FILE: u64 = 32 * 1024 * 1024;
+
+/// Reads the owner file `name` of `home` as the kernel must: `name` is one
+/// plain name ([`Kind::of`] takes it), the file is opened beneath
+/// `.teneral/owner` following no link, and it is a regular file of at most
+/// [`MAX_FILE`] bytes ([`crate::fsutil::read_beneath`]). `NotFound` when it
+/// is not there (taken in already).
+pub fn read_file(home: &Path, name: &str) -> io::Result<Vec<u8>> {
+    if Kind::of(name).is_none() || name.contains('/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not the name of an owner line or interrupt"),
+        ));
+    }
+    crate::fsutil::read_beneath(&home.join(OWNER_DIR), Path::new(name), MAX_FILE)
+}
+
 /// Four random bytes from the system, for names no two clients share.
 fn random() -> io::Result<u32> {
     getrandom::u32().map_err(|e| io::Error::other(format!("no random numbers: {e}")))
@@ -123,6 +146,26 @@ mod tests {
         for (name, want) in table {
             assert_eq!(Kind::of(name), want, "{name}");
         }
+    }
+
+    #[test]
+    fn the_kernel_reads_an_owner_file_only_as_a_plain_file_of_its_own_directory() {
+        let home = tempfile::tempdir().expect("a temporary directory can be made");
+        let name = write_line(home.path(), "hi").expect("a line is written");
+        assert_eq!(read_file(home.path(), &name).ok(), Some(b"hi".to_vec()));
+        let dir = home.path().join(OWNER_DIR);
+        let secret = home.path().join("secret.txt");
+        fs::write(&secret, "the kernel's").expect("a file outside can be written");
+        std::os::unix::fs::symlink(&secret, dir.join("1-1-00000000.txt")).expect("a symlink");
+        fs::create_dir(dir.join("2-1-00000000.txt")).expect("a directory");
+        let eloop = rustix::io::Errno::LOOP.raw_os_error();
+        let got = read_file(home.path(), "1-1-00000000.txt").err().and_then(|e| e.raw_os_error());
+        assert_eq!(got, Some(eloop), "a planted symlink is not followed");
+        let kind = |name: &str| read_file(home.path(), name).err().map(|e| e.kind());
+        assert_eq!(kind("2-1-00000000.txt"), Some(io::ErrorKind::InvalidInput));
+        assert_eq!(kind("../../secret.txt"), Some(io::ErrorKind::InvalidInput));
+        assert_eq!(kind("x/1.txt"), Some(io::ErrorKind::InvalidInput));
+        assert_eq!(kind("3-1-00000000.txt"), Some(io::ErrorKind::NotFound));
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //!   nothing is copied), reset to the exact commit, untracked files removed,
 //!   before every start.
 //! - `.teneral/candidate`: the agent's workspace, its own clone of the main
-//!   repository on `lineage/local`. It is the body's to change; the kernel only
-//!   ever reads objects from it. The main repository's refs, config and hooks
-//!   are never the body's.
+//!   repository on `lineage/local`. It is the body's to change, and the
+//!   kernel never opens it as a repository: a mutation's commit comes out of
+//!   it as a pack made in the cage and checked ([`crate::gate::fetch`]). The
+//!   main repository's refs, config and hooks are never the body's.
 
 use std::path::{Path, PathBuf};
 
@@ -109,20 +110,6 @@ pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), Rep
     opts.force().remove_untracked(true).remove_ignored(true);
     checkout.checkout_head(Some(&mut opts)).map_err(git("check out", dir))?;
     Ok(())
-}
-
-/// Brings the objects of `candidate` from the agent's workspace into the
-/// main repository. Only objects move: the workspace's refs are fetched into
-/// `refs/teneral/workspace/` of the main repository, and libgit2 runs no
-/// hook and reads no configuration of the workspace's for that.
-pub fn fetch_candidate(repo: &Repository, home: &Path, candidate: &str) -> Result<Oid, RepoError> {
-    let workspace = home.join(CANDIDATE_DIR);
-    let url = workspace.to_string_lossy().into_owned();
-    let mut remote = repo.remote_anonymous(&url).map_err(git("open the workspace", &workspace))?;
-    remote
-        .fetch(&["+refs/heads/*:refs/teneral/workspace/*"], None, None)
-        .map_err(git("fetch from the workspace", &workspace))?;
-    commit_id(repo, home, candidate)
 }
 
 /// The paths that differ between the trees of `from` and `to`.

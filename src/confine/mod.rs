@@ -96,6 +96,9 @@ pub enum Profile {
     /// else of `individual`, whose directory no system rule may cover; the
     /// host's network as it is (served on the host's loopback).
     Model { individual: PathBuf, program: PathBuf, readable: Vec<PathBuf>, writable: Vec<PathBuf> },
+    /// Packing a mutation's objects from the agent's workspace: `source`
+    /// (the clone) read, `out` written, loopback only.
+    Pack { source: PathBuf, out: PathBuf },
 }
 
 /// Why the cage cannot be built here.
@@ -165,7 +168,8 @@ impl Cage {
                 let body = match profile {
                     Profile::Generation { home } => Some(home),
                     Profile::Smoke { individual, .. } => Some(individual),
-                    Profile::Gate { .. } | Profile::Organ { .. } | Profile::Model { .. } => None,
+                    Profile::Gate { .. } | Profile::Organ { .. } | Profile::Model { .. }
+                    | Profile::Pack { .. } => None,
                 };
                 if let Some(home) = body {
                     host::prepare_generation(home)?;
@@ -303,6 +307,10 @@ pub fn wrap_with(
             let granted: Vec<&std::path::Path> =
                 [checkout, individual].into_iter().chain(writable).map(PathBuf::as_path).collect();
             plan::smoke(checkout, individual, writable, &host::host(&granted))
+        }
+        Profile::Pack { source, out } => {
+            must_exist([source, out])?;
+            plan::pack(source, out, &host::host(&[source, out]))
         }
     };
     plan.forward = options.forward.clone();

@@ -196,6 +196,23 @@ pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &
     }
 }
 
+/// Packing a mutation's objects: the agent's clone `source` to read (and
+/// nothing it links to elsewhere), `out` to write the pack in, loopback only.
+pub fn pack(source: &Path, out: &Path, host: &Host) -> Plan {
+    let mut rules = system(host);
+    rules.push(Rule { path: source.to_owned(), access: Access::Read });
+    rules.push(Rule { path: out.to_owned(), access: Access::Write });
+    Plan {
+        profile: "pack".into(),
+        rules,
+        readonly: Vec::new(),
+        hidden: host.hidden.clone(),
+        net: Net::Loopback,
+        forward: Vec::new(),
+        pretend_missing: Vec::new(),
+    }
+}
+
 fn system(host: &Host) -> Vec<Rule> {
     let rule = |access| move |p: &PathBuf| Rule { path: p.clone(), access };
     let mut rules: Vec<Rule> = host.exec.iter().map(rule(Access::Exec)).collect();
@@ -397,6 +414,16 @@ mod tests {
         let mut args = plan.to_args();
         args.extend(["--".into(), "/k/teneral".into(), "standin".into()]);
         assert_eq!(Plan::from_args(&args).map(|(p, _)| p), Ok(plan));
+    }
+
+    #[test]
+    fn pack_reads_the_clone_writes_only_its_output_and_has_loopback() {
+        let plan = pack(Path::new("/i/.teneral/candidate"), Path::new("/i/.teneral/f"), &host());
+        assert_eq!(access_of(&plan, "/i/.teneral/candidate"), vec![Access::Read]);
+        assert_eq!(access_of(&plan, "/i/.teneral/f"), vec![Access::Write]);
+        assert_eq!(access_of(&plan, "/i/.git"), vec![]);
+        assert_eq!(access_of(&plan, "/i"), vec![]);
+        assert_eq!(plan.net, Net::Loopback);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! tests and its smoke run.
 
 pub mod checks;
+pub mod fetch;
 pub mod memo;
 mod places;
 pub mod plan;
@@ -122,14 +123,12 @@ impl Gate<'_> {
             Ok(oid) => oid,
             Err(e) => return reject("fetch", e.to_string()),
         };
-        let oid = match repo::fetch_candidate(self.repo, self.home, candidate) {
+        let limits = Limits::for_check(self.settings);
+        let bases = [running];
+        let taken = fetch::take(self.runner, self.repo, self.home, candidate, &bases, limits);
+        let oid = match taken.await {
             Ok(oid) => oid,
-            Err(e) => {
-                return reject(
-                    "fetch",
-                    format!("{e}; commit in .teneral/candidate on lineage/local and ask again"),
-                )
-            }
+            Err(e) => return reject("fetch", e.to_string()),
         };
         self.doing(candidate, "paths");
         let paths = repo::changed_paths(self.repo, self.home, running, oid)
