@@ -3,6 +3,7 @@
 //! included) and the supervisor's stop on a missing archive.
 
 mod corpus;
+mod costs;
 #[path = "../fuzz/logic.rs"]
 mod fuzz_logic;
 mod gate;

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use sha2::{Digest, Sha256};
 
 use super::pins::Pin;
-use super::unpack::{self, Summary, UnpackError};
+use super::unpack::gzip::GzipReader;
+use super::unpack::{self, Limits, Summary, UnpackError};
 
 /// The cache, relative to the individual's directory.
 pub const CACHE_DIR: &str = ".teneral/organs";
@@ -121,11 +122,23 @@ pub fn hash(reader: impl Read) -> io::Result<String> {
 
 /// Unpacks the `.tar.gz` `archive` into `dest` (an existing empty
 /// directory), hashing every byte read; returns what was unpacked and the
-/// archive's SHA-256, bytes after the tar stream's end included.
+/// archive's SHA-256. The gzip stream is read to its end: every member's
+/// CRC32 and length are checked, and nothing may follow the last member
+/// (see [`unpack`] for what may follow the tar stream's end).
 pub fn unpack_file(archive: impl Read, dest: &Path) -> Result<(Summary, String), UnpackError> {
+    unpack_file_within(archive, dest, &Limits::new(super::UNPACK_LIMIT, dest))
+}
+
+/// [`unpack_file`] within `limits`.
+pub fn unpack_file_within(
+    archive: impl Read,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<(Summary, String), UnpackError> {
     let hashing = Hashing { inner: archive, hash: Sha256::new(), read: 0 };
-    let mut gz = flate2::bufread::MultiGzDecoder::new(BufReader::with_capacity(1 << 16, hashing));
-    let summary = unpack::unpack_tar(&mut gz, dest)?;
+    let mut gz = GzipReader::new(BufReader::with_capacity(1 << 16, hashing));
+    let summary = unpack::unpack_tar_within(&mut gz, dest, limits)?;
+    // At the end already (the gzip reader ended there); read for certain.
     let mut rest = gz.into_inner();
     io::copy(&mut rest, &mut io::sink()).map_err(|e| UnpackError::Corrupt(e.to_string()))?;
     let hashing = rest.into_inner();
@@ -144,9 +157,15 @@ pub enum TreeError {
 }
 
 /// Unpacks `archive` (already hashed to `sha256`) as `trees/<sha256>`,
-/// through a staging directory beside it. A tree that appears meanwhile
-/// (another kernel) is kept and the staging directory removed.
-pub fn make_tree(cache: &Cache, sha256: &str, archive: File) -> Result<PathBuf, TreeError> {
+/// through a staging directory beside it, within `limit` (names measured
+/// against PATH_MAX at the tree's final place). A tree that appears
+/// meanwhile (another kernel) is kept and the staging directory removed.
+pub fn make_tree(
+    cache: &Cache,
+    sha256: &str,
+    archive: File,
+    limit: std::time::Duration,
+) -> Result<PathBuf, TreeError> {
     let tree = cache.tree(sha256);
     let trees = cache.root.join("trees");
     let io_err = |what, path: &Path| {
@@ -157,24 +176,27 @@ pub fn make_tree(cache: &Cache, sha256: &str, archive: File) -> Result<PathBuf, 
     remove_orphans(&trees, &format!(".unpack-{sha256}-"));
     let staging = trees.join(staging_name("unpack", sha256));
     std::fs::create_dir(&staging).map_err(io_err("cannot make", &staging))?;
-    let result = unpack_file(archive, &staging).map_err(TreeError::from).and_then(|(_, got)| {
-        if got != sha256 {
-            return Err(TreeError::Changed(got));
-        }
-        // The tree's data reaches the disk before its name does, so a tree
-        // that exists after a power loss is whole too.
-        File::open(&staging)
-            .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
-            .map_err(io_err("cannot sync", &staging))?;
-        match std::fs::rename(&staging, &tree) {
-            Ok(()) => crate::fsutil::sync_dir(&trees).map_err(io_err("cannot sync", &trees)),
-            Err(_) if tree.is_dir() => {
-                let _ = std::fs::remove_dir_all(&staging);
-                Ok(())
+    let limits = Limits::new(limit, &tree);
+    let result = unpack_file_within(archive, &staging, &limits).map_err(TreeError::from).and_then(
+        |(_, got)| {
+            if got != sha256 {
+                return Err(TreeError::Changed(got));
             }
-            Err(e) => Err(io_err("cannot rename the unpacked tree to", &tree)(e)),
-        }
-    });
+            // The tree's data reaches the disk before its name does, so a tree
+            // that exists after a power loss is whole too.
+            File::open(&staging)
+                .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
+                .map_err(io_err("cannot sync", &staging))?;
+            match std::fs::rename(&staging, &tree) {
+                Ok(()) => crate::fsutil::sync_dir(&trees).map_err(io_err("cannot sync", &trees)),
+                Err(_) if tree.is_dir() => {
+                    let _ = std::fs::remove_dir_all(&staging);
+                    Ok(())
+                }
+                Err(e) => Err(io_err("cannot rename the unpacked tree to", &tree)(e)),
+            }
+        },
+    );
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&staging);
     }

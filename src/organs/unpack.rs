@@ -13,20 +13,44 @@
 //! Invariants when [`unpack_tar`] returns `Ok`: the staging directory holds
 //! only directories, regular files and symlinks; every symlink resolves
 //! inside it; no name was written twice; at most [`MAX_BYTES`] bytes were
-//! declared and at most [`MAX_ENTRIES`] entries read; no set-id or sticky
-//! bit and no group or other write bit is set. On `Err` the caller removes
-//! the staging directory; nothing was written outside it.
+//! declared and at most [`MAX_ENTRIES`] entries read; no name is more than
+//! [`MAX_DEPTH`] directories deep or longer than PATH_MAX where the tree
+//! will be used ([`Limits::root_len`]); no set-id or sticky bit and no
+//! group or other write bit is set. On `Err` the caller removes the staging
+//! directory; nothing was written outside it.
+//!
+//! Costs: every entry costs work in proportion to its name and its data,
+//! never to the names before it (directory descriptors stay open, the tree
+//! model looks up one parent, link resolution has a budget for the whole
+//! archive), and [`Limits::deadline`] is checked before every entry and
+//! between every 256 KiB of an entry's data: past it, unpacking stops with
+//! [`UnpackError::TimedOut`], naming the entry it reached.
+//!
+//! The end: the stream must hold the end-of-archive marker (a block of
+//! zeros; the tar crate stops at the first). After it, only zero bytes may
+//! follow, at most [`MAX_PADDING`] of them (GNU tar pads to whole records,
+//! 10 KiB by default), then the end of the stream. Anything else, such as a
+//! second archive appended, is refused rather than ignored. The stream is
+//! read to its end, so under gzip ([`gzip::GzipReader`]) every member's
+//! CRC32 and length are checked and nothing after the last member passes.
 
+mod bounds;
+pub mod gzip;
 pub mod resolve;
 mod write;
 
 use std::borrow::Cow;
 use std::io::{self, Read};
 use std::path::Path;
+use std::time::Duration;
 
 use tar::EntryType;
 
-use resolve::{normalize, show, Node, Refusal, Tree};
+use bounds::{read_padding, Ends};
+pub use bounds::{Limits, MAX_PADDING};
+use gzip::GzipError;
+pub use resolve::MAX_DEPTH;
+use resolve::{normalize, show, Node, Refusal, Tree, PATH_MAX};
 use write::Writer;
 
 /// At most this many bytes unpacked, counted from what headers declare.
@@ -37,14 +61,24 @@ pub const MAX_ENTRIES: u32 = 20_000;
 /// At most this many bytes in one PAX or GNU long-name header.
 pub const MAX_METADATA: u64 = 64 * 1024;
 
-/// Why an archive was not unpacked.
+/// Why an archive was not unpacked. Entry names are shown escaped and cut
+/// ([`resolve::show`]).
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackError {
-    #[error("entry {entry:?} is refused: {reason}")]
+    #[error("entry \"{entry}\" is refused: {reason}")]
     Refused { entry: String, reason: Refusal },
     #[error("it is not a well-formed .tar.gz archive ({0})")]
     Corrupt(String),
-    #[error("cannot write {path:?} in the staging directory: {source}")]
+    #[error("its gzip stream is damaged or cut: {0}")]
+    Gzip(GzipError),
+    #[error(
+        "unpacking stopped at entry \"{entry}\": it took longer than {}s, the limit for one \
+         archive; an organ must be an archive that unpacks within it: pin a release with fewer \
+         entries or less data",
+        limit.as_secs_f64()
+    )]
+    TimedOut { entry: String, limit: Duration },
+    #[error("cannot write \"{path}\" in the staging directory: {source}")]
     Write { path: String, source: io::Error },
 }
 
@@ -70,7 +104,10 @@ fn refused(entry: &[u8], reason: Refusal) -> UnpackError {
 }
 
 fn corrupt(e: io::Error) -> UnpackError {
-    UnpackError::Corrupt(e.to_string())
+    match GzipError::within(&e) {
+        Some(gzip) => UnpackError::Gzip(gzip.clone()),
+        None => UnpackError::Corrupt(e.to_string()),
+    }
 }
 
 /// Metadata the next entry takes: GNU long name and link, PAX records.
@@ -129,14 +166,24 @@ fn trim_nul(mut v: Vec<u8>) -> Vec<u8> {
 }
 
 /// Unpacks the uncompressed tar stream `reader` into `dest`, an existing
-/// empty directory. See the module doc for what is refused.
+/// empty directory, for a tree used where it is, within
+/// [`UNPACK_LIMIT`](super::UNPACK_LIMIT). See the module doc.
 pub fn unpack_tar(reader: impl Read, dest: &Path) -> Result<Summary, UnpackError> {
-    let mut out = Writer::open(dest)?;
+    unpack_tar_within(reader, dest, &Limits::new(super::UNPACK_LIMIT, dest))
+}
+
+/// [`unpack_tar`] within `limits`; reads `reader` to its end.
+pub fn unpack_tar_within(
+    reader: impl Read,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<Summary, UnpackError> {
+    let mut out = Writer::open(dest, *limits)?;
     let mut tree = Tree::default();
     let mut pending = Pending::default();
     let mut summary = Summary::default();
     let mut headers = 0u32;
-    let mut archive = tar::Archive::new(reader);
+    let mut archive = tar::Archive::new(Ends { inner: reader, ended: false });
     let entries = archive.entries().map_err(corrupt)?.raw(true);
     for entry in entries {
         let mut entry = entry.map_err(corrupt)?;
@@ -163,10 +210,12 @@ pub fn unpack_tar(reader: impl Read, dest: &Path) -> Result<Summary, UnpackError
             _ => {
                 let taken = std::mem::take(&mut pending);
                 summary.entries += 1;
-                member(&mut entry, &header, taken, &mut tree, &mut out, &mut summary)?;
+                let mut at = At { tree: &mut tree, out: &mut out, summary: &mut summary, limits };
+                member(&mut entry, &header, taken, &mut at)?;
                 continue;
             }
         };
+        limits.check(&raw_name)?;
         if slot.is_some() {
             return Err(UnpackError::Corrupt(format!(
                 "two {} headers in a row before entry {:?}",
@@ -182,10 +231,25 @@ pub fn unpack_tar(reader: impl Read, dest: &Path) -> Result<Summary, UnpackError
     if pending.long_name.is_some() || pending.long_link.is_some() || pending.pax.is_some() {
         return Err(UnpackError::Corrupt("a metadata header has no entry after it".into()));
     }
+    let mut rest = archive.into_inner();
+    if rest.ended {
+        return Err(UnpackError::Corrupt(
+            "it ends without its end-of-archive block (512 zero bytes); it may be cut".into(),
+        ));
+    }
+    read_padding(&mut rest, limits)?;
     if let Some((name, reason)) = tree.escaping_link() {
         return Err(refused(&name, reason));
     }
     Ok(summary)
+}
+
+/// Where unpacking stands, for [`member`].
+struct At<'a> {
+    tree: &'a mut Tree,
+    out: &'a mut Writer,
+    summary: &'a mut Summary,
+    limits: &'a Limits,
 }
 
 /// Checks and writes one entry that is not metadata.
@@ -193,10 +257,9 @@ fn member(
     entry: &mut impl Read,
     header: &tar::Header,
     pending: Pending,
-    tree: &mut Tree,
-    out: &mut Writer,
-    summary: &mut Summary,
+    at: &mut At<'_>,
 ) -> Result<(), UnpackError> {
+    let At { tree, out, summary, limits } = at;
     let header_name = header.path_bytes();
     let pax = match &pending.pax {
         Some(bytes) => parse_pax(bytes).map_err(UnpackError::Corrupt)?,
@@ -214,6 +277,7 @@ fn member(
         (None, Some(path)) => Some(path),
         (None, None) => header.link_name_bytes().map(Cow::into_owned),
     };
+    limits.check(&name)?;
     if summary.entries > MAX_ENTRIES {
         return Err(refused(&name, Refusal::TooMany));
     }
@@ -232,6 +296,11 @@ fn member(
     let is_dir =
         kind == EntryType::Directory || (kind == EntryType::Regular && name.last() == Some(&b'/'));
     let path = normalize(&name).map_err(|r| refused(&name, r))?;
+    let used = limits.root_len + 1 + path.len();
+    if used >= PATH_MAX {
+        let root_len = limits.root_len;
+        return Err(refused(&name, Refusal::PathTooLong { len: used, root_len }));
+    }
     if path.is_empty() {
         // The tree's root ("./") is the staging directory itself.
         return if is_dir { Ok(()) } else { Err(refused(&name, Refusal::EmptyName)) };

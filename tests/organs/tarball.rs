@@ -153,6 +153,16 @@ impl Tar {
         self.raw(&Head { name: name.into(), kind, ..Head::default() }, b"")
     }
 
+    /// A regular file under any name: a GNU long-name header first when
+    /// the name does not fit the header's 100 bytes.
+    pub fn named_file(&mut self, name: &[u8], data: &[u8]) -> &mut Self {
+        if name.len() > 100 {
+            self.gnu_long_name(name);
+        }
+        let h = Head { name: name.to_vec(), size: data.len() as u64, ..Head::default() };
+        self.raw(&h, data)
+    }
+
     /// A GNU long-name header (`L`) for the next entry.
     pub fn gnu_long_name(&mut self, name: &[u8]) -> &mut Self {
         self.gnu_long(b'L', name)

@@ -3,34 +3,44 @@
 //! files made with `O_EXCL | O_NOFOLLOW`, links with `symlinkat`/`linkat`
 //! relative to those descriptors. Whatever the tree holds meanwhile, nothing
 //! is written through a link or outside the staging directory.
+//!
+//! The descriptors of the directory written into last and of all its
+//! ancestors stay open (at most [`MAX_DEPTH`](super::resolve::MAX_DEPTH)):
+//! the next entry opens only the components its directory does not share
+//! with that one, so an archive in order costs one `openat` per directory,
+//! not one per component per entry.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::time::Instant;
 
 use rustix::fs::{Mode, OFlags};
 
 use super::resolve::{parent, show};
-use super::{corrupt, UnpackError};
+use super::{corrupt, Limits, UnpackError};
 
 /// Writes into the staging directory through directory descriptors.
 pub(super) struct Writer {
     root: OwnedFd,
-    /// The last directory written into, kept open: entries come in order.
-    last: Option<(Vec<u8>, OwnedFd)>,
+    /// The directory written into last (normalized) and the descriptors of
+    /// its components: `open[i]` is the directory of its first `i + 1`.
+    path: Vec<u8>,
+    open: Vec<OwnedFd>,
     buf: Vec<u8>,
+    limits: Limits,
 }
 
 const DIR_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 impl Writer {
-    pub(super) fn open(dest: &Path) -> Result<Self, UnpackError> {
+    pub(super) fn open(dest: &Path, limits: Limits) -> Result<Self, UnpackError> {
         let root = rustix::fs::open(dest, DIR_FLAGS, Mode::empty()).map_err(|e| {
             UnpackError::Write { path: dest.display().to_string(), source: e.into() }
         })?;
-        Ok(Self { root, last: None, buf: vec![0; 1 << 18] })
+        Ok(Self { root, path: Vec::new(), open: Vec::new(), buf: vec![0; 1 << 18], limits })
     }
 
     /// The descriptor of directory `dir` (normalized; empty for the root),
@@ -41,19 +51,29 @@ impl Writer {
         if dir.is_empty() {
             return Ok((&self.root, base));
         }
-        if self.last.as_ref().is_none_or(|(d, _)| d.as_slice() != dir) {
-            let mut fd: Option<OwnedFd> = None;
-            for part in dir.split(|b| *b == b'/') {
-                let at = fd.as_ref().unwrap_or(&self.root);
-                let next = rustix::fs::openat(at, part, DIR_FLAGS, Mode::empty())
-                    .map_err(|e| write_err(dir, e.into()))?;
-                fd = Some(next);
+        if self.path != dir || self.open.is_empty() {
+            let shared = dir
+                .split(|b| *b == b'/')
+                .zip(self.path.split(|b| *b == b'/'))
+                .take(self.open.len())
+                .take_while(|(a, b)| a == b)
+                .count();
+            self.open.truncate(shared);
+            self.path.clear();
+            for part in dir.split(|b| *b == b'/').skip(shared) {
+                let at = self.open.last().unwrap_or(&self.root);
+                match rustix::fs::openat(at, part, DIR_FLAGS, Mode::empty()) {
+                    Ok(fd) => self.open.push(fd),
+                    Err(e) => {
+                        self.open.clear();
+                        return Err(write_err(dir, e.into()));
+                    }
+                }
             }
-            let fd = fd.ok_or_else(|| write_err(dir, io::ErrorKind::NotFound.into()))?;
-            self.last = Some((dir.to_vec(), fd));
+            self.path.extend_from_slice(dir);
         }
-        match &self.last {
-            Some((_, fd)) => Ok((fd, base)),
+        match self.open.last() {
+            Some(fd) => Ok((fd, base)),
             None => Err(write_err(dir, io::ErrorKind::NotFound.into())),
         }
     }
@@ -101,6 +121,9 @@ impl Writer {
                     .map_err(|e| write_err(path, e))?;
             }
             while left > 0 {
+                if Instant::now() >= self.limits.deadline {
+                    return Err(self.limits.late(path));
+                }
                 let want = self.buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
                 let n = data.read(&mut self.buf[..want]).map_err(corrupt)?;
                 if n == 0 {
