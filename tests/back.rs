@@ -242,14 +242,14 @@ fn back_with_a_kernel_running_asks_it_and_waits_for_its_answer() -> TestResult {
         .stderr(Stdio::piped())
         .spawn()?;
     assert_eq!(kernel.signalled(), Some(libc_sighup()), "the kernel gets SIGHUP");
-    let request = ind.path().join(teneral::back::BACK_REQUEST);
+    let request = ind.path().join(teneral::back_request::BACK_REQUEST);
     let asked: Value = serde_json::from_slice(&std::fs::read(&request)?)?;
     assert_eq!(asked, json!({"to": c[1]}));
 
     // The kernel's side: take the request, switch, journal the send-back.
-    assert_eq!(teneral::back::read_request(ind.path())?, Some(c[1].clone()));
+    assert_eq!(teneral::back_request::read_request(ind.path())?, Some(c[1].clone()));
     assert!(!request.exists(), "taking the request removes it");
-    assert_eq!(teneral::back::read_request(ind.path())?, None);
+    assert_eq!(teneral::back_request::read_request(ind.path())?, None);
     let fields = json!({"from": c[2], "to": c[1], "by": "owner"});
     kernel_writes(ind.path(), &[(&c[2], "generation.sentback", fields)])?;
 
@@ -269,7 +269,7 @@ fn a_kernel_that_does_not_answer_has_the_request_withdrawn() -> TestResult {
     let (status, out, err) = back(ind.path(), &["--wait", "1"])?;
     assert_eq!(status, Some(1), "{out}");
     assert!(err.contains("did not answer within 1 s") && err.contains("withdrawn"), "{err}");
-    assert!(!ind.path().join(teneral::back::BACK_REQUEST).exists());
+    assert!(!ind.path().join(teneral::back_request::BACK_REQUEST).exists());
     assert_eq!(kernel.signalled(), Some(libc_sighup()));
     Ok(())
 }
@@ -277,10 +277,10 @@ fn a_kernel_that_does_not_answer_has_the_request_withdrawn() -> TestResult {
 #[test]
 fn a_request_that_is_not_one_is_removed_and_refused() -> TestResult {
     let (ind, _) = three_generations()?;
-    let request = ind.path().join(teneral::back::BACK_REQUEST);
+    let request = ind.path().join(teneral::back_request::BACK_REQUEST);
     std::fs::create_dir_all(request.parent().ok_or("no parent")?)?;
     std::fs::write(&request, r#"{"to": "abc"}"#)?;
-    let err = teneral::back::read_request(ind.path()).err().map(|e| e.to_string());
+    let err = teneral::back_request::read_request(ind.path()).err().map(|e| e.to_string());
     assert!(err.as_deref().unwrap_or_default().contains("40 hex digits"), "{err:?}");
     assert!(!request.exists());
     Ok(())

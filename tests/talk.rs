@@ -2,7 +2,7 @@
 //! kernel and a body would: history on attach, piped lines and their
 //! replies, the wait limit, torn lines, `/stop`, and sanitizing.
 //!
-//! The client runs in-process through `teneral::talk::session`, with the
+//! The client runs in-process through `teneralctl::talk::session`, with the
 //! test's input and output; a thread of the test plays the kernel and body.
 
 use std::fs::{self, OpenOptions};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use teneral::owner::OWNER_DIR;
-use teneral::talk::{session, TalkOptions};
+use teneralctl::talk::{session, TalkOptions};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 /// A generous bound for liveness; nothing here should take near it.

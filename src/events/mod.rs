@@ -14,6 +14,7 @@
 
 mod admit;
 mod bounds;
+mod doing;
 mod socket;
 
 use std::path::{Path, PathBuf};

@@ -86,14 +86,21 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
         (
             "typecheck-kernel",
             checkout,
-            offline(&["check", "--all-targets"]),
+            offline(&["check", "--workspace", "--all-targets"]),
             vec![],
             false,
             Reads::Kernel,
         ),
         ("format-body", &body, vec!["fmt", "--check"], vec![], false, Reads::Body),
         ("lint-body", &body, lint.to_vec(), vec![], false, Reads::Body),
-        ("kernel-tests", checkout, offline(&["test"]), kernel_test_env, true, Reads::Kernel),
+        (
+            "kernel-tests",
+            checkout,
+            offline(&["test", "--workspace"]),
+            kernel_test_env,
+            true,
+            Reads::Kernel,
+        ),
         ("body-tests", &body, offline(&["test"]), body_test_env, true, Reads::Body),
     ];
     checks

@@ -102,7 +102,7 @@ impl Kernel {
             tokio::select! {
                 biased;
                 Some(event) = seen.recv() => {
-                    if let Some(doing) = Doing::after(&event) { self.status.set(doing); }
+                    if let Some(doing) = event.doing() { self.status.set(doing); }
                     see(event, life, &mut requested);
                 }
                 ended = body.wait() => {

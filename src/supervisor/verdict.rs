@@ -11,7 +11,7 @@ use crate::gate::{Gate, Verdict};
 use crate::lifecycle::{after_refusal, AfterRefusal};
 use crate::state::Refused;
 use crate::status::Doing;
-use crate::{back, log, repo};
+use crate::{back_request as back, log, repo};
 
 /// Tells the agent a mutation it asked for got no verdict, so it asks again.
 pub(super) fn answer_undecided(journal: &SharedJournal, commit: &str, candidate: &str, why: &str) {

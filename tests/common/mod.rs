@@ -16,8 +16,12 @@ pub fn teneral() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_teneral"))
 }
 
+/// The owner's client, a program of its own package (crates/ctl), built
+/// beside `teneral` by `cargo build --workspace` or `cargo test --workspace`.
 pub fn teneralctl() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_teneralctl"))
+    let path = teneral().with_file_name("teneralctl");
+    assert!(path.exists(), "{} is not built: run cargo build --workspace", path.display());
+    path
 }
 
 /// The kernel tests' own body, which keeps the contract and nothing more.

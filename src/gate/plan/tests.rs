@@ -41,7 +41,7 @@ fn every_check_in_order_with_its_place_and_command() {
         (
             "typecheck-kernel",
             "checkout",
-            "check --all-targets --offline --locked".into(),
+            "check --workspace --all-targets --offline --locked".into(),
             false,
             Reads::Kernel,
             false,
@@ -55,7 +55,14 @@ fn every_check_in_order_with_its_place_and_command() {
             Reads::Body,
             false,
         ),
-        ("kernel-tests", "checkout", "test --offline --locked".into(), true, Reads::Kernel, false),
+        (
+            "kernel-tests",
+            "checkout",
+            "test --workspace --offline --locked".into(),
+            true,
+            Reads::Kernel,
+            false,
+        ),
         ("body-tests", "body", "test --offline --locked".into(), true, Reads::Body, false),
     ];
     assert_eq!(table, want);

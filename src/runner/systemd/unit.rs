@@ -82,8 +82,13 @@ impl Unit {
             Some(v) => u32::try_from(v).ok().filter(|p| *p > 0),
             None => None,
         };
-        let unit =
-            Unit { name: name.to_owned(), pid, systemd: systemd.clone(), ended: Some(rx), done: None };
+        let unit = Unit {
+            name: name.to_owned(),
+            pid,
+            systemd: systemd.clone(),
+            ended: Some(rx),
+            done: None,
+        };
         if result != "done" {
             // A program that ends at once can end before the manager has seen
             // its exec: the job fails, yet it ran. Only systemd's own setup

@@ -48,19 +48,6 @@ pub enum Doing {
     GaveUp(String),
 }
 
-impl Doing {
-    /// What the agent does after the body sent `seen`, when that changes it.
-    pub fn after(seen: &crate::events::Seen) -> Option<Doing> {
-        use crate::events::Seen;
-        match seen {
-            Seen::Ready | Seen::TurnEnded | Seen::Interrupted => Some(Doing::Resting),
-            Seen::Thinking | Seen::OwnerLine => Some(Doing::Thinking),
-            Seen::Tool(name) => Some(Doing::RunningTool(name.clone())),
-            Seen::Replied | Seen::MutationRequested { .. } => None,
-        }
-    }
-}
-
 impl std::fmt::Display for Doing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -276,22 +263,6 @@ mod tests {
         ];
         for (doing, want) in table {
             assert_eq!(r.text(&doing), want);
-        }
-    }
-
-    #[test]
-    fn what_the_body_sends_moves_the_status() {
-        use crate::events::Seen;
-        let table = [
-            (Seen::Ready, Some(Doing::Resting)),
-            (Seen::Thinking, Some(Doing::Thinking)),
-            (Seen::Tool("shell".into()), Some(Doing::RunningTool("shell".into()))),
-            (Seen::TurnEnded, Some(Doing::Resting)),
-            (Seen::Interrupted, Some(Doing::Resting)),
-            (Seen::Replied, None),
-        ];
-        for (seen, want) in table {
-            assert_eq!(Doing::after(&seen), want, "{seen:?}");
         }
     }
 

@@ -33,7 +33,7 @@ enum Command {
         #[arg(long)]
         list: bool,
         /// Seconds to wait for a running kernel to make the change.
-        #[arg(long, default_value_t = teneral::back::ANSWER_WAIT.as_secs())]
+        #[arg(long, default_value_t = teneralctl::back::ANSWER_WAIT.as_secs())]
         wait: u64,
     },
     /// Say whether teneral runs, at which generation, what it is doing, and
@@ -47,23 +47,24 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Talk { dir, wait } => teneral::talk::run(teneral::talk::TalkOptions {
+        Command::Talk { dir, wait } => teneralctl::talk::run(teneralctl::talk::TalkOptions {
             home: dir,
             wait: Duration::from_secs(wait),
             history: 6,
         }),
         Command::Back { dir, commit, list, wait } => {
-            let options = teneral::back::BackOptions {
+            let options = teneralctl::back::BackOptions {
                 home: dir,
                 target: commit,
                 list,
                 wait: Duration::from_secs(wait),
             };
-            teneral::back::run(&options, &mut std::io::stdout().lock()).map_err(anyhow::Error::from)
+            teneralctl::back::run(&options, &mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
         }
         Command::Status { dir } => {
             let dir = dir.canonicalize().unwrap_or(dir);
-            let (text, status) = teneral::status::report(&dir);
+            let (text, status) = teneralctl::status::report(&dir);
             println!("{text}");
             Ok(status)
         }

@@ -42,7 +42,6 @@ impl Generation {
     }
 }
 
-
 /// Why `back` goes nowhere. Each says what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {

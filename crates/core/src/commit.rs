@@ -66,12 +66,6 @@ impl std::ops::Deref for Commit {
     }
 }
 
-impl From<git2::Oid> for Commit {
-    fn from(oid: git2::Oid) -> Commit {
-        Commit(oid.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,25 +16,23 @@
 //! by renaming it: of the kernel taking it and `back` withdrawing it, exactly
 //! one wins.
 
-use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Write};
+use std::fs;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::generations::{Lineage, Refusal};
 use crate::journal::writer::{Journal, JournalError};
-use crate::journal::{parse_line, Event, JOURNAL_PATH};
+use crate::journal::{Event, JOURNAL_PATH};
 use crate::lock::{self, LockError, LOCK_PATH};
-use crate::repo::{self, RepoError};
 use crate::state::{State, StateError};
 use crate::talk::{follow, Wake};
 
-/// Where `back` leaves its request for a running kernel: `{"to": commit}`.
-pub const BACK_REQUEST: &str = ".teneral/requests/back.json";
+pub use crate::back_request::{lineage, read_request, RequestError, BACK_REQUEST};
 /// How long `back` waits for a running kernel to answer, unless told.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
 
@@ -43,7 +41,9 @@ pub enum BackError {
     #[error(transparent)]
     Refused(#[from] Refusal),
     #[error(transparent)]
-    Repo(#[from] RepoError),
+    Request(#[from] RequestError),
+    #[error("{dir} is not a git repository ({source}); run this in an individual's directory or give --dir")]
+    NotARepo { dir: PathBuf, source: git2::Error },
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]
@@ -75,8 +75,6 @@ pub enum BackError {
         "the kernel stopped before it answered; nothing was changed, run `teneralctl back` again"
     )]
     KernelGone,
-    #[error("ignored the send-back request {path}: {why}; `teneralctl back` writes it")]
-    BadRequest { path: PathBuf, why: String },
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BackError {
@@ -151,34 +149,13 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
     Ok(0)
 }
 
-/// The generations of the journal of `home`, read line by line.
-pub fn lineage(home: &Path) -> Result<Lineage, BackError> {
-    let path = home.join(JOURNAL_PATH);
-    let mut lineage = Lineage::new();
-    let file = match File::open(&path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(lineage),
-        Err(e) => return Err(io_err("read the journal", &path)(e)),
-    };
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(io_err("read the journal", &path))?;
-        if n == 0 {
-            return Ok(lineage);
-        }
-        if let Some(event) = parse_line(&line) {
-            lineage.take(&event);
-        }
-    }
-}
-
 /// The current commit and the one to go to, both whole.
 fn choose(home: &Path, target: Option<&str>) -> Result<(String, String), BackError> {
     let lineage = lineage(home)?;
-    let git = repo::open(home)?;
-    let to = lineage.choose(target, |c| repo::commit_id(&git, home, c).is_ok())?;
+    let git = git2::Repository::open(home)
+        .map_err(|source| BackError::NotARepo { dir: home.to_owned(), source })?;
+    let in_git = |c: &str| git2::Oid::from_str(c).is_ok_and(|oid| git.find_commit(oid).is_ok());
+    let to = lineage.choose(target, in_git)?;
     let from = lineage.current().map(|g| g.commit.clone()).unwrap_or_default();
     Ok((from, to.commit.clone()))
 }
@@ -268,27 +245,4 @@ fn ask_kernel(home: &Path, to: &str, wait: Duration) -> Result<Event, BackError>
 /// Removes a request the kernel has not taken; true when it was still there.
 fn withdraw(request: &Path) -> bool {
     fs::remove_file(request).is_ok()
-}
-
-/// For the kernel: the commit the owner's request asks for, if one waits.
-/// The request is claimed (renamed) first and then removed, so `back`
-/// cannot withdraw it half read. The commit is 40 hex digits; whether it may
-/// be gone to is for the kernel to check ([`Lineage::choose`]).
-pub fn read_request(home: &Path) -> Result<Option<String>, BackError> {
-    let path = home.join(BACK_REQUEST);
-    let taken = path.with_extension(format!("taken-{}", std::process::id()));
-    match fs::rename(&path, &taken) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("take", &path)(e)),
-    }
-    let bytes = fs::read(&taken).map_err(io_err("read", &taken));
-    let _ = fs::remove_file(&taken);
-    let bad = |why: &str| BackError::BadRequest { path: path.clone(), why: why.to_owned() };
-    let value: Value = serde_json::from_slice(&bytes?).map_err(|e| bad(&e.to_string()))?;
-    let to = value.get("to").and_then(Value::as_str).unwrap_or_default();
-    if to.len() != 40 || !to.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad("\"to\" is not a commit of 40 hex digits"));
-    }
-    Ok(Some(to.to_ascii_lowercase()))
 }

@@ -1,0 +1,10 @@
+//! `teneralctl`: the owner's commands. It links the shared crate
+//! (`teneral-core`: the journal, the owner's channel, state, status, lock),
+//! never the kernel: nothing of the supervisor, the gate or the cage is in
+//! the program an owner runs at a terminal.
+pub mod back;
+pub mod talk;
+
+pub use teneral_core::{
+    back_request, commit, fsutil, generations, journal, lock, log, owner, state, status,
+};
