@@ -99,15 +99,26 @@ pub async fn build(
             tail: run.stderr_tail(),
         });
     }
-    let built = target.join("release/teneral-body");
     let keep = |source| BuildError::Keep { path: kept.clone(), source };
     if let Some(dir) = kept.parent() {
         std::fs::create_dir_all(dir).map_err(keep)?;
     }
     let tmp = kept.with_extension("tmp");
-    std::fs::copy(&built, &tmp).map_err(keep)?;
+    copy_built(&target, &tmp).map_err(keep)?;
     std::fs::rename(&tmp, &kept).map_err(keep)?;
     Ok(kept)
+}
+
+/// Copies the built body out of the target directory, which the body's
+/// build scripts could write: opened beneath it, following no link, a
+/// regular file only, and kept executable by its owner alone.
+fn copy_built(target: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut built = crate::fsutil::open_beneath(target, Path::new("release/teneral-body"))?;
+    let mut out =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o755).open(to)?;
+    std::io::copy(&mut built, &mut out)?;
+    out.sync_all()
 }
 
 /// Hex digits naming a target directory (a hash of its path).

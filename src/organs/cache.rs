@@ -73,7 +73,9 @@ pub enum ArchiveError {
 /// kernel (for a regular file the flag changes nothing).
 pub fn open_archive(path: &Path) -> Result<File, ArchiveError> {
     use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    // NOFOLLOW: an archive is taken as the file it is, never through a link.
+    let flags =
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
     let file = match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
         Err(rustix::io::Errno::NOENT) => return Err(ArchiveError::Missing),
