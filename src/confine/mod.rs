@@ -168,7 +168,9 @@ impl Cage {
                 let body = match profile {
                     Profile::Generation { home } => Some(home),
                     Profile::Smoke { individual, .. } => Some(individual),
-                    Profile::Gate { .. } | Profile::Organ { .. } | Profile::Model { .. }
+                    Profile::Gate { .. }
+                    | Profile::Organ { .. }
+                    | Profile::Model { .. }
                     | Profile::Pack { .. } => None,
                 };
                 if let Some(home) = body {
