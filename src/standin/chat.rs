@@ -22,7 +22,9 @@
 use serde_json::{json, Map, Value};
 
 use super::turn::{Newest, Turn, Usage};
-use super::wire::{check_function_name, index, non_empty, ApiError, Fields, EFFORTS};
+use super::wire::{
+    check_function_name, check_no_stream, index, non_empty, ApiError, Fields, EFFORTS,
+};
 
 /// Top-level fields of a chat completions request.
 const TOP: &[&str] = &[
@@ -105,20 +107,7 @@ pub fn validate(body: &Value) -> Result<Checked, ApiError> {
 
 /// The optional scalar fields the stand-in reads or must refuse.
 fn check_options(top: &Fields) -> Result<(), ApiError> {
-    if top.opt_bool("stream")? == Some(true) {
-        return Err(ApiError::invalid(
-            "The stand-in model answers whole replies only: 'stream' must be false or absent.",
-            Some("stream"),
-            Some("unsupported_value"),
-        ));
-    }
-    if top.opt("stream_options").is_some() {
-        return Err(ApiError::invalid(
-            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-            Some("stream_options"),
-            None,
-        ));
-    }
+    check_no_stream(top, "replies")?;
     if let Some(n) = top.opt_int("n", 1)? {
         if n != 1 {
             return Err(ApiError::bad_value("n", &n.to_string(), &["1"]));

@@ -19,7 +19,7 @@
 use serde_json::{json, Value};
 
 use super::turn::{Newest, Turn, Usage};
-use super::wire::{check_function_name, index, ApiError, Fields, EFFORTS};
+use super::wire::{check_function_name, check_no_stream, index, ApiError, Fields, EFFORTS};
 use input::{check_input, check_pairs};
 
 mod input;
@@ -119,20 +119,7 @@ pub fn validate(
 }
 
 fn check_options(top: &Fields) -> Result<(), ApiError> {
-    if top.opt_bool("stream")? == Some(true) {
-        return Err(ApiError::invalid(
-            "The stand-in model answers whole responses only: 'stream' must be false or absent.",
-            Some("stream"),
-            Some("unsupported_value"),
-        ));
-    }
-    if top.opt("stream_options").is_some() {
-        return Err(ApiError::invalid(
-            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-            Some("stream_options"),
-            None,
-        ));
-    }
+    check_no_stream(top, "responses")?;
     let cannot = [("background", top.opt_bool("background")? == Some(true))]
         .into_iter()
         .chain(["conversation", "prompt"].map(|k| (k, top.opt(k).is_some())));

@@ -135,6 +135,28 @@ pub fn index(parent: &str, i: usize) -> String {
 }
 
 /// A JSON object being checked, with its path in the request.
+/// Both protocols: the stand-in answers whole `what` (replies, responses),
+/// so `stream` must be false or absent, and `stream_options` absent.
+pub fn check_no_stream(top: &Fields, what: &str) -> Result<(), ApiError> {
+    if top.opt_bool("stream")? == Some(true) {
+        return Err(ApiError::invalid(
+            format!(
+                "The stand-in model answers whole {what} only: 'stream' must be false or absent."
+            ),
+            Some("stream"),
+            Some("unsupported_value"),
+        ));
+    }
+    if top.opt("stream_options").is_some() {
+        return Err(ApiError::invalid(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            Some("stream_options"),
+            None,
+        ));
+    }
+    Ok(())
+}
+
 pub struct Fields<'a> {
     pub map: &'a Map<String, Value>,
     pub path: String,
