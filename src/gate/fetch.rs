@@ -174,10 +174,8 @@ pub async fn take(
     limits: Limits,
 ) -> Result<Oid, FetchError> {
     let bad_id = || FetchError::BadId(candidate.to_owned());
-    if candidate.len() != 40 || !candidate.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad_id());
-    }
-    let oid = Oid::from_str(candidate).map_err(|_| bad_id())?;
+    let commit = crate::commit::Commit::parse(candidate).map_err(|_| bad_id())?;
+    let oid = Oid::from_str(&commit).map_err(|_| bad_id())?;
     if repo.find_commit(oid).is_ok() {
         return Ok(oid);
     }

@@ -68,8 +68,8 @@ pub fn read_request(home: &Path) -> Result<Option<String>, RequestError> {
     let bad = |why: &str| RequestError::BadRequest { path: path.clone(), why: why.to_owned() };
     let value: Value = serde_json::from_slice(&bytes?).map_err(|e| bad(&e.to_string()))?;
     let to = value.get("to").and_then(Value::as_str).unwrap_or_default();
-    if to.len() != 40 || !to.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad("\"to\" is not a commit of 40 hex digits"));
+    match crate::commit::Commit::parse(to) {
+        Ok(commit) => Ok(Some(commit.to_string())),
+        Err(_) => Err(bad("\"to\" is not a full commit id")),
     }
-    Ok(Some(to.to_ascii_lowercase()))
 }
