@@ -76,7 +76,7 @@ fn a_generation_reaches_only_what_the_egress_proxy_lets_out() -> TestResult {
     let (hp, pp) = (host_service.port, public.port);
     // No NO_PROXY for the attempts at loopback through the proxy: the body's
     // own NO_PROXY spares loopback, as a tool should.
-    let via = "env -u NO_PROXY -u no_proxy curl -sS -m 10";
+    let via = "env -u NO_PROXY -u no_proxy curl -sS -m 10 -o /dev/null";
     let probes = [
         ("direct.host", format!("connect 127.0.0.1:{hp}")),
         ("proxy.host", format!("{via} -w '%{{http_code}}' http://127.0.0.1:{hp}/")),

@@ -24,6 +24,8 @@
 pub mod policy;
 pub mod request;
 pub mod server;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::OsString;
 use std::io;

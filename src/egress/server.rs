@@ -217,5 +217,20 @@ async fn answer(mut client: TcpStream, status: u16, reason: &str) -> io::Result<
         body.len()
     );
     client.write_all(reply.as_bytes()).await?;
-    client.shutdown().await
+    client.shutdown().await?;
+    // What the client still sends is read and dropped for a moment, so that
+    // closing with unread data does not reset the connection before the
+    // client has read the answer.
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match client.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+    Ok(())
 }
