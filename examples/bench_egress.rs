@@ -32,8 +32,9 @@ fn main() -> Result<()> {
     let proxy = egress::shared(&config)?;
 
     let small = format!("GET /{SMALL} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n");
-    let absolute =
-        format!("GET http://bench.test/{SMALL} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n");
+    let absolute = format!(
+        "GET http://bench.test/{SMALL} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n"
+    );
     let mut times: [Vec<Duration>; 3] = Default::default();
     for _ in 0..runs {
         let t = Instant::now();
@@ -52,7 +53,8 @@ fn main() -> Result<()> {
     println!("  through the proxy, HTTP  {http:7.3} ms   +{:.3} ms", http - direct);
     println!("  through the proxy, CONNECT {connect:5.3} ms   +{:.3} ms", connect - direct);
 
-    let big = format!("GET /{} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n", mib << 20);
+    let big =
+        format!("GET /{} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n", mib << 20);
     let mut best = [0f64; 2];
     for _ in 0..3 {
         for (i, stream) in [TcpStream::connect(origin)?, tunnel(proxy)?].into_iter().enumerate() {
@@ -65,7 +67,10 @@ fn main() -> Result<()> {
     let verdict = if ratio >= 80.0 { "meets" } else { "BELOW" };
     println!("throughput, best of 3 downloads of {mib} MiB:");
     println!("  direct on loopback       {:8.0} MiB/s", best[0]);
-    println!("  through a CONNECT tunnel {:8.0} MiB/s   {ratio:.0} % ({verdict} the 80 % goal)", best[1]);
+    println!(
+        "  through a CONNECT tunnel {:8.0} MiB/s   {ratio:.0} % ({verdict} the 80 % goal)",
+        best[1]
+    );
 
     starts(runs, origin.port(), proxy.port())
 }
@@ -90,7 +95,8 @@ fn serve(mut s: TcpStream) {
         head.push(byte[0]);
     }
     let text = String::from_utf8_lossy(&head);
-    let n: usize = text.split(' ').nth(1).and_then(|p| p.trim_start_matches('/').parse().ok()).unwrap_or(0);
+    let n: usize =
+        text.split(' ').nth(1).and_then(|p| p.trim_start_matches('/').parse().ok()).unwrap_or(0);
     if write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n").is_err() {
         return;
     }

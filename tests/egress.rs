@@ -114,11 +114,19 @@ fn a_generation_reaches_only_what_the_egress_proxy_lets_out() -> TestResult {
     let log = ind.kernel_log();
 
     let direct = &found["direct.host"];
-    assert_eq!((direct["ok"].as_bool(), direct["errno"].as_i64()), (Some(false), Some(ECONNREFUSED)), "{direct}");
+    assert_eq!(
+        (direct["ok"].as_bool(), direct["errno"].as_i64()),
+        (Some(false), Some(ECONNREFUSED)),
+        "{direct}"
+    );
     assert_eq!(detail("proxy.host"), "403", "loopback through the proxy");
     assert!(detail("proxy.localhost").starts_with("403"), "{}", detail("proxy.localhost"));
     assert_eq!(detail("proxy.denied"), "403", "a name outside TENERAL_EGRESS");
-    assert!(host_service.heads().is_empty(), "the host service was reached: {:?}", host_service.heads());
+    assert!(
+        host_service.heads().is_empty(),
+        "the host service was reached: {:?}",
+        host_service.heads()
+    );
     for (host, why) in [
         ("127.0.0.1", "(loopback), which a generation never reaches"),
         ("localhost", "(loopback), which a generation never reaches"),

@@ -40,7 +40,8 @@ pub use server::{Config, Egress};
 /// is asked for.
 pub fn shared(config: &Config) -> io::Result<SocketAddr> {
     static RUNNING: OnceLock<Mutex<Vec<(Config, SocketAddr)>>> = OnceLock::new();
-    let mut running = RUNNING.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(|p| p.into_inner());
+    let mut running =
+        RUNNING.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, addr)) = running.iter().find(|(c, _)| c == config) {
         return Ok(*addr);
     }

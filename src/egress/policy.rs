@@ -242,7 +242,9 @@ mod tests {
             let verdict = decide(host, &public, &policy, false);
             assert_eq!(verdict == Verdict::Allow, allowed, "{host}: {verdict:?}");
             if !allowed {
-                assert!(matches!(&verdict, Verdict::Refuse(r) if r.contains("not in TENERAL_EGRESS")));
+                assert!(
+                    matches!(&verdict, Verdict::Refuse(r) if r.contains("not in TENERAL_EGRESS"))
+                );
             }
         }
     }
@@ -254,7 +256,10 @@ mod tests {
         assert!(matches!(decide("allowed.test", &public, &Policy::Off, true), Verdict::Refuse(_)));
         let loopback = at("127.0.0.1");
         assert_eq!(decide("allowed.test", &loopback, &Policy::Public, true), Verdict::Allow);
-        assert!(matches!(decide("allowed.test", &loopback, &Policy::Public, false), Verdict::Refuse(_)));
+        assert!(matches!(
+            decide("allowed.test", &loopback, &Policy::Public, false),
+            Verdict::Refuse(_)
+        ));
         let only = Policy::Allow(vec!["allowed.test".into()]);
         assert!(matches!(decide("denied.test", &loopback, &only, true), Verdict::Refuse(_)));
     }

@@ -43,7 +43,11 @@ impl Request {
             head.push_str("\r\n");
         }
         if !has_host {
-            let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+            let host = if self.host.contains(':') {
+                format!("[{}]", self.host)
+            } else {
+                self.host.clone()
+            };
             head.push_str(&format!("Host: {host}:{}\r\n", self.port));
         }
         head.push_str("Connection: close\r\n\r\n");
@@ -122,7 +126,9 @@ fn authority_of(authority: &str, default_port: Option<u16>) -> Result<(String, u
     };
     let fine = !host.is_empty()
         && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'_'));
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'_'));
     if !fine {
         return Err("not a host name or address".into());
     }
@@ -136,7 +142,10 @@ mod tests {
     #[test]
     fn connect_and_absolute_form_are_read() {
         let r = parse(b"CONNECT crates.io:443 HTTP/1.1\r\nHost: crates.io:443").expect("valid");
-        assert_eq!((r.method.as_str(), r.host.as_str(), r.port, r.path), ("CONNECT", "crates.io", 443, None));
+        assert_eq!(
+            (r.method.as_str(), r.host.as_str(), r.port, r.path),
+            ("CONNECT", "crates.io", 443, None)
+        );
         let r = parse(b"CONNECT [2001:db8::1]:443 HTTP/1.1").expect("valid");
         assert_eq!((r.host.as_str(), r.port), ("2001:db8::1", 443));
         let r = parse(b"GET http://example.com/a?b HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive")

@@ -60,11 +60,8 @@ impl Egress {
         let listener = TcpListener::bind(addr).await?;
         let stand_ins =
             config.stand_ins.into_iter().map(|(n, a)| (n.to_ascii_lowercase(), a)).collect();
-        let shared = Shared {
-            policy: config.policy,
-            stand_ins,
-            slots: Semaphore::new(MAX_CONNECTIONS),
-        };
+        let shared =
+            Shared { policy: config.policy, stand_ins, slots: Semaphore::new(MAX_CONNECTIONS) };
         Ok(Egress { listener, shared: Arc::new(shared) })
     }
 
@@ -196,10 +193,7 @@ async fn dial(addrs: &[SocketAddr]) -> io::Result<TcpStream> {
 fn refused(request: &Request, reason: &str) {
     log::at(
         log::Priority::Warning,
-        format!(
-            "egress refused {} {}:{}: {reason}",
-            request.method, request.host, request.port
-        ),
+        format!("egress refused {} {}:{}: {reason}", request.method, request.host, request.port),
     );
 }
 

@@ -24,7 +24,8 @@ async fn origin() -> SocketAddr {
                 }
                 let text = String::from_utf8_lossy(&head);
                 let body = format!("origin: {}", text.lines().next().unwrap_or_default());
-                let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let reply =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
                 let _ = s.write_all(reply.as_bytes()).await;
             });
         }
@@ -80,7 +81,10 @@ async fn the_hosts_loopback_and_unlisted_names_get_a_403_with_the_reason() {
         (format!("CONNECT localhost:{} HTTP/1.1\r\n\r\n", origin.port()), "(loopback)"),
         ("CONNECT [::ffff:127.0.0.1]:80 HTTP/1.1\r\n\r\n".into(), "(loopback)"),
         ("CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n".into(), "(link-local)"),
-        ("CONNECT 93.184.215.14:443 HTTP/1.1\r\n\r\n".into(), "93.184.215.14 is not in TENERAL_EGRESS"),
+        (
+            "CONNECT 93.184.215.14:443 HTTP/1.1\r\n\r\n".into(),
+            "93.184.215.14 is not in TENERAL_EGRESS",
+        ),
     ];
     for (request, why) in table {
         let answer = exchange(proxy, request.as_bytes()).await;

@@ -397,7 +397,10 @@ fn egress_is_public_by_default_and_takes_a_list_or_off() {
     assert_eq!(s.egress, Policy::Allow(vec!["crates.io".into(), "github.com".into()]));
     assert_eq!(ok("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=off\n").egress, Policy::Off);
     let s = ok("TENERAL_PROVIDER=standin\nTENERAL_TEST_EGRESS_RESOLVE=A.test=127.0.0.1:8080\n");
-    assert_eq!(s.test_egress_resolve, vec![("a.test".into(), "127.0.0.1:8080".parse().expect("an address"))]);
+    assert_eq!(
+        s.test_egress_resolve,
+        vec![("a.test".into(), "127.0.0.1:8080".parse().expect("an address"))]
+    );
     let e = refused("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=*.github.com\n");
     assert!(e.contains("line 2") && e.contains("write public, off, or host names"), "{e}");
     let e = refused("TENERAL_PROVIDER=standin\nTENERAL_TEST_EGRESS_RESOLVE=a.test=nowhere\n");
