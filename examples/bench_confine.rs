@@ -35,8 +35,11 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&checkout)?;
     let truth = || vec![OsString::from("/bin/true")];
     let options = confine::Options { exe: Some(teneral.clone()), ..confine::Options::default() };
-    let generation =
-        confine::wrap_with(&Profile::Generation { home: home.clone() }, &options, truth())?;
+    let generation = confine::wrap_with(
+        &Profile::Generation { home: home.clone(), forward: vec![] },
+        &options,
+        truth(),
+    )?;
     let gate = confine::wrap_with(
         &Profile::Gate { checkout: checkout.clone(), writable: vec![] },
         &options,

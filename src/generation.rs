@@ -10,7 +10,7 @@ use crate::commit::short;
 use crate::runner::{self, Launch, Limits, Profile, RunError, Runner, Running};
 use crate::settings::{Protocol, Provider, Settings};
 use crate::spawn::{self, Spec};
-use crate::{confine, log};
+use crate::{confine, egress, log};
 
 /// Where built bodies are kept, one directory per commit.
 pub const BIN_DIR: &str = ".teneral/bin";
@@ -224,17 +224,47 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
 /// individual's directory, in the cage's `generation` profile, through
 /// `runner` as unit `teneral-gen-<short>.service` with `limits`; its output
 /// goes to the kernel's log.
+///
+/// The body's network namespace has only loopback: the model's port and the
+/// kernel's egress proxy ([`crate::egress`], started at the first
+/// generation) are forwarded in, and the proxy's variables are added to the
+/// environment. With the cage off there is no namespace and no proxy (the
+/// cage says so in the log).
 pub async fn start(
     runner: &Runner,
     binary: &Path,
     start: &Start<'_>,
     limits: &Limits,
 ) -> Result<Running, RunError> {
+    let unit = runner::systemd::generation_unit(start.commit);
+    let spawn_error = |source| RunError::Spawn { unit: unit.clone(), source };
     let mut spec = Spec::new(binary, start.home);
     spec.env = environment(start);
-    let launch =
-        Launch::new(spec, *limits).caged(Profile::Generation { home: start.home.to_owned() });
-    runner.start(&runner::systemd::generation_unit(start.commit), launch).await
+    let mut forward = vec![loopback_port(start.model_url).map_err(spawn_error)?];
+    if runner.caged() {
+        let config = egress::Config {
+            policy: start.settings.egress.clone(),
+            stand_ins: start.settings.test_egress_resolve.clone(),
+        };
+        let proxy = egress::shared(&config)
+            .map_err(|e| spawn_error(std::io::Error::other(format!("the egress proxy: {e}"))))?;
+        forward.push(proxy.port());
+        spec.env.extend(egress::environment(proxy.port()));
+    }
+    let profile = Profile::Generation { home: start.home.to_owned(), forward };
+    runner.start(&unit, Launch::new(spec, *limits).caged(profile)).await
+}
+
+/// The port of `http://127.0.0.1:<port>/...`, the kernel's model URL.
+fn loopback_port(url: &str) -> std::io::Result<u16> {
+    url.strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|port| port.parse().ok())
+        .ok_or_else(|| {
+            std::io::Error::other(format!(
+                "the model URL {url} is not on the kernel's loopback, so it cannot be forwarded into the body's network"
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -265,5 +295,25 @@ mod tests {
         assert_eq!(organs(environment(&start)), vec![OsString::from(set)]);
         start.organs = None;
         assert_eq!(organs(environment(&start)), Vec::<OsString>::new());
+    }
+
+    #[test]
+    fn only_a_loopback_model_url_is_forwarded() {
+        assert_eq!(loopback_port("http://127.0.0.1:4321/v1").ok(), Some(4321));
+        assert_eq!(loopback_port("http://127.0.0.1:4321").ok(), Some(4321));
+        for bad in ["http://10.0.0.1:4321/v1", "https://127.0.0.1:1/v1", "http://127.0.0.1:x/v1"] {
+            assert!(loopback_port(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_proxy_variables_name_the_forwarded_port_and_spare_loopback() {
+        let env: std::collections::HashMap<String, OsString> =
+            egress::environment(5555).into_iter().collect();
+        for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+            assert_eq!(env.get(name), Some(&OsString::from("http://127.0.0.1:5555")), "{name}");
+        }
+        assert_eq!(env.get("NO_PROXY"), Some(&OsString::from("127.0.0.1,localhost,::1")));
+        assert_eq!(env.get("no_proxy"), env.get("NO_PROXY"));
     }
 }

@@ -8,6 +8,7 @@ pub use teneral_core::{
     back_request, commit, fsutil, generations, journal, lock, log, owner, state, status,
 };
 pub mod confine;
+pub mod egress;
 pub mod events;
 pub mod gate;
 pub mod generation;

@@ -160,6 +160,12 @@ pub struct Settings {
     /// Test-only (`TENERAL_TEST_PRETEND_MISSING`): confinement features the
     /// kernel treats as missing from the running Linux, to test the refusals.
     pub pretend_missing: Vec<String>,
+    /// `TENERAL_EGRESS`: what a generation reaches through the kernel's
+    /// egress proxy (public hosts by default, an allowlist, or nothing).
+    pub egress: crate::egress::Policy,
+    /// Test-only (`TENERAL_TEST_EGRESS_RESOLVE`): host names the egress
+    /// proxy sends to the given local address, as if they were public.
+    pub test_egress_resolve: Vec<(String, std::net::SocketAddr)>,
     pub timing: Timing,
 }
 

@@ -6,6 +6,7 @@ mod back;
 mod cage;
 mod channel;
 mod common;
+mod egress;
 mod fetch;
 mod gate;
 mod kernel;

@@ -4,7 +4,7 @@
 //! helper, [`helper::main`]) with a [`plan::Plan`] on its command line; the
 //! freshly executed helper, single-threaded, applies in order: namespaces
 //! (a private mount namespace for the generation's read-only journal, a
-//! network namespace with only loopback for gate and smoke), the Landlock
+//! network namespace with only loopback and the forwarded ports), the Landlock
 //! ruleset, dropping every capability, no_new_privs, the seccomp profile
 //! (`seccomp/teneral.json`), and then executes the program. Each step that
 //! fails ends the helper with its own status ([`EXIT_NAMESPACES`] ...), so
@@ -80,8 +80,10 @@ pub fn describe_exit(code: i32) -> Option<&'static str> {
 /// What a confined process is, as the gate and the generation name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Profile {
-    /// The body of a generation of the individual at `home`.
-    Generation { home: PathBuf },
+    /// The body of a generation of the individual at `home`, in a network
+    /// namespace of its own; `forward` are the kernel's loopback ports
+    /// relayed in (the model proxy, the egress proxy).
+    Generation { home: PathBuf, forward: Vec<u16> },
     /// One check of a mutation in a fresh `checkout`; `writable` are the
     /// caches it may fill (e.g. the shared cargo target).
     Gate { checkout: PathBuf, writable: Vec<PathBuf> },
@@ -166,7 +168,7 @@ impl Cage {
             }
             Cage::Off => {
                 let body = match profile {
-                    Profile::Generation { home } => Some(home),
+                    Profile::Generation { home, .. } => Some(home),
                     Profile::Smoke { individual, .. } => Some(individual),
                     Profile::Gate { .. }
                     | Profile::Organ { .. }
@@ -178,6 +180,12 @@ impl Cage {
                     crate::log::info(format!(
                         "UNSAFE: {name} runs unconfined (TENERAL_UNSAFE_UNCONFINED=1 in .env): \
                          it can read your keys and change every file you can"
+                    ));
+                }
+                if matches!(profile, Profile::Generation { .. }) {
+                    crate::log::info(format!(
+                        "UNSAFE: egress is not enforced for {name}: it has the host's network, \
+                         every service on its loopback included, and TENERAL_EGRESS is not applied"
                     ));
                 }
                 Ok(spec)
@@ -268,14 +276,14 @@ pub fn wrap_with(
     };
     let exe = exe.as_path();
     let forwards = !options.forward.is_empty()
-        || matches!(profile, Profile::Smoke { forward, .. } if !forward.is_empty());
-    if forwards && matches!(profile, Profile::Generation { .. } | Profile::Model { .. }) {
+        || matches!(profile, Profile::Smoke { forward, .. } | Profile::Generation { forward, .. } if !forward.is_empty());
+    if forwards && matches!(profile, Profile::Model { .. }) {
         return Err(io::Error::other(
-            "only a loopback-only profile (gate, smoke) forwards ports; a generation and the model reach the kernel's loopback as it is",
+            "the model's profile keeps the host's network and forwards no port",
         ));
     }
     let mut plan = match profile {
-        Profile::Generation { home } => {
+        Profile::Generation { home, .. } => {
             host::prepare_generation(home)?;
             let tracked = host::tracked_names(home)?;
             let mut plan = plan::generation(home, &tracked, &host::host(&[home]));
@@ -315,8 +323,10 @@ pub fn wrap_with(
             plan::pack(source, out, &host::host(&[source, out]))
         }
     };
+    // Every profile but the model's is loopback-only; what the kernel offers
+    // inside is exactly the forwarded ports.
     plan.forward = options.forward.clone();
-    if let Profile::Smoke { forward, .. } = profile {
+    if let Profile::Smoke { forward, .. } | Profile::Generation { forward, .. } = profile {
         plan.forward.extend(forward);
     }
     plan.pretend_missing = options.pretend_missing.clone();

@@ -7,7 +7,7 @@
 //! - In that namespace, an empty read-only tmpfs over each directory where
 //!   other programs keep their Unix sockets (`/run/user`, `/run/dbus`), which
 //!   Landlock before ABI 9 does not keep a process from connecting to.
-//! - A network namespace with only loopback, up, for gate and smoke, into
+//! - A network namespace with only loopback, up, for every profile, into
 //!   which the plan's forwarded ports are relayed ([`super::relay`]).
 //!
 //! As root (CAP_SYS_ADMIN) they are made directly; otherwise inside a new

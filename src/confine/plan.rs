@@ -91,7 +91,9 @@ pub struct Host {
     pub hidden: Vec<PathBuf>,
 }
 
-/// The parts of an individual a generation's body gets, and how.
+/// The parts of an individual a generation's body gets, and how; a network
+/// namespace with only loopback, into which the kernel forwards the model's
+/// and the egress proxy's ports.
 ///
 /// `tracked` are the top-level names of the install (the checkout's tracked
 /// files); those that are the individual's own or secret are left out here
@@ -124,7 +126,9 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         rules,
         readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
         hidden: host.hidden.clone(),
-        net: Net::Open,
+        // Its network goes through the kernel: the model and the egress
+        // proxy are forwarded in (`Profile::Generation`'s ports).
+        net: Net::Loopback,
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -355,7 +359,7 @@ mod tests {
             assert_eq!(access_of(&plan, path), want, "{path}");
         }
         assert_eq!(plan.readonly, vec![PathBuf::from("/i/memory/journal.jsonl")]);
-        assert_eq!(plan.net, Net::Open);
+        assert_eq!(plan.net, Net::Loopback);
         assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
     }
 

@@ -172,6 +172,8 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         )?,
         warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)], true)?,
         pretend_missing: pretend_missing(entries)?,
+        egress: egress(entries)?,
+        test_egress_resolve: egress_resolve(entries)?,
         timing: timing(entries)?,
     })
 }
@@ -218,6 +220,46 @@ fn pretend_missing(entries: &Entries<'_>) -> Result<Vec<String>, SettingsError> 
         ));
     }
     Ok(words)
+}
+
+/// `TENERAL_EGRESS`: `public` (the default), `off`, or a list of names.
+fn egress(entries: &Entries<'_>) -> Result<crate::egress::Policy, SettingsError> {
+    const NAME: &str = "TENERAL_EGRESS";
+    let Some(entry) = entries.get(NAME) else { return Ok(crate::egress::Policy::Public) };
+    crate::egress::Policy::parse(entry.value).map_err(|problem| {
+        entries.refuse(
+            NAME,
+            entry,
+            &problem,
+            "write public, off, or host names separated by commas (e.g. crates.io,github.com)",
+        )
+    })
+}
+
+/// `TENERAL_TEST_EGRESS_RESOLVE`: `name=address:port,...`, the egress
+/// proxy's test hook.
+fn egress_resolve(
+    entries: &Entries<'_>,
+) -> Result<Vec<(String, std::net::SocketAddr)>, SettingsError> {
+    const NAME: &str = "TENERAL_TEST_EGRESS_RESOLVE";
+    let Some(entry) = entries.get(NAME) else { return Ok(Vec::new()) };
+    let mut map = Vec::new();
+    for pair in entry.value.split(',') {
+        let parsed = pair
+            .split_once('=')
+            .and_then(|(name, addr)| Some((name.trim(), addr.trim().parse().ok()?)))
+            .filter(|(name, _)| !name.is_empty());
+        let Some((name, addr)) = parsed else {
+            return Err(entries.refuse(
+                NAME,
+                entry,
+                &format!("{pair:?} is not name=address:port"),
+                "write e.g. allowed.test=127.0.0.1:8080, or leave out this knob for tests",
+            ));
+        };
+        map.push((name.to_ascii_lowercase(), addr));
+    }
+    Ok(map)
 }
 
 /// What `TENERAL_TEST_PRETEND_MISSING` may name.

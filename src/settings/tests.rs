@@ -387,3 +387,22 @@ fn the_example_file_is_accepted() {
         assert!(example.contains(name), "{name} is missing from .env.example");
     }
 }
+
+#[test]
+fn egress_is_public_by_default_and_takes_a_list_or_off() {
+    use crate::egress::Policy;
+    let s = ok("TENERAL_PROVIDER=standin\n");
+    assert_eq!((s.egress, s.test_egress_resolve), (Policy::Public, vec![]));
+    let s = ok("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=crates.io,github.com\n");
+    assert_eq!(s.egress, Policy::Allow(vec!["crates.io".into(), "github.com".into()]));
+    assert_eq!(ok("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=off\n").egress, Policy::Off);
+    let s = ok("TENERAL_PROVIDER=standin\nTENERAL_TEST_EGRESS_RESOLVE=A.test=127.0.0.1:8080\n");
+    assert_eq!(
+        s.test_egress_resolve,
+        vec![("a.test".into(), "127.0.0.1:8080".parse().expect("an address"))]
+    );
+    let e = refused("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=*.github.com\n");
+    assert!(e.contains("line 2") && e.contains("write public, off, or host names"), "{e}");
+    let e = refused("TENERAL_PROVIDER=standin\nTENERAL_TEST_EGRESS_RESOLVE=a.test=nowhere\n");
+    assert!(e.contains("is not name=address:port"), "{e}");
+}

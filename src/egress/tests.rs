@@ -1,0 +1,109 @@
+//! The proxy over real sockets on loopback: a stand-in origin reached
+//! through the test hook, the host's loopback refused with a 403 naming
+//! the reason, malformed and oversized heads refused with a 400.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::server::MAX_HEAD;
+use super::{Config, Egress, Policy};
+
+/// An origin that answers one request per connection with "origin: <head's first line>".
+async fn origin() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let text = String::from_utf8_lossy(&head);
+                let body = format!("origin: {}", text.lines().next().unwrap_or_default());
+                let reply =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = s.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+async fn proxy(policy: Policy, stand_in: SocketAddr) -> SocketAddr {
+    let config = Config { policy, stand_ins: vec![("allowed.test".into(), stand_in)] };
+    let egress = Egress::bind("127.0.0.1:0".parse().expect("an address"), config)
+        .await
+        .expect("the proxy binds");
+    let addr = egress.local_addr().expect("its address");
+    tokio::spawn(egress.serve());
+    addr
+}
+
+/// Sends `request` to the proxy and reads until it closes.
+async fn exchange(proxy: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(proxy).await.expect("the proxy answers");
+    s.write_all(request).await.expect("the request is sent");
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn plain_http_and_connect_reach_an_allowed_origin() {
+    let origin = origin().await;
+    let proxy = proxy(Policy::Public, origin).await;
+    let answer = exchange(
+        proxy,
+        b"GET http://allowed.test/a?b HTTP/1.1\r\nHost: allowed.test\r\nProxy-Connection: keep-alive\r\n\r\n",
+    )
+    .await;
+    assert!(answer.ends_with("origin: GET /a?b HTTP/1.1"), "{answer}");
+    let answer = exchange(
+        proxy,
+        b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\nGET /in HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200 Connection established\r\n\r\n"), "{answer}");
+    assert!(answer.ends_with("origin: GET /in HTTP/1.1"), "{answer}");
+}
+
+#[tokio::test]
+async fn the_hosts_loopback_and_unlisted_names_get_a_403_with_the_reason() {
+    let origin = origin().await;
+    let proxy = proxy(Policy::Allow(vec!["allowed.test".into(), "localhost".into()]), origin).await;
+    let table: &[(String, &str)] = &[
+        (format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n", origin.port()), "(loopback)"),
+        (format!("GET http://127.0.0.1:{}/ HTTP/1.1\r\n\r\n", origin.port()), "(loopback)"),
+        (format!("CONNECT localhost:{} HTTP/1.1\r\n\r\n", origin.port()), "(loopback)"),
+        ("CONNECT [::ffff:127.0.0.1]:80 HTTP/1.1\r\n\r\n".into(), "(loopback)"),
+        ("CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n".into(), "(link-local)"),
+        (
+            "CONNECT 93.184.215.14:443 HTTP/1.1\r\n\r\n".into(),
+            "93.184.215.14 is not in TENERAL_EGRESS",
+        ),
+    ];
+    for (request, why) in table {
+        let answer = exchange(proxy, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{request}: {answer}");
+        assert!(answer.contains(why) && answer.ends_with('\n'), "{request}: {answer}");
+    }
+    let off = self::proxy(Policy::Off, origin).await;
+    let answer = exchange(off, b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n").await;
+    assert!(answer.contains("403") && answer.contains("TENERAL_EGRESS=off"), "{answer}");
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_heads_get_a_400() {
+    let origin = origin().await;
+    let proxy = proxy(Policy::Public, origin).await;
+    let answer = exchange(proxy, b"GET / HTTP/1.1\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    let mut huge = b"GET http://allowed.test/ HTTP/1.1\r\nX: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', MAX_HEAD + 10));
+    let answer = exchange(proxy, &huge).await;
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("longer than"), "{answer}");
+}
