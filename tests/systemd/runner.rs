@@ -123,7 +123,8 @@ fn a_caged_launch_is_applied_alike_by_both_backends() -> TestResult {
         "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; echo ONLY=$ONLY_THIS; \
          touch {} 2>/dev/null && echo wrote-outside || echo outside-refused; \
          touch inside && echo wrote-inside; \
-         ls /sys/class/net | tr '\\n' ' '; echo; echo checking; exec sleep 600",
+         tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo; \
+         echo checking; exec sleep 600",
         outside.display()
     );
     let outputs = block_on(async {
