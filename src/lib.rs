@@ -5,6 +5,7 @@
 pub mod back;
 pub mod commit;
 pub mod confine;
+pub mod crash;
 pub mod events;
 pub mod fsutil;
 pub mod gate;

@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 pub use admit::{Admit, Peer, Refusal};
 pub use bounds::Bounds;
-pub use socket::{bind, home_id, socket_path, SOCKET_DIR_VAR};
+pub use socket::{bind, home_id, socket_path, sweep_stale, SOCKET_DIR_VAR};
 
 use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
 use crate::journal::writer::Journal;
@@ -54,8 +54,11 @@ pub enum Seen {
     Thinking,
     /// It runs the tool of this name.
     Tool(String),
+    /// A `mutation.requested`, journaled with this `seq`: its verdict
+    /// names the request by it.
     MutationRequested {
         candidate: String,
+        seq: u64,
     },
 }
 
@@ -253,18 +256,29 @@ impl Channel {
             }
         };
         if let Some(path) = owner_file {
-            if let Err(e) = std::fs::remove_file(path) {
-                log::info(format!(
+            crate::crash::point("owner.journaled");
+            // A line whose file outlives this (a crash right here) is found
+            // by the next start in the journal, and its file removed there.
+            let removed = std::fs::remove_file(path).and_then(|()| match path.parent() {
+                Some(dir) => crate::fsutil::sync_dir(dir),
+                None => Ok(()),
+            });
+            match removed {
+                Ok(()) => crate::crash::point("owner.removed"),
+                Err(e) => log::info(format!(
                     "journaled owner line {} but could not remove it: {e}",
                     path.display()
-                ));
+                )),
             }
         }
-        self.tell(&kind, event);
+        if kind == "mutation.requested" {
+            crate::crash::point("request.journaled");
+        }
+        self.tell(&kind, event, seq);
         json!({"ok": true, "seq": seq})
     }
 
-    fn tell(&self, kind: &str, event: &Map<String, Value>) {
+    fn tell(&self, kind: &str, event: &Map<String, Value>, seq: u64) {
         let text = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         let seen = match kind {
             "generation.ready" => Some(Seen::Ready),
@@ -275,7 +289,9 @@ impl Channel {
             }
             "turn.interrupted" => Some(Seen::Interrupted),
             "turn.ended" => Some(Seen::TurnEnded),
-            "mutation.requested" => Some(Seen::MutationRequested { candidate: text("candidate") }),
+            "mutation.requested" => {
+                Some(Seen::MutationRequested { candidate: text("candidate"), seq })
+            }
             "tool.call" => {
                 log::agent("tool", kind, text("name"));
                 Some(Seen::Tool(text("name")))

@@ -67,6 +67,7 @@ impl Journal {
             return Err(JournalError::Io { path: self.path.clone(), source });
         }
         self.next_seq += 1;
+        crate::crash::point("journal.synced");
         Ok(seq)
     }
 
