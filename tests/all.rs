@@ -5,6 +5,7 @@
 mod back;
 mod cage;
 mod channel;
+mod crash;
 mod common;
 mod gate;
 mod kernel;
