@@ -23,7 +23,10 @@ pub const POINTS: &[(&str, &str)] = &[
     ("state.saved", "state.json was replaced and its directory synced"),
     ("owner.journaled", "an owner line is in the journal; its file is not yet removed"),
     ("owner.removed", "an owner line's file was removed"),
-    ("request.journaled", "a mutation.requested is in the journal; the supervisor has not heard of it"),
+    (
+        "request.journaled",
+        "a mutation.requested is in the journal; the supervisor has not heard of it",
+    ),
     ("pending.saved", "the requested mutation is recorded in state.json"),
     ("verdict.journaled", "a verdict is in the journal; state and lineage not yet moved"),
     ("lineage.moved", "lineage/local points at the new generation; state.json not yet"),

@@ -5,8 +5,8 @@
 mod back;
 mod cage;
 mod channel;
-mod crash;
 mod common;
+mod crash;
 mod gate;
 mod kernel;
 mod organs;

@@ -168,7 +168,8 @@ fn an_accepted_mutation_stays_accepted_when_the_kernel_dies_after_its_verdict() 
     let verdicts = verdicts_of(&ind.journal(), &accepted["request"]);
     assert_eq!(verdicts.len(), 1, "never 'nothing decided' after an accept: {verdicts:?}");
     teneral::owner::write_line(ind.path(), "who are you now?")?;
-    let reply = ind.wait_for("v2's reply", LONG, |e| e["type"] == "reply" && e["commit"] == v2.as_str())?;
+    let reply =
+        ind.wait_for("v2's reply", LONG, |e| e["type"] == "reply" && e["commit"] == v2.as_str())?;
     assert!(reply["text"].as_str().unwrap_or("").starts_with("v2: "), "{reply}");
     Ok(())
 }

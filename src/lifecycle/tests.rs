@@ -47,10 +47,7 @@ fn backoff_grows_by_one_unit_per_crash_in_a_row() {
 #[test]
 fn third_crash_in_a_row_fails() {
     let (d, _) = run(Lifecycle::new(W, false), &starts(3));
-    assert!(
-        matches!(&d, Stop { reason } if reason.starts_with("three crashes in a row")),
-        "{d:?}"
-    );
+    assert!(matches!(&d, Stop { reason } if reason.starts_with("three crashes in a row")), "{d:?}");
     let (d, _) = run(Lifecycle::new(W, true), &starts(3));
     assert!(matches!(&d, RollBack { reason } if reason.contains("three crashes")), "{d:?}");
 }
@@ -66,10 +63,7 @@ fn a_reply_ends_the_row_but_restarts_add_up() {
     assert!(matches!(d, Restart { after, .. } if after == Duration::from_secs(1)), "{d:?}");
     assert_eq!(life.restarts(), 10);
     let (d, _) = run(Lifecycle::new(W, false), &steps);
-    assert!(
-        matches!(&d, Stop { reason } if reason.starts_with("more than ten restarts")),
-        "{d:?}"
-    );
+    assert!(matches!(&d, Stop { reason } if reason.starts_with("more than ten restarts")), "{d:?}");
 }
 
 #[test]
@@ -207,10 +201,8 @@ fn a_reply_ends_the_trial() {
 
 #[test]
 fn exit_75_after_ready_goes_to_the_gate() {
-    let (d, _) = run(
-        Lifecycle::new(W, false),
-        &[(0, Started), (1, Ready), (2, Exited { code: Some(75) })],
-    );
+    let (d, _) =
+        run(Lifecycle::new(W, false), &[(0, Started), (1, Ready), (2, Exited { code: Some(75) })]);
     assert_eq!(d, Gate);
     let (d, _) = run(Lifecycle::new(W, false), &[(0, Started), (2, Exited { code: Some(75) })]);
     assert!(matches!(d, Restart { .. }), "only a ready generation may mutate: {d:?}");

@@ -13,11 +13,15 @@ fn req(seq: u64, candidate: &str) -> Event {
 }
 
 fn accepted(seq: u64, request: u64, from: &str, to: &str) -> Event {
-    ev(json!({"type": "mutation.accepted", "seq": seq, "commit": from, "from": from, "to": to, "request": request}))
+    ev(
+        json!({"type": "mutation.accepted", "seq": seq, "commit": from, "from": from, "to": to, "request": request}),
+    )
 }
 
 fn rejected(seq: u64, request: u64, candidate: &str) -> Event {
-    ev(json!({"type": "mutation.rejected", "seq": seq, "commit": "A", "candidate": candidate, "request": request}))
+    ev(
+        json!({"type": "mutation.rejected", "seq": seq, "commit": "A", "candidate": candidate, "request": request}),
+    )
 }
 
 fn back(seq: u64, kind: &str, from: &str, to: &str) -> Event {
@@ -70,7 +74,12 @@ fn each_half_done_transition_is_finished_or_answered() {
             found("A", None, "A", &[]),
             vec![undecided(1, "B")],
         ),
-        ("a request rejected", vec![req(1, "B"), rejected(2, 1, "B")], found("A", None, "A", &[]), vec![]),
+        (
+            "a request rejected",
+            vec![req(1, "B"), rejected(2, 1, "B")],
+            found("A", None, "A", &[]),
+            vec![],
+        ),
         (
             "a second request for the same commit is answered by itself",
             vec![req(1, "B"), rejected(2, 1, "B"), req(3, "B")],

@@ -135,7 +135,10 @@ fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     let journal = ind.journal();
     let waiting = ind.owner_files();
     for name in written {
-        let n = journal.iter().filter(|e| e["type"] == "owner.line" && e["file"] == name.as_str()).count();
+        let n = journal
+            .iter()
+            .filter(|e| e["type"] == "owner.line" && e["file"] == name.as_str())
+            .count();
         if n > 1 {
             c.lines_duplicated += 1;
             eprintln!("{what}: line {name} journaled {n} times");
@@ -166,9 +169,12 @@ fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
 }
 
 fn round(spec: Option<&str>, trial_kind: bool, c: &mut Counts) -> TestResult {
-    let ind = if trial_kind { trial_individual()? } else { Individual::with_mode("mutate", "", &[])? };
-    let what = format!("{} {}", if trial_kind { "trial" } else { "talk" }, spec.unwrap_or("random"));
-    let vars: Vec<(&str, &str)> = spec.map(|s| vec![("TENERAL_TEST_CRASH_AT", s)]).unwrap_or_default();
+    let ind =
+        if trial_kind { trial_individual()? } else { Individual::with_mode("mutate", "", &[])? };
+    let what =
+        format!("{} {}", if trial_kind { "trial" } else { "talk" }, spec.unwrap_or("random"));
+    let vars: Vec<(&str, &str)> =
+        spec.map(|s| vec![("TENERAL_TEST_CRASH_AT", s)]).unwrap_or_default();
     let mut kernel = ind.start_with(&vars)?;
     let mut written = Vec::new();
     let started = Instant::now();
@@ -212,7 +218,8 @@ fn round(spec: Option<&str>, trial_kind: bool, c: &mut Counts) -> TestResult {
     let starts = count(&ind, "kernel.started");
     let mut again = ind.start()?;
     let readies = count(&ind, "generation.ready") + 1;
-    let ready = || count(&ind, "kernel.started") > starts && count(&ind, "generation.ready") >= readies;
+    let ready =
+        || count(&ind, "kernel.started") > starts && count(&ind, "generation.ready") >= readies;
     until(&mut again, Duration::from_secs(60), ready);
     again.signal(15);
     let _ = again.wait(Duration::from_secs(20));
@@ -230,10 +237,8 @@ fn round(spec: Option<&str>, trial_kind: bool, c: &mut Counts) -> TestResult {
 #[test]
 #[ignore = "the kill -9 suite; scripts/bench-crash runs it"]
 fn kill_nine_suite() -> TestResult {
-    let wanted: usize = std::env::var("TENERAL_BENCH_CRASH_POINTS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(40);
+    let wanted: usize =
+        std::env::var("TENERAL_BENCH_CRASH_POINTS").ok().and_then(|n| n.parse().ok()).unwrap_or(40);
     let names: Vec<&str> = teneral::crash::POINTS.iter().map(|(n, _)| *n).collect();
     let mut plan: Vec<Option<String>> = Vec::new();
     'fill: for n in 1.. {
@@ -253,7 +258,10 @@ fn kill_nine_suite() -> TestResult {
         round(spec.as_deref(), i % 2 == 1, &mut c)?;
         eprintln!("bench-crash: {}/{} done ({:?})", i + 1, plan.len(), t0.elapsed());
     }
-    println!("points tried: {} (at a named point: {}, random moments: {})", c.tried, c.hit, c.random);
+    println!(
+        "points tried: {} (at a named point: {}, random moments: {})",
+        c.tried, c.hit, c.random
+    );
     println!("lines lost: {}", c.lines_lost);
     println!("lines duplicated: {}", c.lines_duplicated);
     println!("mutations without exactly one verdict: {}", c.unanswered_or_twice);
@@ -261,8 +269,12 @@ fn kill_nine_suite() -> TestResult {
     println!("leftover processes: {}", c.leftover_processes);
     println!("leftover files: {}", c.leftover_files);
     println!("time: {:?}", t0.elapsed());
-    let bad = c.lines_lost + c.lines_duplicated + c.unanswered_or_twice + c.disagreements
-        + c.leftover_processes + c.leftover_files;
+    let bad = c.lines_lost
+        + c.lines_duplicated
+        + c.unanswered_or_twice
+        + c.disagreements
+        + c.leftover_processes
+        + c.leftover_files;
     assert_eq!(bad, 0, "{c:?}");
     Ok(())
 }
