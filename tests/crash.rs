@@ -197,7 +197,7 @@ fn no_compiler_of_a_gate_check_outlives_the_kernel() -> TestResult {
     let workspace = ind.path().join(".teneral/candidate");
     std::fs::write(
         workspace.join("body/build.rs"),
-        "fn main() { std::thread::sleep(std::time::Duration::from_secs(600)); }\n",
+        "fn main() {\n    std::thread::sleep(std::time::Duration::from_secs(600));\n}\n",
     )?;
     let candidate = commit_all(&workspace, "a slow build script")?;
     teneral::owner::write_line(ind.path(), &candidate)?;
