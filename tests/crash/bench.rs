@@ -62,7 +62,13 @@ fn count(ind: &Individual, kind: &str) -> usize {
 /// A talk: the birth, a line, a mutation request the gate refuses at once
 /// (no such commit), another line.
 fn talk(ind: &Individual, kernel: &mut Kernel, written: &mut Vec<String>) {
-    if !until(kernel, Duration::from_secs(60), || count(ind, "turn.ended") >= 1) {
+    // Ready, and past its birth turn when it has one to take.
+    let readies = count(ind, "generation.ready");
+    let ready = || {
+        count(ind, "generation.ready") > readies
+            && (count(ind, "birth") == 0) == (count(ind, "turn.ended") == 0)
+    };
+    if !until(kernel, Duration::from_secs(60), ready) {
         return;
     }
     for (i, text) in ["hello", "__candidate__", "still there?"].iter().enumerate() {
@@ -86,27 +92,39 @@ fn talk(ind: &Individual, kernel: &mut Kernel, written: &mut Vec<String>) {
 /// A trial: a silent generation on trial is rolled back, then the one
 /// before answers a line.
 fn trial(ind: &Individual, kernel: &mut Kernel, written: &mut Vec<String>) {
-    let back = || count(ind, "generation.rolledback") >= 1;
+    let before = count(ind, "generation.rolledback");
+    let back = || count(ind, "generation.rolledback") > before;
     if !until(kernel, Duration::from_secs(60), back) {
         return;
     }
     if let Ok(name) = teneral::owner::write_line(ind.path(), "after the rollback") {
         written.push(name);
     }
-    until(kernel, Duration::from_secs(30), || count(ind, "reply") >= 1);
+    let replies = count(ind, "reply");
+    until(kernel, Duration::from_secs(30), || count(ind, "reply") > replies);
 }
 
-fn trial_individual() -> Result<Individual, Box<dyn std::error::Error>> {
+/// An individual with a base generation and a silent one, and the two.
+fn trial_individual() -> Result<(Individual, String, String), Box<dyn std::error::Error>> {
     let ind = Individual::new("", &["TENERAL_TEST_REPLY_SECONDS=1"])?;
     let base = ind.head()?;
     set_mode(ind.path(), "silent")?;
     let silent = commit_all(ind.path(), "a silent generation")?;
-    let state = serde_json::json!({
-        "generation": silent, "previous": base, "trial": {"commit": silent},
-    });
-    std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
     born(&ind, &base)?;
-    Ok(ind)
+    Ok((ind, base, silent))
+}
+
+/// Promotes `silent` as a kernel killed right after its verdict would
+/// have: the journal says `mutation.accepted`, the state is still at
+/// `base`; the start must finish the promotion and put `silent` on trial.
+fn promote_by_hand(ind: &Individual, base: &str, silent: &str) -> TestResult {
+    let state = serde_json::json!({"generation": base});
+    std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
+    let path = ind.path().join("memory/journal.jsonl");
+    let mut journal = teneral::journal::writer::Journal::open(&path)?;
+    let fields = serde_json::json!({"from": base, "to": silent});
+    journal.append_kernel(base, "mutation.accepted", fields)?;
+    Ok(())
 }
 
 fn kill_all(found: &[(u32, String)]) {
@@ -168,17 +186,29 @@ fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     }
 }
 
-fn round(spec: Option<&str>, trial_kind: bool, c: &mut Counts) -> TestResult {
-    let ind =
-        if trial_kind { trial_individual()? } else { Individual::with_mode("mutate", "", &[])? };
-    let what =
-        format!("{} {}", if trial_kind { "trial" } else { "talk" }, spec.unwrap_or("random"));
+/// The individuals the rounds reuse (a body is built once per commit).
+struct Subjects {
+    talk: Individual,
+    trial: (Individual, String, String),
+}
+
+fn round(spec: Option<&str>, trial_kind: bool, subjects: &Subjects, c: &mut Counts) -> TestResult {
+    let ind = if trial_kind {
+        let (ind, base, silent) = &subjects.trial;
+        promote_by_hand(ind, base, silent)?;
+        ind
+    } else {
+        &subjects.talk
+    };
+    let kind = if trial_kind { "trial" } else { "talk" };
+    let what = format!("{kind} {}", spec.unwrap_or("random"));
     let vars: Vec<(&str, &str)> =
         spec.map(|s| vec![("TENERAL_TEST_CRASH_AT", s)]).unwrap_or_default();
+    let log_before = ind.kernel_log().len();
     let mut kernel = ind.start_with(&vars)?;
     let mut written = Vec::new();
     let started = Instant::now();
-    let kill_after = Duration::from_millis(1000 + random_below(14_000));
+    let kill_after = Duration::from_millis(300 + random_below(6_000));
     if spec.is_none() {
         // A random moment, while the scenario runs.
         let pid = kernel.pid();
@@ -188,11 +218,10 @@ fn round(spec: Option<&str>, trial_kind: bool, c: &mut Counts) -> TestResult {
         });
     }
     if trial_kind {
-        trial(&ind, &mut kernel, &mut written);
+        trial(ind, &mut kernel, &mut written);
     } else {
-        talk(&ind, &mut kernel, &mut written);
+        talk(ind, &mut kernel, &mut written);
     }
-    let crashed = ind.kernel_log().contains("crash point ");
     if kernel.child.is_some() {
         if spec.is_none() && started.elapsed() < kill_after {
             std::thread::sleep(kill_after.saturating_sub(started.elapsed()));
@@ -201,36 +230,41 @@ fn round(spec: Option<&str>, trial_kind: bool, c: &mut Counts) -> TestResult {
         let _ = kernel.wait(Duration::from_secs(10));
     }
     c.tried += 1;
-    if crashed {
+    let log = ind.kernel_log();
+    if log.get(log_before.min(log.len())..).is_some_and(|l| l.contains("crash point ")) {
         c.hit += 1;
     }
     if spec.is_none() {
         c.random += 1;
     }
     // What the dead kernel started must be gone (the keeper's work).
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(1000));
     let left = processes_under(ind.path());
     if !left.is_empty() {
         c.leftover_processes += left.len();
         eprintln!("{what}: after the kill, left running: {left:?}");
         kill_all(&left);
     }
-    let starts = count(&ind, "kernel.started");
+    let starts = count(ind, "kernel.started");
+    let readies = count(ind, "generation.ready") + 1;
     let mut again = ind.start()?;
-    let readies = count(&ind, "generation.ready") + 1;
     let ready =
-        || count(&ind, "kernel.started") > starts && count(&ind, "generation.ready") >= readies;
-    until(&mut again, Duration::from_secs(60), ready);
+        || count(ind, "kernel.started") > starts && count(ind, "generation.ready") >= readies;
+    if !until(&mut again, Duration::from_secs(60), ready) {
+        let log = ind.kernel_log();
+        let tail: Vec<&str> = log.lines().rev().take(12).collect();
+        eprintln!("{what}: the restart did not become ready; its log ends:\n{tail:#?}");
+    }
     again.signal(15);
     let _ = again.wait(Duration::from_secs(20));
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(300));
     let left = processes_under(ind.path());
     if !left.is_empty() {
         c.leftover_processes += left.len();
         eprintln!("{what}: after a clean stop, left running: {left:?}");
         kill_all(&left);
     }
-    check(&ind, &written, c, &what);
+    check(ind, &written, c, &what);
     Ok(())
 }
 
@@ -254,8 +288,10 @@ fn kill_nine_suite() -> TestResult {
     }
     let mut c = Counts::default();
     let t0 = Instant::now();
+    let subjects =
+        Subjects { talk: Individual::with_mode("mutate", "", &[])?, trial: trial_individual()? };
     for (i, spec) in plan.iter().enumerate() {
-        round(spec.as_deref(), i % 2 == 1, &mut c)?;
+        round(spec.as_deref(), i % 2 == 1, &subjects, &mut c)?;
         eprintln!("bench-crash: {}/{} done ({:?})", i + 1, plan.len(), t0.elapsed());
     }
     println!(
