@@ -23,6 +23,8 @@ struct Counts {
     disagreements: usize,
     leftover_processes: usize,
     leftover_files: usize,
+    /// The named points the kernel died at.
+    reached: std::collections::BTreeSet<String>,
 }
 
 /// A number from the clock, for random moments (no need for more).
@@ -62,12 +64,9 @@ fn count(ind: &Individual, kind: &str) -> usize {
 /// A talk: the birth, a line, a mutation request the gate refuses at once
 /// (no such commit), another line.
 fn talk(ind: &Individual, kernel: &mut Kernel, written: &mut Vec<String>) {
-    // Ready, and past its birth turn when it has one to take.
+    // Ready (a birth turn, when it takes one, only adds a line).
     let readies = count(ind, "generation.ready");
-    let ready = || {
-        count(ind, "generation.ready") > readies
-            && (count(ind, "birth") == 0) == (count(ind, "turn.ended") == 0)
-    };
+    let ready = || count(ind, "generation.ready") > readies;
     if !until(kernel, Duration::from_secs(60), ready) {
         return;
     }
@@ -105,6 +104,59 @@ fn trial(ind: &Individual, kernel: &mut Kernel, written: &mut Vec<String>) {
 }
 
 /// An individual with a base generation and a silent one, and the two.
+/// A promotion that goes well: `base` promoted (from `silent`), on trial
+/// until it answers a line; then the owner sends it back.
+fn promoted(ind: &Individual, kernel: &mut Kernel, written: &mut Vec<String>) {
+    let readies = count(ind, "generation.ready");
+    if !until(kernel, Duration::from_secs(60), || count(ind, "generation.ready") > readies) {
+        return;
+    }
+    let replies = count(ind, "reply");
+    match teneral::owner::write_line(ind.path(), "how is the trial?") {
+        Ok(name) => written.push(name),
+        Err(_) => return,
+    }
+    if !until(kernel, Duration::from_secs(30), || count(ind, "reply") > replies) {
+        return;
+    }
+    let back = std::process::Command::new(teneralctl())
+        .args(["back", "--wait", "20", "--dir"])
+        .arg(ind.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let sent = count(ind, "generation.sentback");
+    until(kernel, Duration::from_secs(20), || count(ind, "generation.sentback") > sent);
+    if let Ok(mut back) = back {
+        let _ = back.kill();
+        let _ = back.wait();
+    }
+}
+
+/// Which scenario reaches a point (`None`: any).
+fn scenario_for(point: &str) -> Option<Scenario> {
+    match point.split('@').next().unwrap_or_default() {
+        "owner.journaled"
+        | "owner.removed"
+        | "request.journaled"
+        | "pending.saved"
+        | "verdict.journaled"
+        | "undecided.journaled" => Some(Scenario::Talk),
+        "trial.saved" | "rolledback.journaled" | "socket.removed" => Some(Scenario::Trial),
+        "trial.ended" | "sentback.journaled" | "switched" | "lineage.moved" => {
+            Some(Scenario::Promoted)
+        }
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scenario {
+    Talk,
+    Trial,
+    Promoted,
+}
+
 fn trial_individual() -> Result<(Individual, String, String), Box<dyn std::error::Error>> {
     let ind = Individual::new("", &["TENERAL_TEST_REPLY_SECONDS=1"])?;
     let base = ind.head()?;
@@ -192,16 +244,25 @@ struct Subjects {
     trial: (Individual, String, String),
 }
 
-fn round(spec: Option<&str>, trial_kind: bool, subjects: &Subjects, c: &mut Counts) -> TestResult {
-    let ind = if trial_kind {
-        let (ind, base, silent) = &subjects.trial;
-        promote_by_hand(ind, base, silent)?;
-        ind
-    } else {
-        &subjects.talk
+fn round(
+    spec: Option<&str>,
+    scenario: Scenario,
+    subjects: &Subjects,
+    c: &mut Counts,
+) -> TestResult {
+    let (trial_ind, base, silent) = &subjects.trial;
+    let ind = match scenario {
+        Scenario::Talk => &subjects.talk,
+        Scenario::Trial => {
+            promote_by_hand(trial_ind, base, silent)?;
+            trial_ind
+        }
+        Scenario::Promoted => {
+            promote_by_hand(trial_ind, silent, base)?;
+            trial_ind
+        }
     };
-    let kind = if trial_kind { "trial" } else { "talk" };
-    let what = format!("{kind} {}", spec.unwrap_or("random"));
+    let what = format!("{scenario:?} {}", spec.unwrap_or("random"));
     let vars: Vec<(&str, &str)> =
         spec.map(|s| vec![("TENERAL_TEST_CRASH_AT", s)]).unwrap_or_default();
     let log_before = ind.kernel_log().len();
@@ -217,10 +278,10 @@ fn round(spec: Option<&str>, trial_kind: bool, subjects: &Subjects, c: &mut Coun
             let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
         });
     }
-    if trial_kind {
-        trial(ind, &mut kernel, &mut written);
-    } else {
-        talk(ind, &mut kernel, &mut written);
+    match scenario {
+        Scenario::Talk => talk(ind, &mut kernel, &mut written),
+        Scenario::Trial => trial(ind, &mut kernel, &mut written),
+        Scenario::Promoted => promoted(ind, &mut kernel, &mut written),
     }
     if kernel.child.is_some() {
         if spec.is_none() && started.elapsed() < kill_after {
@@ -233,6 +294,9 @@ fn round(spec: Option<&str>, trial_kind: bool, subjects: &Subjects, c: &mut Coun
     let log = ind.kernel_log();
     if log.get(log_before.min(log.len())..).is_some_and(|l| l.contains("crash point ")) {
         c.hit += 1;
+        if let Some(name) = spec.and_then(|s| s.split('@').next()) {
+            c.reached.insert(name.to_owned());
+        }
     }
     if spec.is_none() {
         c.random += 1;
@@ -291,12 +355,20 @@ fn kill_nine_suite() -> TestResult {
     let subjects =
         Subjects { talk: Individual::with_mode("mutate", "", &[])?, trial: trial_individual()? };
     for (i, spec) in plan.iter().enumerate() {
-        round(spec.as_deref(), i % 2 == 1, &subjects, &mut c)?;
+        let any = [Scenario::Talk, Scenario::Trial, Scenario::Promoted][i % 3];
+        let scenario = spec.as_deref().and_then(scenario_for).unwrap_or(any);
+        round(spec.as_deref(), scenario, &subjects, &mut c)?;
         eprintln!("bench-crash: {}/{} done ({:?})", i + 1, plan.len(), t0.elapsed());
     }
     println!(
         "points tried: {} (at a named point: {}, random moments: {})",
         c.tried, c.hit, c.random
+    );
+    let missed: Vec<&str> = names.iter().copied().filter(|n| !c.reached.contains(*n)).collect();
+    println!(
+        "named points reached: {} of {}; not reached: {missed:?}",
+        c.reached.len(),
+        names.len()
     );
     println!("lines lost: {}", c.lines_lost);
     println!("lines duplicated: {}", c.lines_duplicated);
