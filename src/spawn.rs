@@ -192,6 +192,23 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
     Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
 }
 
+/// Starts `teneral keep-children <file>` with `stdin` as its stdin
+/// ([`groups`]). Not through [`spawn`]: the keeper must outlive the kernel,
+/// so it has no death signal, and a group of its own that no one else
+/// signals. Its exit is collected by the reaper like an adopted orphan's.
+fn start_keeper(file: &std::path::Path, stdin: OwnedFd) -> io::Result<()> {
+    let exe = std::env::current_exe()?;
+    Command::new(exe)
+        .arg("keep-children")
+        .arg(file)
+        .env_clear()
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+}
+
 fn stdio(out: Output) -> Stdio {
     match out {
         Output::Null => Stdio::null(),

@@ -316,6 +316,7 @@ impl Kernel {
     ) -> Result<Next, KernelError> {
         if !matches!(decision, Decision::Gate) {
             if let Some((candidate, seq)) = &requested {
+                self.state.pending = None;
                 answer_undecided(
                     &self.journal,
                     commit,

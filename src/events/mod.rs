@@ -230,6 +230,12 @@ impl Channel {
     fn owner_file(&self, name: &str, text: &str) -> Result<PathBuf, String> {
         check_owner_file_name(name)?;
         let path = self.home.join(OWNER_DIR).join(name);
+        let held = self.journal.lock().unwrap_or_else(|p| p.into_inner()).holds_owner_file(name);
+        if held {
+            // Journaled, and its removal failed: once is enough.
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("owner line {name}: already taken in; it is in the journal"));
+        }
         match std::fs::read(&path) {
             Ok(bytes) if bytes == text.as_bytes() => Ok(path),
             Ok(_) => Err(format!(

@@ -55,20 +55,7 @@ pub fn keep_groups(home: &Path) -> io::Result<()> {
     *guard = Some(Kept { file: file.clone(), live });
     drop(guard);
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let exe = std::env::current_exe()?;
-    // Not through `spawn`: the keeper must outlive the kernel, so it has
-    // no death signal, and a group of its own that no one else signals.
-    let mut cmd = std::process::Command::new(exe);
-    use std::os::unix::process::CommandExt;
-    cmd.arg("keep-children")
-        .arg(&file)
-        .env_clear()
-        .stdin(std::process::Stdio::from(read))
-        .stdout(std::process::Stdio::null())
-        .process_group(0);
-    let child = cmd.spawn()?;
-    // Its exit is collected by the reaper like an adopted orphan's.
-    drop(child);
+    super::start_keeper(&file, read)?;
     let _ = keeper_pipe().set(write);
     Ok(())
 }

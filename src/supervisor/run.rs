@@ -145,6 +145,7 @@ impl Kernel {
         }
         if matches!(end, RunEnd::AskedToStop | RunEnd::SentBack { .. }) {
             if let Some((candidate, seq)) = requested.take() {
+                self.state.pending = None;
                 let why = "the body was stopped before it handed the commit over";
                 answer_undecided(&self.journal, commit, &candidate, Some(seq), why);
             }
