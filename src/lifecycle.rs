@@ -15,8 +15,10 @@
 //!   lasted the long-run threshold before it ended;
 //! - a generation on trial (just promoted, no reply yet) fails at once when
 //!   it exits before ready, is not ready in time, or is silent past the
-//!   first-reply window after it was ready; an interrupt gives that window
-//!   anew;
+//!   first-reply window after it was first ready; an interrupt gives that
+//!   window anew. The window's end ([`Lifecycle::reply_due`]) belongs to the
+//!   trial, not to one run: the supervisor keeps it on disk, and a trial
+//!   resumed after a restart ([`Lifecycle::resume_trial`]) keeps its end;
 //! - a failed generation is rolled back when there is one to go back to,
 //!   else the supervisor stops and says why.
 
@@ -93,14 +95,14 @@ pub struct Lifecycle {
     crashes_in_row: u32,
     restarts: u32,
     run: Option<Run>,
+    /// On trial and ready once: when the first reply is due.
+    reply_due: Option<Instant>,
 }
 
 #[derive(Debug, Clone)]
 struct Run {
     started: Instant,
     ready: bool,
-    /// While on trial and ready: when the first-reply window began.
-    silence_since: Option<Instant>,
     /// Why the kernel killed this run, if it did.
     killed_for: Option<String>,
 }
@@ -108,12 +110,32 @@ struct Run {
 impl Lifecycle {
     /// A generation that is already established (not on trial).
     pub fn new(windows: Windows, can_roll_back: bool) -> Self {
-        Self { windows, on_trial: false, can_roll_back, crashes_in_row: 0, restarts: 0, run: None }
+        Self {
+            windows,
+            on_trial: false,
+            can_roll_back,
+            crashes_in_row: 0,
+            restarts: 0,
+            run: None,
+            reply_due: None,
+        }
     }
 
     /// A generation just promoted: on trial until its first reply.
     pub fn on_trial(windows: Windows, can_roll_back: bool) -> Self {
         Self { on_trial: true, ..Self::new(windows, can_roll_back) }
+    }
+
+    /// A trial that began before a restart of the kernel: its first reply
+    /// is due at `reply_due` when it was ever ready (a time already past
+    /// fails the generation at its next deadline).
+    pub fn resume_trial(windows: Windows, can_roll_back: bool, reply_due: Option<Instant>) -> Self {
+        Self { reply_due, ..Self::on_trial(windows, can_roll_back) }
+    }
+
+    /// While on trial: when its first reply is due, once it was ready.
+    pub fn reply_due(&self) -> Option<Instant> {
+        self.reply_due.filter(|_| self.on_trial)
     }
 
     pub fn is_on_trial(&self) -> bool {
@@ -130,41 +152,39 @@ impl Lifecycle {
         if run.killed_for.is_some() {
             return None;
         }
+        let due = self.reply_due();
         if !run.ready {
-            return Some(run.started + self.windows.ready);
+            let ready_by = run.started + self.windows.ready;
+            return Some(due.map_or(ready_by, |due| due.min(ready_by)));
         }
-        run.silence_since.map(|since| since + self.windows.first_reply)
+        due
     }
 
     /// Takes in what happened at `now` and says what to do.
     pub fn on(&mut self, input: Input, now: Instant) -> Decision {
         match input {
             Input::Started => {
-                self.run =
-                    Some(Run { started: now, ready: false, silence_since: None, killed_for: None });
+                self.run = Some(Run { started: now, ready: false, killed_for: None });
                 Decision::Wait
             }
             Input::Ready => {
-                let on_trial = self.on_trial;
                 if let Some(run) = self.run.as_mut() {
                     run.ready = true;
-                    run.silence_since = on_trial.then_some(now);
+                    if self.on_trial && self.reply_due.is_none() {
+                        self.reply_due = Some(now + self.windows.first_reply);
+                    }
                 }
                 Decision::Wait
             }
             Input::Replied => {
                 self.on_trial = false;
+                self.reply_due = None;
                 self.crashes_in_row = 0;
-                if let Some(run) = self.run.as_mut() {
-                    run.silence_since = None;
-                }
                 Decision::Wait
             }
             Input::Interrupted => {
-                if let Some(run) = self.run.as_mut() {
-                    if run.silence_since.is_some() {
-                        run.silence_since = Some(now);
-                    }
+                if self.run.as_ref().is_some_and(|r| r.ready) && self.reply_due().is_some() {
+                    self.reply_due = Some(now + self.windows.first_reply);
                 }
                 Decision::Wait
             }
@@ -179,11 +199,15 @@ impl Lifecycle {
             return Decision::Wait;
         }
         let ready_secs = self.windows.ready.as_secs();
+        let reply_secs = self.windows.first_reply.as_secs();
+        let due = self.reply_due();
         let Some(run) = self.run.as_mut() else { return Decision::Wait };
         let reason = if run.ready {
+            format!("no reply within {reply_secs} s of becoming ready after its promotion")
+        } else if due.is_some_and(|due| due <= now && due < run.started + self.windows.ready) {
             format!(
-                "no reply within {} s of becoming ready after its promotion",
-                self.windows.first_reply.as_secs()
+                "not ready again before its trial's first reply was due ({reply_secs} s after \
+                 it was first ready)"
             )
         } else {
             format!("not ready within {ready_secs} s")
@@ -204,8 +228,7 @@ impl Lifecycle {
             (None, None) if !run.ready => "was killed by a signal before it was ready".to_owned(),
             (None, None) => "was killed by a signal".to_owned(),
         };
-        if self.on_trial && (!run.ready || run.silence_since.is_some() && run.killed_for.is_some())
-        {
+        if self.on_trial && (!run.ready || run.killed_for.is_some()) {
             return self.fail(format!("the new generation {what}"));
         }
         if now.duration_since(run.started) >= self.windows.long_run {
@@ -232,173 +255,4 @@ impl Lifecycle {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use Decision::*;
-    use Input::*;
-
-    const W: Windows = Windows {
-        ready: Duration::from_secs(60),
-        first_reply: Duration::from_secs(600),
-        backoff_unit: Duration::from_secs(1),
-        long_run: Duration::from_secs(3600),
-    };
-
-    /// Feeds `(seconds since the start, input)` pairs and returns the last decision.
-    fn run(mut life: Lifecycle, steps: &[(u64, Input)]) -> (Decision, Lifecycle) {
-        let t0 = Instant::now();
-        let mut last = Wait;
-        for (secs, input) in steps {
-            last = life.on(input.clone(), t0 + Duration::from_secs(*secs));
-        }
-        (last, life)
-    }
-
-    fn crash() -> Input {
-        Exited { code: Some(1) }
-    }
-
-    fn starts(n: usize) -> Vec<(u64, Input)> {
-        let mut steps = Vec::new();
-        for i in 0..n {
-            let t = i as u64 * 10;
-            steps.push((t, Started));
-            steps.push((t + 1, Ready));
-            steps.push((t + 2, crash()));
-        }
-        steps
-    }
-
-    #[test]
-    fn backoff_grows_by_one_unit_per_crash_in_a_row() {
-        let table = [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))];
-        for (crashes, want) in table {
-            let (d, _) = run(Lifecycle::new(W, false), &starts(crashes));
-            assert!(matches!(d, Restart { after, .. } if after == want), "{crashes}: {d:?}");
-        }
-    }
-
-    #[test]
-    fn third_crash_in_a_row_fails() {
-        let (d, _) = run(Lifecycle::new(W, false), &starts(3));
-        assert!(
-            matches!(&d, Stop { reason } if reason.starts_with("three crashes in a row")),
-            "{d:?}"
-        );
-        let (d, _) = run(Lifecycle::new(W, true), &starts(3));
-        assert!(matches!(&d, RollBack { reason } if reason.contains("three crashes")), "{d:?}");
-    }
-
-    #[test]
-    fn a_reply_ends_the_row_but_restarts_add_up() {
-        let mut steps = Vec::new();
-        for i in 0..11u64 {
-            let t = i * 100;
-            steps.extend([(t, Started), (t + 1, Ready), (t + 2, Replied), (t + 3, crash())]);
-        }
-        let (d, life) = run(Lifecycle::new(W, false), &steps[..steps.len() - 4]);
-        assert!(matches!(d, Restart { after, .. } if after == Duration::from_secs(1)), "{d:?}");
-        assert_eq!(life.restarts(), 10);
-        let (d, _) = run(Lifecycle::new(W, false), &steps);
-        assert!(
-            matches!(&d, Stop { reason } if reason.starts_with("more than ten restarts")),
-            "{d:?}"
-        );
-    }
-
-    #[test]
-    fn an_hour_long_run_gives_the_restarts_back() {
-        let mut steps = Vec::new();
-        for i in 0..10u64 {
-            let t = i * 100;
-            steps.extend([(t, Started), (t + 1, Ready), (t + 2, Replied), (t + 3, crash())]);
-        }
-        steps.extend([(2000, Started), (2001, Ready), (2002, Replied), (2000 + 3600, crash())]);
-        let (d, life) = run(Lifecycle::new(W, false), &steps);
-        assert!(matches!(d, Restart { .. }), "{d:?}");
-        assert_eq!(life.restarts(), 1);
-    }
-
-    #[test]
-    fn not_ready_in_time_is_killed_then_counted() {
-        let life = Lifecycle::new(W, false);
-        assert_eq!(run(life.clone(), &[(0, Started), (59, Deadline)]).0, Wait);
-        let (d, life) = run(life, &[(0, Started), (60, Deadline)]);
-        assert_eq!(d, Kill { reason: "not ready within 60 s".into() });
-        assert_eq!(life.deadline(), None);
-        let (d, _) = run(life, &[(61, Exited { code: None })]);
-        assert!(matches!(&d, Restart { reason, .. } if reason == "not ready within 60 s"), "{d:?}");
-    }
-
-    #[test]
-    fn deadline_is_the_ready_window_then_none() {
-        let t0 = Instant::now();
-        let mut life = Lifecycle::new(W, false);
-        assert_eq!(life.deadline(), None);
-        life.on(Started, t0);
-        assert_eq!(life.deadline(), Some(t0 + W.ready));
-        life.on(Ready, t0 + Duration::from_secs(1));
-        assert_eq!(life.deadline(), None);
-    }
-
-    #[test]
-    fn trial_rules() {
-        type Case = (&'static str, Vec<(u64, Input)>, &'static str);
-        let table: [Case; 4] = [
-            (
-                "exit before ready",
-                vec![(0, Started), (5, crash())],
-                "exited with status 1 before it was ready",
-            ),
-            (
-                "not ready in time",
-                vec![(0, Started), (60, Deadline), (61, Exited { code: None })],
-                "not ready within 60 s",
-            ),
-            (
-                "silent after ready",
-                vec![(0, Started), (1, Ready), (601, Deadline), (602, Exited { code: None })],
-                "no reply within 600 s",
-            ),
-            (
-                "interrupt renews the window",
-                vec![
-                    (0, Started),
-                    (1, Ready),
-                    (500, Interrupted),
-                    (1100, Deadline),
-                    (1101, Exited { code: None }),
-                ],
-                "no reply within 600 s",
-            ),
-        ];
-        for (name, steps, want) in table {
-            let (d, _) = run(Lifecycle::on_trial(W, true), &steps);
-            assert!(matches!(&d, RollBack { reason } if reason.contains(want)), "{name}: {d:?}");
-        }
-        let (d, _) = run(
-            Lifecycle::on_trial(W, true),
-            &[(0, Started), (1, Ready), (500, Interrupted), (700, Deadline)],
-        );
-        assert_eq!(d, Wait, "the interrupt at 500 s moved the deadline to 1100 s");
-    }
-
-    #[test]
-    fn a_reply_ends_the_trial() {
-        let steps = [(0, Started), (1, Ready), (2, Replied), (3, crash())];
-        let (d, life) = run(Lifecycle::on_trial(W, true), &steps);
-        assert!(matches!(d, Restart { .. }), "{d:?}");
-        assert!(!life.is_on_trial());
-    }
-
-    #[test]
-    fn exit_75_after_ready_goes_to_the_gate() {
-        let (d, _) = run(
-            Lifecycle::new(W, false),
-            &[(0, Started), (1, Ready), (2, Exited { code: Some(75) })],
-        );
-        assert_eq!(d, Gate);
-        let (d, _) = run(Lifecycle::new(W, false), &[(0, Started), (2, Exited { code: Some(75) })]);
-        assert!(matches!(d, Restart { .. }), "only a ready generation may mutate: {d:?}");
-    }
-}
+mod tests;

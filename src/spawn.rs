@@ -11,6 +11,13 @@
 //! kernel never started (adopted orphans) are collected and dropped. Nothing
 //! else in the kernel may wait for a child (no `std::process::Child::wait`,
 //! no `tokio::process`), or it would race the reaper.
+//!
+//! Death with the kernel reaches a child but not its own children; the
+//! groups are listed so that none outlives the kernel ([`groups`]).
+
+mod groups;
+
+pub use groups::{keep_groups, keeper_main, sweep_leftover_groups, CHILDREN_PATH};
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -151,8 +158,10 @@ fn exit_of(status: WaitStatus) -> Exit {
 fn deliver(pid: i32, exit: Exit) {
     // An adopted orphan has no waiter; its exit is dropped. A child of ours
     // is always registered before the reaper can see it (spawn holds the lock).
-    if let Some(tx) = lock_registry().remove(&pid) {
+    let waiter = lock_registry().remove(&pid);
+    if let Some(tx) = waiter {
         let _ = tx.send(exit);
+        groups::ended(pid as u32);
     }
 }
 
@@ -175,10 +184,29 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
     let mut child = cmd.spawn()?;
     let pid = child.id();
     reg.insert(pid as i32, tx);
+    // Listed before the reaper can see it end (it waits for the registry).
+    groups::started(pid);
     drop(reg);
     let stdout = if want_out { child.stdout.take().map(receiver).transpose()? } else { None };
     let stderr = if want_err { child.stderr.take().map(receiver).transpose()? } else { None };
     Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
+}
+
+/// Starts `teneral keep-children <file>` with `stdin` as its stdin
+/// ([`groups`]). Not through [`spawn`]: the keeper must outlive the kernel,
+/// so it has no death signal, and a group of its own that no one else
+/// signals. Its exit is collected by the reaper like an adopted orphan's.
+fn start_keeper(file: &std::path::Path, stdin: OwnedFd) -> io::Result<()> {
+    let exe = std::env::current_exe()?;
+    Command::new(exe)
+        .arg("keep-children")
+        .arg(file)
+        .env_clear()
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
 }
 
 fn stdio(out: Output) -> Stdio {

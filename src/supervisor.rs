@@ -15,7 +15,9 @@
 //! READY=1 goes to systemd once the journal and the owner's channel are open.
 
 mod model;
+mod reconcile;
 mod run;
+mod start;
 mod verdict;
 mod warm;
 
@@ -107,28 +109,26 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     if let Some(body) = state.body.take() {
         runner.stop_leftover(&body).await;
     }
+    spawn::sweep_leftover_groups(&home);
+    start::sweep_files(&home);
     let git = repo::open(&home)?;
     let commit = match &state.generation {
         Some(hex) => repo::commit_id(&git, &home, hex)?,
         None => repo::head_commit(&git, &home)?,
     };
     repo::ensure_lineage(&git, &home, commit)?;
-    let commit = commit.to_string();
-    state.generation = Some(commit.clone());
+    state.generation = Some(commit.to_string());
     state.stopped = None;
+    let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
+    // Written ahead, finished here: what the last kernel began and a kill
+    // cut short is done (or answered) before anything new begins.
+    start::reconcile_at_start(&home, &git, &mut state, &journal)?;
+    let commit = state.generation.clone().unwrap_or_default();
     log::set_commit(&commit);
     status.set_generation(&commit);
-    let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     kernel_event(&journal, &commit, "kernel.started", json!({"pid": std::process::id()}));
-    if let Some(candidate) = state.pending.take() {
-        answer_undecided(
-            &journal,
-            &commit,
-            &candidate,
-            "the kernel stopped while it checked this commit",
-        );
-    }
     state.save(&home)?;
+    spawn::keep_groups(&home).map_err(io("cannot start the keeper of the kernel's children"))?;
     log::info(format!("supervising {} at generation {}", home.display(), short(&commit)));
     // The journal and the owner's channel are open: lines sent from now on
     // are taken in, so the kernel counts as serving.
@@ -217,14 +217,10 @@ impl Kernel {
     /// Runs generations until asked to stop or the rules give up. Every
     /// step ends in a [`Next`], followed here and only here.
     async fn supervise(&mut self) -> Result<(i32, String), KernelError> {
-        let mut trial = false;
         loop {
-            match self.generation(trial).await? {
+            match self.generation().await? {
                 Next::End(status, reason) => return Ok((status, reason)),
-                Next::Switch { to, trial: promoted } => {
-                    self.switch(&to, promoted)?;
-                    trial = promoted;
-                }
+                Next::Switch { to, trial } => self.switch(&to, trial)?,
                 Next::Same => {}
             }
         }
@@ -232,7 +228,7 @@ impl Kernel {
 
     /// Builds the current generation and runs it until something other than
     /// starting it again follows.
-    async fn generation(&mut self, trial: bool) -> Result<Next, KernelError> {
+    async fn generation(&mut self) -> Result<Next, KernelError> {
         let commit = self.current();
         let oid = repo::commit_id(&self.git, &self.home, &commit)?;
         let live = repo::reset_live(&self.git, &self.home, oid)?;
@@ -258,10 +254,18 @@ impl Kernel {
         let body_key = random_key()?;
         let model_url = self.model.url_for(&body_key, &self.settings).await?;
         let can_roll_back = self.state.previous.is_some();
-        let mut life = if trial {
-            Lifecycle::on_trial(self.windows(), can_roll_back)
-        } else {
-            Lifecycle::new(self.windows(), can_roll_back)
+        // A trial is the state's, so it outlives the kernel: its due time is
+        // wall clock, turned into this kernel's monotonic clock here.
+        let trial = self.state.trial.as_ref().filter(|t| t.commit == commit);
+        let mut life = match trial {
+            Some(t) => {
+                let due = t.reply_by.map(|ms| {
+                    let left = ms.saturating_sub(crate::state::unix_ms_now());
+                    std::time::Instant::now() + Duration::from_millis(left)
+                });
+                Lifecycle::resume_trial(self.windows(), can_roll_back, due)
+            }
+            None => Lifecycle::new(self.windows(), can_roll_back),
         };
         for run in 1.. {
             repo::reset_live(&self.git, &self.home, oid)?;
@@ -288,6 +292,7 @@ impl Kernel {
                         "generation.sentback",
                         json!({"from": commit, "to": to, "by": "owner"}),
                     );
+                    crate::crash::point("sentback.journaled");
                     Next::Switch { to, trial: false }
                 }
                 RunEnd::Decided { decision, requested, tail } => {
@@ -306,15 +311,17 @@ impl Kernel {
         &mut self,
         commit: &str,
         decision: Decision,
-        requested: Option<String>,
+        requested: Option<(String, u64)>,
         tail: String,
     ) -> Result<Next, KernelError> {
         if !matches!(decision, Decision::Gate) {
-            if let Some(candidate) = &requested {
+            if let Some((candidate, seq)) = &requested {
+                self.state.pending = None;
                 answer_undecided(
                     &self.journal,
                     commit,
                     candidate,
+                    Some(*seq),
                     "the body ended before it could hand the commit over",
                 );
             }

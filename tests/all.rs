@@ -6,6 +6,7 @@ mod back;
 mod cage;
 mod channel;
 mod common;
+mod crash;
 mod egress;
 mod fetch;
 mod gate;

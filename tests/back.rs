@@ -85,6 +85,7 @@ fn back_with_the_kernel_down_goes_to_the_generation_before_and_stays_down() -> T
         stopped: Some(stopped.clone()),
         pending: None,
         refused: None,
+        trial: None,
     };
     state.save(ind.path())?;
 

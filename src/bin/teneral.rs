@@ -64,6 +64,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Print the kernel's named durability points, one a line (for
+    /// TENERAL_TEST_CRASH_AT=<name>[@<n>], which kills the kernel there).
+    CrashPoints,
+    /// Kill what is left of the process groups FILE lists once stdin ends
+    /// (the kernel starts this keeper; its stdin ends with the kernel).
+    #[command(hide = true)]
+    KeepChildren { file: PathBuf },
     /// Run the kernel's event channel alone, for testing a body against it.
     #[command(hide = true)]
     ServeEvents {
@@ -85,6 +92,18 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
     let cli = Cli::parse();
+    match &cli.command {
+        Command::KeepChildren { file } => {
+            return ExitCode::from(u8::try_from(teneral::spawn::keeper_main(file)).unwrap_or(1))
+        }
+        Command::CrashPoints => {
+            for (name, what) in teneral::crash::POINTS {
+                println!("{name}\t{what}");
+            }
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -108,6 +127,7 @@ fn main() -> ExitCode {
             }
             // Dispatched before parsing, in main; never reached.
             Command::Confine { .. } => Ok(teneral::confine::EXIT_USAGE),
+            Command::KeepChildren { .. } | Command::CrashPoints => Ok(0),
             Command::ServeEvents { socket, home, commit } => {
                 teneral::events::serve_alone(&socket, &home, &commit).await?;
                 Ok(0)

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 
 pub use admit::{Admit, Peer, Refusal};
 pub use bounds::Bounds;
-pub use socket::{bind, home_id, socket_path, SOCKET_DIR_VAR};
+pub use socket::{bind, home_id, socket_path, sweep_stale, SOCKET_DIR_VAR};
 
 use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
 use crate::journal::writer::Journal;
@@ -55,8 +55,11 @@ pub enum Seen {
     Thinking,
     /// It runs the tool of this name.
     Tool(String),
+    /// A `mutation.requested`, journaled with this `seq`: its verdict
+    /// names the request by it.
     MutationRequested {
         candidate: String,
+        seq: u64,
     },
 }
 
@@ -228,7 +231,14 @@ impl Channel {
     fn owner_file(&self, name: &str, text: &str) -> Result<PathBuf, String> {
         check_owner_file_name(name)?;
         let path = self.home.join(OWNER_DIR).join(name);
-        match std::fs::read(&path) {
+        let held = self.journal.lock().unwrap_or_else(|p| p.into_inner()).holds_owner_file(name);
+        if held {
+            // Journaled, and its removal failed: once is enough.
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("owner line {name}: already taken in; it is in the journal"));
+        }
+        // Beneath the owner's directory, no link followed, a regular file only.
+        match crate::owner::read_file(&self.home, name) {
             Ok(bytes) if bytes == text.as_bytes() => Ok(path),
             Ok(_) => Err(format!(
                 "owner line {name}: the text sent is not what the owner wrote; send the file's content exactly"
@@ -254,18 +264,29 @@ impl Channel {
             }
         };
         if let Some(path) = owner_file {
-            if let Err(e) = std::fs::remove_file(path) {
-                log::info(format!(
+            crate::crash::point("owner.journaled");
+            // A line whose file outlives this (a crash right here) is found
+            // by the next start in the journal, and its file removed there.
+            let removed = std::fs::remove_file(path).and_then(|()| match path.parent() {
+                Some(dir) => crate::fsutil::sync_dir(dir),
+                None => Ok(()),
+            });
+            match removed {
+                Ok(()) => crate::crash::point("owner.removed"),
+                Err(e) => log::info(format!(
                     "journaled owner line {} but could not remove it: {e}",
                     path.display()
-                ));
+                )),
             }
         }
-        self.tell(&kind, event);
+        if kind == "mutation.requested" {
+            crate::crash::point("request.journaled");
+        }
+        self.tell(&kind, event, seq);
         json!({"ok": true, "seq": seq})
     }
 
-    fn tell(&self, kind: &str, event: &Map<String, Value>) {
+    fn tell(&self, kind: &str, event: &Map<String, Value>, seq: u64) {
         let text = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         let seen = match kind {
             "generation.ready" => Some(Seen::Ready),
@@ -276,7 +297,9 @@ impl Channel {
             }
             "turn.interrupted" => Some(Seen::Interrupted),
             "turn.ended" => Some(Seen::TurnEnded),
-            "mutation.requested" => Some(Seen::MutationRequested { candidate: text("candidate") }),
+            "mutation.requested" => {
+                Some(Seen::MutationRequested { candidate: text("candidate"), seq })
+            }
             "tool.call" => {
                 log::agent("tool", kind, text("name"));
                 Some(Seen::Tool(text("name")))

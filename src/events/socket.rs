@@ -25,6 +25,39 @@ const MAX_SOCKET_PATH: usize = 107;
 /// `connect` there and nowhere else.
 pub fn socket_path(home: &Path, commit: &str, run: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
+    let dir = sockets_dir(home)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    let mut random = [0u8; 6];
+    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let short = crate::commit::short(commit);
+    Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
+}
+
+/// Removes the event sockets a kernel of the individual at `home` left
+/// behind (killed before it could remove them), hidden ones included; call
+/// holding the individual's lock, before the first run. Returns how many.
+pub fn sweep_stale(home: &Path) -> std::io::Result<usize> {
+    let dir = sockets_dir(home)?;
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let bare = name.strip_prefix('.').unwrap_or(&name);
+        if bare.starts_with("ev-") && bare.ends_with(".sock") {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// The directory of the individual's event sockets (see [`socket_path`]).
+fn sockets_dir(home: &Path) -> std::io::Result<PathBuf> {
     // A kernel under test in a gate's check is given a short name that leads
     // into the check's own cache (see `gate::socket_dir`): /tmp is not the
     // check's to write.
@@ -37,12 +70,7 @@ pub fn socket_path(home: &Path, commit: &str, run: &str) -> std::io::Result<Path
             base.join(home_id(home))
         }
     };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let mut random = [0u8; 6];
-    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    let short = crate::commit::short(commit);
-    Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
+    Ok(dir)
 }
 
 /// Makes `dir` if missing and checks it is a directory of `uid` that no one
@@ -87,5 +115,6 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     }
     let listener = UnixListener::bind(&hidden)?;
     std::fs::rename(&hidden, path)?;
+    crate::crash::point("socket.bound");
     Ok(listener)
 }

@@ -9,20 +9,21 @@ use std::time::Instant;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::verdict::answer_undecided;
 use super::Kernel;
 use crate::events::{self, kernel_event, Channel, Seen};
 use crate::generation::{self, Start};
 use crate::lifecycle::{Decision, Input, Lifecycle};
 use crate::runner::Limits;
-use crate::state::BodyProcess;
+use crate::state::{unix_ms_now, BodyProcess};
 use crate::status::Doing;
 use crate::{log, spawn};
 
 /// How one run ended.
 pub enum RunEnd {
     /// The rules decided; `requested` is the mutation the body asked for in
-    /// this run, if any; `tail` is the end of its stderr.
-    Decided { decision: Decision, requested: Option<String>, tail: String },
+    /// this run, if any, with its `seq`; `tail` is the end of its stderr.
+    Decided { decision: Decision, requested: Option<(String, u64)>, tail: String },
     /// SIGTERM or SIGINT: the body is stopped, the kernel ends.
     AskedToStop,
     /// The owner asked to go back to `to` (SIGHUP with a request); the body is stopped.
@@ -82,6 +83,7 @@ impl Kernel {
         }
         self.state.body = Some(BodyProcess { pid, start_time, unit: unit.clone() });
         self.state.save(&self.home)?;
+        crate::crash::point("body.recorded");
         let mut started = json!({"pid": pid, "events": socket.to_string_lossy()});
         if let Some(unit) = &unit {
             started["unit"] = json!(unit);
@@ -91,6 +93,7 @@ impl Kernel {
 
         let grace = self.settings.timing.stop_grace;
         let mut requested = None;
+        let mut kept_due = life.reply_due();
         let end = loop {
             let deadline = life.deadline();
             let sleep = async move {
@@ -103,20 +106,22 @@ impl Kernel {
                 biased;
                 Some(event) = seen.recv() => {
                     if let Some(doing) = event.doing() { self.status.set(doing); }
-                    see(event, life, &mut requested);
+                    self.see(event, commit, life, &mut requested)?;
+                    self.keep_trial(life, &mut kept_due)?;
                 }
                 ended = body.wait() => {
                     // Events the body sent before it ended count first.
                     while let Ok(event) = seen.try_recv() {
-                        see(event, life, &mut requested);
+                        self.see(event, commit, life, &mut requested)?;
                     }
+                    self.keep_trial(life, &mut kept_due)?;
                     let exit = ended.exit;
                     kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string(), "result": ended.result}));
                     let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
                     let decision = life.on(Input::Exited { code }, Instant::now());
                     // A cage step that failed says which, before the body's own words.
                     let cage = ended.cage_step().map(|d| format!("{d}\n")).unwrap_or_default();
-                    break RunEnd::Decided { decision, requested, tail: format!("{cage}{}", body.stderr_tail()) };
+                    break RunEnd::Decided { decision, requested: requested.take(), tail: format!("{cage}{}", body.stderr_tail()) };
                 }
                 () = sleep => {
                     if let Decision::Kill { reason } = life.on(Input::Deadline, Instant::now()) {
@@ -135,10 +140,78 @@ impl Kernel {
             }
         };
         server.abort();
-        let _ = std::fs::remove_file(&socket);
+        if std::fs::remove_file(&socket).is_ok() {
+            crate::crash::point("socket.removed");
+        }
+        if matches!(end, RunEnd::AskedToStop | RunEnd::SentBack { .. }) {
+            if let Some((candidate, seq)) = requested.take() {
+                self.state.pending = None;
+                let why = "the body was stopped before it handed the commit over";
+                answer_undecided(&self.journal, commit, &candidate, Some(seq), why);
+            }
+        }
         self.state.body = None;
         self.state.save(&self.home)?;
         Ok(end)
+    }
+
+    /// Feeds what the channel saw into the rules. A mutation request is
+    /// kept in the state at once (the journal already holds it); one that
+    /// replaces another still unanswered answers that one.
+    fn see(
+        &mut self,
+        event: Seen,
+        commit: &str,
+        life: &mut Lifecycle,
+        requested: &mut Option<(String, u64)>,
+    ) -> Result<(), super::KernelError> {
+        let input = match event {
+            Seen::Ready => Input::Ready,
+            Seen::Replied => Input::Replied,
+            Seen::Interrupted => Input::Interrupted,
+            Seen::MutationRequested { candidate, seq } => {
+                if let Some((before, seq)) = requested.take() {
+                    let why = "the body asked for another commit after it";
+                    answer_undecided(&self.journal, commit, &before, Some(seq), why);
+                }
+                self.state.pending = Some(candidate.clone());
+                *requested = Some((candidate, seq));
+                self.state.save(&self.home)?;
+                crate::crash::point("pending.saved");
+                return Ok(());
+            }
+            Seen::OwnerLine | Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) => return Ok(()),
+        };
+        life.on(input, Instant::now());
+        Ok(())
+    }
+
+    /// Keeps the trial's end on disk: when its first reply is due (wall
+    /// clock, so a restart keeps it), and that it is over after a reply.
+    fn keep_trial(
+        &mut self,
+        life: &Lifecycle,
+        kept: &mut Option<Instant>,
+    ) -> Result<(), super::KernelError> {
+        let Some(trial) = self.state.trial.as_mut() else { return Ok(()) };
+        if !life.is_on_trial() {
+            self.state.trial = None;
+            self.state.save(&self.home)?;
+            crate::crash::point("trial.ended");
+            return Ok(());
+        }
+        let due = life.reply_due();
+        if due == *kept {
+            return Ok(());
+        }
+        *kept = due;
+        trial.reply_by = due.map(|due| {
+            let left = due.saturating_duration_since(Instant::now());
+            unix_ms_now() + left.as_millis() as u64
+        });
+        self.state.save(&self.home)?;
+        crate::crash::point("trial.saved");
+        Ok(())
     }
 }
 
@@ -148,19 +221,4 @@ impl Kernel {
         self.status.set(Doing::Stopping);
         self.status.stopping();
     }
-}
-
-/// Feeds what the channel saw into the rules.
-fn see(event: Seen, life: &mut Lifecycle, requested: &mut Option<String>) {
-    let input = match event {
-        Seen::Ready => Input::Ready,
-        Seen::Replied => Input::Replied,
-        Seen::Interrupted => Input::Interrupted,
-        Seen::MutationRequested { candidate } => {
-            *requested = Some(candidate);
-            return;
-        }
-        Seen::OwnerLine | Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) => return,
-    };
-    life.on(input, Instant::now());
 }

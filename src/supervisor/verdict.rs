@@ -9,23 +9,32 @@ use crate::commit::short;
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
 use crate::lifecycle::{after_refusal, AfterRefusal};
-use crate::state::Refused;
+use crate::state::{Refused, Trial};
 use crate::status::Doing;
 use crate::{back_request as back, log, repo};
 
 /// Tells the agent a mutation it asked for got no verdict, so it asks again.
-pub(super) fn answer_undecided(journal: &SharedJournal, commit: &str, candidate: &str, why: &str) {
+/// `request` is the `seq` of its `mutation.requested`.
+pub(super) fn answer_undecided(
+    journal: &SharedJournal,
+    commit: &str,
+    candidate: &str,
+    request: Option<u64>,
+    why: &str,
+) {
     kernel_event(
         journal,
         commit,
         "mutation.rejected",
         json!({
             "candidate": candidate,
+            "request": request,
             "check": "undecided",
             "undecided": true,
             "output": format!("nothing was decided about {}: {why}; ask again", short(candidate)),
         }),
     );
+    crate::crash::point("undecided.journaled");
 }
 
 impl Kernel {
@@ -49,6 +58,7 @@ impl Kernel {
                     "generation.rolledback",
                     json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
                 );
+                crate::crash::point("rolledback.journaled");
                 Ok(Next::Switch { to, trial: false })
             }
             None => {
@@ -65,18 +75,26 @@ impl Kernel {
         }
     }
 
-    /// Makes `to` the generation. After a promotion the one before it is kept
-    /// to go back to; after going back there is none (one step, not a history).
+    /// Makes `to` the generation, after the journal says so (the start
+    /// finishes a switch a crash cut short: [`super::reconcile`]). After a
+    /// promotion the one before it is kept to go back to, and `to` is on
+    /// trial; after going back there is none (one step, not a history).
     pub(super) fn switch(&mut self, to: &str, promoted: bool) -> Result<(), KernelError> {
         let from = self.current();
+        let oid = repo::commit_id(&self.git, &self.home, to)?;
         self.state.pending = None;
         self.state.previous = if promoted { Some(from) } else { None };
         self.state.generation = Some(to.to_owned());
+        self.state.trial = promoted.then(|| Trial { commit: to.to_owned(), reply_by: None });
+        if promoted {
+            self.state.refused = None;
+        }
+        self.state.save(&self.home)?;
+        crate::crash::point("switched");
         log::set_commit(to);
         self.status.set_generation(to);
-        let oid = repo::commit_id(&self.git, &self.home, to)?;
         repo::move_lineage(&self.git, &self.home, oid)?;
-        self.state.save(&self.home)?;
+        crate::crash::point("lineage.moved");
         Ok(())
     }
 
@@ -84,9 +102,9 @@ impl Kernel {
     pub(super) async fn mutation(
         &mut self,
         commit: &str,
-        requested: Option<String>,
+        requested: Option<(String, u64)>,
     ) -> Result<Next, KernelError> {
-        let Some(candidate) = requested else {
+        let Some((candidate, request)) = requested else {
             kernel_event(
                 &self.journal,
                 commit,
@@ -131,9 +149,9 @@ impl Kernel {
                     &self.journal,
                     commit,
                     "mutation.accepted",
-                    json!({"from": commit, "to": candidate}),
+                    json!({"from": commit, "to": candidate, "request": request}),
                 );
-                self.state.refused = None;
+                crate::crash::point("verdict.journaled");
                 Ok(Next::Switch { to: candidate, trial: true })
             }
             Verdict::Rejected { check, output } => {
@@ -142,8 +160,9 @@ impl Kernel {
                     &self.journal,
                     commit,
                     "mutation.rejected",
-                    json!({"candidate": candidate, "check": check, "output": tail_of(&output, 4000)}),
+                    json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000)}),
                 );
+                crate::crash::point("verdict.journaled");
                 let last = self.state.refused.as_ref().map(|r| (r.commit.as_str(), r.times));
                 let (times, after) =
                     after_refusal(last, &candidate, self.settings.timing.backoff_unit);

@@ -195,6 +195,12 @@ impl Individual {
 
     /// Starts `teneral run` on it; its stderr goes to `kernel.log` in the dir.
     pub fn start(&self) -> Result<Kernel, Box<dyn std::error::Error>> {
+        self.start_with(&[])
+    }
+
+    /// The same, with variables added to the kernel's environment (such as
+    /// `TENERAL_TEST_CRASH_AT`, which only the kernel itself reads).
+    pub fn start_with(&self, vars: &[(&str, &str)]) -> Result<Kernel, Box<dyn std::error::Error>> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -206,6 +212,7 @@ impl Individual {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
+            .envs(vars.iter().copied())
             .spawn()?;
         Ok(Kernel { child: Some(child), log: self.path().join("kernel.log") })
     }
@@ -402,4 +409,37 @@ pub fn talk(
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+/// Processes whose working directory lies under `dir` (the individual's
+/// body, builds and checks run there), with their names.
+pub fn processes_under(dir: &Path) -> Vec<(u32, String)> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else { continue };
+        if cwd.starts_with(&dir) && alive(pid) {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            found.push((pid, name.trim().to_owned()));
+        }
+    }
+    found
+}
+
+/// The event sockets (hidden ones too) of the individual at `home` in the
+/// kernel's socket directory.
+pub fn event_sockets(home: &Path) -> Vec<String> {
+    let home = home.canonicalize().unwrap_or_else(|_| home.to_owned());
+    let uid = rustix::process::getuid().as_raw();
+    let dir = PathBuf::from(format!("/tmp/teneral-{uid}")).join(teneral::events::home_id(&home));
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.trim_start_matches('.').starts_with("ev-"))
+        .collect()
 }

@@ -5,6 +5,7 @@
 //! back, and a commit's names. A client links this crate, never the kernel.
 pub mod back_request;
 pub mod commit;
+pub mod crash;
 pub mod fsutil;
 pub mod generations;
 pub mod journal;

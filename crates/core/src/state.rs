@@ -30,6 +30,28 @@ pub struct State {
     /// The commit refused last and how many times in a row.
     #[serde(default)]
     pub refused: Option<Refused>,
+    /// The generation on trial (promoted, no reply yet), with its deadline.
+    #[serde(default)]
+    pub trial: Option<Trial>,
+}
+
+/// A promoted generation's trial, kept across the kernel's restarts: it
+/// ends with the generation's first reply, or fails at its deadline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    pub commit: String,
+    /// When its first reply is due (milliseconds since the Unix epoch, wall
+    /// clock); none until it was first ready.
+    #[serde(default)]
+    pub reply_by: Option<u64>,
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,7 +109,9 @@ impl State {
             source: std::io::Error::other(e),
         })?;
         bytes.push(b'\n');
-        write_atomic(&path, &bytes).map_err(|source| StateError::Write { path, source })
+        write_atomic(&path, &bytes).map_err(|source| StateError::Write { path, source })?;
+        crate::crash::point("state.saved");
+        Ok(())
     }
 }
 
@@ -107,6 +131,7 @@ mod tests {
             stopped: None,
             pending: Some("b".repeat(40)),
             refused: Some(Refused { commit: "c".repeat(40), times: 2 }),
+            trial: Some(Trial { commit: "a".repeat(40), reply_by: Some(1) }),
         };
         s.save(dir.path()).expect("the state saves into an existing .teneral");
         assert_eq!(State::load(dir.path()).ok(), Some(s));

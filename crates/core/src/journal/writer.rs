@@ -27,7 +27,13 @@ pub struct Journal {
     path: PathBuf,
     file: File,
     next_seq: u64,
+    /// The files of the owner lines this journal took in since it was
+    /// opened, the latest [`OWNER_FILES_KEPT`].
+    owner_files: std::collections::VecDeque<String>,
 }
+
+/// How many owner files a journal remembers having taken in.
+const OWNER_FILES_KEPT: usize = 1024;
 
 impl Journal {
     /// Opens (or creates) the journal at `path`, mending a torn last line.
@@ -40,7 +46,18 @@ impl Journal {
             OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io_err)?;
         set_aside_torn_tail(path, &mut file).map_err(io_err)?;
         let last_seq = last_seq(&file).map_err(io_err)?;
-        Ok(Self { path: path.to_owned(), file, next_seq: last_seq + 1 })
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            next_seq: last_seq + 1,
+            owner_files: Default::default(),
+        })
+    }
+
+    /// Whether this journal took in the line of owner file `name` since it
+    /// was opened (lines from before are the start's: see the supervisor).
+    pub fn holds_owner_file(&self, name: &str) -> bool {
+        self.owner_files.iter().any(|n| n == name)
     }
 
     /// The `seq` the next event will get.
@@ -67,6 +84,14 @@ impl Journal {
             return Err(JournalError::Io { path: self.path.clone(), source });
         }
         self.next_seq += 1;
+        if event.get("type").and_then(Value::as_str) == Some("owner.line") {
+            let name = event.get("file").and_then(Value::as_str).unwrap_or_default();
+            if self.owner_files.len() >= OWNER_FILES_KEPT {
+                self.owner_files.pop_front();
+            }
+            self.owner_files.push_back(name.to_owned());
+        }
+        crate::crash::point("journal.synced");
         Ok(seq)
     }
 
@@ -178,6 +203,18 @@ mod tests {
         let first = text.lines().next().unwrap_or_default();
         assert!(first.starts_with(r#"{"type":"reply","ts":""#), "{first}");
         assert!(first.ends_with(r#","seq":1,"commit":"c0ffee","text":"hi"}"#), "{first}");
+    }
+
+    #[test]
+    fn remembers_the_owner_lines_it_took_in() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let mut j = Journal::open(&dir.path().join("j.jsonl")).expect("a fresh journal opens");
+        let line = obj(serde_json::json!({"type":"owner.line","file":"1.txt","text":"hi"}));
+        j.append("c", &line).expect("an owner line is appended");
+        j.append("c", &obj(serde_json::json!({"type":"reply","text":"2.txt"})))
+            .expect("a reply is appended");
+        assert!(j.holds_owner_file("1.txt"));
+        assert!(!j.holds_owner_file("2.txt"), "only owner lines count");
     }
 
     #[test]

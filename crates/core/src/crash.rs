@@ -1,0 +1,107 @@
+//! The kernel's own fault injection: named durability points.
+//!
+//! After every fsync, rename and unlink the kernel makes on its state, its
+//! journal, `lineage/local` and the owner's files, it calls [`point`] with
+//! the point's name. When `TENERAL_TEST_CRASH_AT=<name>[@<n>]` names that
+//! point, the kernel SIGKILLs itself there the `n`-th time it passes it
+//! (the first time when `@<n>` is left out), so a test can stop it at an
+//! exact step and check what the next start makes of it. Unset, a point
+//! costs one load of a value read once.
+//!
+//! Every point is listed in [`POINTS`] (`teneral crash-points` prints them),
+//! so the kill -9 suite can try each one.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// The variable that names the point to die at.
+pub const CRASH_VAR: &str = "TENERAL_TEST_CRASH_AT";
+
+/// Every durability point, with what has just been made durable there.
+pub const POINTS: &[(&str, &str)] = &[
+    ("journal.synced", "an event was appended to the journal and synced"),
+    ("state.saved", "state.json was replaced and its directory synced"),
+    ("owner.journaled", "an owner line is in the journal; its file is not yet removed"),
+    ("owner.removed", "an owner line's file was removed"),
+    (
+        "request.journaled",
+        "a mutation.requested is in the journal; the supervisor has not heard of it",
+    ),
+    ("pending.saved", "the requested mutation is recorded in state.json"),
+    ("verdict.journaled", "a verdict is in the journal; state and lineage not yet moved"),
+    ("lineage.moved", "lineage/local points at the new generation; state.json not yet"),
+    ("switched", "state.json names the new generation"),
+    ("rolledback.journaled", "a generation.rolledback is in the journal; nothing moved yet"),
+    ("sentback.journaled", "a generation.sentback is in the journal; nothing moved yet"),
+    ("undecided.journaled", "a mutation was answered \"nothing decided\""),
+    ("trial.saved", "a trial's deadline was written to state.json"),
+    ("trial.ended", "a trial's end (the first reply) was written to state.json"),
+    ("body.recorded", "the running body's process is recorded in state.json"),
+    ("children.recorded", "the list of the kernel's process groups was replaced"),
+    ("socket.bound", "a run's event socket was bound and renamed into place"),
+    ("socket.removed", "a run's event socket was removed"),
+    ("reconciled", "the start finished or undid what the last kernel left half done"),
+];
+
+/// The point to die at and at which passing, read once.
+fn target() -> Option<&'static (String, u32)> {
+    static TARGET: OnceLock<Option<(String, u32)>> = OnceLock::new();
+    TARGET.get_or_init(|| parse(&std::env::var(CRASH_VAR).ok()?)).as_ref()
+}
+
+/// `name` or `name@n` (n ≥ 1).
+fn parse(text: &str) -> Option<(String, u32)> {
+    let (name, n) = match text.split_once('@') {
+        Some((name, n)) => (name, n.parse().ok().filter(|&n| n >= 1)?),
+        None => (text, 1),
+    };
+    (!name.is_empty()).then(|| (name.to_owned(), n))
+}
+
+/// A durability point: dies here when [`CRASH_VAR`] names it (see the module doc).
+pub fn point(name: &'static str) {
+    let Some((want, at)) = target() else { return };
+    if want != name {
+        return;
+    }
+    static PASSED: AtomicU32 = AtomicU32::new(0);
+    if PASSED.fetch_add(1, Ordering::SeqCst) + 1 == *at {
+        crate::log::at(crate::log::Priority::Notice, format!("crash point {name}@{at}: dying"));
+        let me = rustix::process::getpid();
+        let _ = rustix::process::kill_process(me, rustix::process::Signal::KILL);
+    }
+}
+
+/// Whether `name` is a known point.
+pub fn is_point(name: &str) -> bool {
+    POINTS.iter().any(|(p, _)| *p == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_counts() {
+        let table = [
+            ("journal.synced", Some(("journal.synced", 1))),
+            ("state.saved@3", Some(("state.saved", 3))),
+            ("state.saved@0", None),
+            ("state.saved@x", None),
+            ("", None),
+        ];
+        for (text, want) in table {
+            let got = parse(text);
+            assert_eq!(got.as_ref().map(|(n, c)| (n.as_str(), *c)), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn points_are_unique() {
+        let mut names: Vec<_> = POINTS.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), POINTS.len());
+        assert!(is_point("switched") && !is_point("nowhere"));
+    }
+}

@@ -1,0 +1,153 @@
+//! What a start must finish or undo of what the last kernel left half done:
+//! a pure function from what the journal says since the last start, the
+//! state, `lineage/local` and the owner's waiting files to a list of
+//! actions. The start ([`super::start`]) reads and acts; this decides.
+//!
+//! Every transition is written ahead: its journal event first, then the
+//! state, then the lineage. So the journal's last move of generation
+//! ([`Move`]) is what the state must show, unless the state has since moved
+//! elsewhere by the owner's hand (`teneralctl back` with the kernel down
+//! writes the state first). The invariants (docs/design.md, "Crashes"):
+//! every owner line journaled once, every `mutation.requested` answered
+//! once, state and lineage agreeing, a trial kept.
+
+use crate::journal::reader::Event;
+
+/// How a generation became the current one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MoveKind {
+    /// `mutation.accepted`: promoted, on trial.
+    Accepted,
+    /// `generation.rolledback` or `generation.sentback`: gone back.
+    Back,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub kind: MoveKind,
+    pub from: String,
+    pub to: String,
+}
+
+/// A `mutation.requested` no verdict answers yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub seq: u64,
+    pub candidate: String,
+    /// The generation that asked.
+    pub commit: String,
+}
+
+/// What the journal says since the last `kernel.started`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tail {
+    /// Owner files whose lines the journal holds.
+    pub owner_files: Vec<String>,
+    pub open_requests: Vec<Request>,
+    pub last_move: Option<Move>,
+}
+
+impl Tail {
+    /// Takes in the events after the last `kernel.started`, oldest first.
+    pub fn of(events: &[Event]) -> Tail {
+        let mut tail = Tail::default();
+        for event in events {
+            match event.kind.as_str() {
+                "owner.line" => tail.owner_files.push(event.text("file").to_owned()),
+                "mutation.requested" => tail.open_requests.push(Request {
+                    seq: event.seq,
+                    candidate: event.text("candidate").to_owned(),
+                    commit: event.commit.clone(),
+                }),
+                "mutation.accepted" | "mutation.rejected" => {
+                    let answered = event.fields.get("request").and_then(|v| v.as_u64());
+                    let candidate = match event.text("candidate") {
+                        "" => event.text("to"),
+                        c => c,
+                    };
+                    // A verdict names its request; one without (written
+                    // before verdicts did) answers its candidate's.
+                    tail.open_requests.retain(|r| match answered {
+                        Some(seq) => r.seq != seq,
+                        None => r.candidate != candidate,
+                    });
+                    if event.kind == "mutation.accepted" {
+                        tail.last_move = moved(event, MoveKind::Accepted);
+                    }
+                }
+                "generation.rolledback" | "generation.sentback" => {
+                    tail.last_move = moved(event, MoveKind::Back);
+                }
+                _ => {}
+            }
+        }
+        tail
+    }
+}
+
+fn moved(event: &Event, kind: MoveKind) -> Option<Move> {
+    let (from, to) = (event.text("from"), event.text("to"));
+    (!to.is_empty()).then(|| Move { kind, from: from.to_owned(), to: to.to_owned() })
+}
+
+/// What the start found besides the journal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// The state's generation (the lineage's head, else HEAD, when it has none).
+    pub generation: String,
+    /// The commit a trial in the state is about, if any.
+    pub trial: Option<String>,
+    /// Where `lineage/local` points, if it exists.
+    pub lineage: Option<String>,
+    /// The names of the files waiting in `.teneral/owner/`.
+    pub owner_files: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// The journal holds a move the state does not show yet: make the
+    /// state show it (`Accepted`: `from` is kept to go back to and `to` is
+    /// on trial; `Back`: nothing to go back to, no trial).
+    Finish(Move),
+    /// Point `lineage/local` at the state's generation (after any `Finish`).
+    MoveLineage { to: String },
+    /// A trial about another generation than the current one is over.
+    DropTrial,
+    /// This owner file's line is journaled: remove the file.
+    RemoveOwnerFile(String),
+    /// Tell the agent nothing was decided about this request.
+    AnswerUndecided(Request),
+}
+
+/// What to do, in order.
+pub fn reconcile(tail: &Tail, found: &Found) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let mut generation = found.generation.clone();
+    let mut trial = found.trial.clone();
+    if let Some(m) = &tail.last_move {
+        if generation != m.to && (generation == m.from || m.from.is_empty()) {
+            generation = m.to.clone();
+            trial = (m.kind == MoveKind::Accepted).then(|| m.to.clone());
+            actions.push(Action::Finish(m.clone()));
+        }
+    }
+    if trial.is_some_and(|t| t != generation) {
+        actions.push(Action::DropTrial);
+    }
+    if found.lineage.as_deref() != Some(generation.as_str()) {
+        actions.push(Action::MoveLineage { to: generation });
+    }
+    for name in &found.owner_files {
+        if tail.owner_files.contains(name) {
+            actions.push(Action::RemoveOwnerFile(name.clone()));
+        }
+    }
+    for request in &tail.open_requests {
+        actions.push(Action::AnswerUndecided(request.clone()));
+    }
+    actions
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

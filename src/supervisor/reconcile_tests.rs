@@ -1,0 +1,149 @@
+//! The start's reconciliation, one case a row.
+use serde_json::json;
+
+use super::*;
+use crate::journal::reader::parse_line;
+
+fn ev(v: serde_json::Value) -> Event {
+    parse_line(v.to_string().as_bytes()).expect("a test event is whole")
+}
+
+fn req(seq: u64, candidate: &str) -> Event {
+    ev(json!({"type": "mutation.requested", "seq": seq, "commit": "A", "candidate": candidate}))
+}
+
+fn accepted(seq: u64, request: u64, from: &str, to: &str) -> Event {
+    ev(
+        json!({"type": "mutation.accepted", "seq": seq, "commit": from, "from": from, "to": to, "request": request}),
+    )
+}
+
+fn rejected(seq: u64, request: u64, candidate: &str) -> Event {
+    ev(
+        json!({"type": "mutation.rejected", "seq": seq, "commit": "A", "candidate": candidate, "request": request}),
+    )
+}
+
+fn back(seq: u64, kind: &str, from: &str, to: &str) -> Event {
+    ev(json!({"type": kind, "seq": seq, "commit": from, "from": from, "to": to}))
+}
+
+fn owner(seq: u64, file: &str) -> Event {
+    ev(json!({"type": "owner.line", "seq": seq, "commit": "A", "file": file, "text": "hi"}))
+}
+
+fn found(generation: &str, trial: Option<&str>, lineage: &str, files: &[&str]) -> Found {
+    Found {
+        generation: generation.into(),
+        trial: trial.map(Into::into),
+        lineage: Some(lineage.into()),
+        owner_files: files.iter().map(|f| f.to_string()).collect(),
+    }
+}
+
+fn accept_move(from: &str, to: &str) -> Action {
+    Action::Finish(Move { kind: MoveKind::Accepted, from: from.into(), to: to.into() })
+}
+
+fn back_move(from: &str, to: &str) -> Action {
+    Action::Finish(Move { kind: MoveKind::Back, from: from.into(), to: to.into() })
+}
+
+fn lineage(to: &str) -> Action {
+    Action::MoveLineage { to: to.into() }
+}
+
+fn undecided(seq: u64, candidate: &str) -> Action {
+    Action::AnswerUndecided(Request { seq, candidate: candidate.into(), commit: "A".into() })
+}
+
+#[test]
+fn each_half_done_transition_is_finished_or_answered() {
+    type Case = (&'static str, Vec<Event>, Found, Vec<Action>);
+    let table: Vec<Case> = vec![
+        ("nothing happened", vec![], found("A", None, "A", &[]), vec![]),
+        (
+            "killed after the journal, before the line's file went",
+            vec![owner(1, "1.txt")],
+            found("A", None, "A", &["1.txt", "2.txt"]),
+            vec![Action::RemoveOwnerFile("1.txt".into())],
+        ),
+        (
+            "a request the body never saw judged",
+            vec![req(1, "B")],
+            found("A", None, "A", &[]),
+            vec![undecided(1, "B")],
+        ),
+        (
+            "a request rejected",
+            vec![req(1, "B"), rejected(2, 1, "B")],
+            found("A", None, "A", &[]),
+            vec![],
+        ),
+        (
+            "a second request for the same commit is answered by itself",
+            vec![req(1, "B"), rejected(2, 1, "B"), req(3, "B")],
+            found("A", None, "A", &[]),
+            vec![undecided(3, "B")],
+        ),
+        (
+            "accepted, then killed before the state moved",
+            vec![req(1, "B"), accepted(2, 1, "A", "B")],
+            found("A", None, "A", &[]),
+            vec![accept_move("A", "B"), lineage("B")],
+        ),
+        (
+            "accepted and the state moved, the lineage not yet",
+            vec![req(1, "B"), accepted(2, 1, "A", "B")],
+            found("B", Some("B"), "A", &[]),
+            vec![lineage("B")],
+        ),
+        (
+            "accepted and all moved",
+            vec![req(1, "B"), accepted(2, 1, "A", "B")],
+            found("B", Some("B"), "B", &[]),
+            vec![],
+        ),
+        (
+            "rolled back, then killed before the state moved",
+            vec![back(1, "generation.rolledback", "B", "A")],
+            found("B", Some("B"), "B", &[]),
+            vec![back_move("B", "A"), lineage("A")],
+        ),
+        (
+            "sent back by the owner with the kernel down (state first, then journal)",
+            vec![back(1, "generation.sentback", "B", "A")],
+            found("A", None, "B", &[]),
+            vec![lineage("A")],
+        ),
+        (
+            "the owner moved the state elsewhere after the last move",
+            vec![accepted(1, 0, "A", "B")],
+            found("C", None, "B", &[]),
+            vec![lineage("C")],
+        ),
+        (
+            "a trial about another generation is dropped",
+            vec![],
+            found("A", Some("B"), "A", &[]),
+            vec![Action::DropTrial],
+        ),
+    ];
+    for (name, events, found, want) in table {
+        let tail = Tail::of(&events);
+        assert_eq!(reconcile(&tail, &found), want, "{name}");
+    }
+}
+
+#[test]
+fn reconciling_twice_does_nothing_more() {
+    let events = vec![owner(1, "1.txt"), req(2, "B"), accepted(3, 2, "A", "B")];
+    let tail = Tail::of(&events);
+    let first = reconcile(&tail, &found("A", None, "A", &["1.txt"]));
+    assert_eq!(
+        first,
+        vec![accept_move("A", "B"), lineage("B"), Action::RemoveOwnerFile("1.txt".into())]
+    );
+    // What the first pass did, done: nothing is left to do.
+    assert_eq!(reconcile(&tail, &found("B", Some("B"), "B", &[])), vec![]);
+}

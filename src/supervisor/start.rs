@@ -1,0 +1,163 @@
+//! The start's edges: reading what the last kernel left (the journal since
+//! its start, the state, `lineage/local`, the owner's waiting files),
+//! acting on what [`reconcile`] decides, and sweeping what a killed kernel
+//! leaves lying (event sockets, temporary files, process groups).
+
+use std::fs::File;
+use std::path::Path;
+
+use git2::{BranchType, Repository};
+use serde_json::json;
+
+use super::reconcile::{reconcile, Action, Found, MoveKind, Tail};
+use super::verdict::answer_undecided;
+use super::{io, KernelError};
+use crate::commit::short;
+use crate::events::{kernel_event, SharedJournal};
+use crate::journal::reader::{parse_line, Backwards, Event};
+use crate::journal::JOURNAL_PATH;
+use crate::owner::OWNER_DIR;
+use crate::state::{State, Trial};
+use crate::{crash, log, repo};
+
+/// The journal's events after its last `kernel.started`, oldest first.
+fn since_last_start(home: &Path) -> Result<Vec<Event>, KernelError> {
+    let path = home.join(JOURNAL_PATH);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("the journal")(e)),
+    };
+    let mut lines = Backwards::new(file).map_err(io("the journal"))?;
+    let mut events = Vec::new();
+    while let Some(line) = lines.next_line().map_err(io("the journal"))? {
+        let Some(event) = parse_line(&line) else { continue };
+        if event.kind == "kernel.started" {
+            break;
+        }
+        events.push(event);
+    }
+    events.reverse();
+    Ok(events)
+}
+
+fn waiting_owner_files(home: &Path) -> Vec<String> {
+    std::fs::read_dir(home.join(OWNER_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect()
+}
+
+fn lineage_head(git: &Repository) -> Option<String> {
+    let branch = git.find_branch(repo::LINEAGE_BRANCH, BranchType::Local).ok()?;
+    branch.get().target().map(|o| o.to_string())
+}
+
+/// Finishes or undoes what the last kernel left half done, with `state`
+/// naming the generation to start from, and journals what it did (one
+/// `kernel.notice` holding `reconciled`). Call before `kernel.started`.
+pub(super) fn reconcile_at_start(
+    home: &Path,
+    git: &Repository,
+    state: &mut State,
+    journal: &SharedJournal,
+) -> Result<(), KernelError> {
+    let tail = Tail::of(&since_last_start(home)?);
+    let found = Found {
+        generation: state.generation.clone().unwrap_or_default(),
+        trial: state.trial.as_ref().map(|t| t.commit.clone()),
+        lineage: lineage_head(git),
+        owner_files: waiting_owner_files(home),
+    };
+    let mut done = Vec::new();
+    for action in reconcile(&tail, &found) {
+        match action {
+            Action::Finish(m) => {
+                let accepted = m.kind == MoveKind::Accepted;
+                state.generation = Some(m.to.clone());
+                state.previous = accepted.then(|| m.from.clone()).filter(|f| !f.is_empty());
+                state.trial = accepted.then(|| Trial { commit: m.to.clone(), reply_by: None });
+                state.pending = None;
+                if accepted {
+                    state.refused = None;
+                }
+                state.save(home)?;
+                crash::point("switched");
+                let what = if accepted { "promotion" } else { "return" };
+                done.push(format!(
+                    "finished the {what} from {} to {} that the journal held and the state did not",
+                    short(&m.from),
+                    short(&m.to)
+                ));
+            }
+            Action::DropTrial => {
+                state.trial = None;
+                done.push("ended a trial of a generation that is no longer current".into());
+            }
+            Action::MoveLineage { to } => {
+                let oid = repo::commit_id(git, home, &to)?;
+                repo::move_lineage(git, home, oid)?;
+                crash::point("lineage.moved");
+                done.push(format!("moved lineage/local to {}, the state's generation", short(&to)));
+            }
+            Action::RemoveOwnerFile(name) => {
+                let dir = home.join(OWNER_DIR);
+                match std::fs::remove_file(dir.join(&name)) {
+                    Ok(()) => {
+                        let _ = crate::fsutil::sync_dir(&dir);
+                        crash::point("owner.removed");
+                        done.push(format!(
+                            "removed owner file {name}, whose line the journal already holds"
+                        ));
+                    }
+                    Err(e) => log::info(format!("cannot remove owner file {name}: {e}")),
+                }
+            }
+            Action::AnswerUndecided(request) => {
+                answer_undecided(
+                    journal,
+                    &request.commit,
+                    &request.candidate,
+                    Some(request.seq),
+                    "the kernel stopped before it decided",
+                );
+                done.push(format!(
+                    "answered the request for {} (seq {}): nothing decided",
+                    short(&request.candidate),
+                    request.seq
+                ));
+            }
+        }
+    }
+    state.pending = None;
+    state.save(home)?;
+    if !done.is_empty() {
+        let commit = state.generation.clone().unwrap_or_default();
+        let text = format!("at start, the kernel {}", done.join("; "));
+        log::info(&text);
+        kernel_event(journal, &commit, "kernel.notice", json!({"text": text, "reconciled": done}));
+    }
+    crash::point("reconciled");
+    Ok(())
+}
+
+/// Removes what a killed kernel of this individual left lying: its event
+/// sockets and the temporary files of its atomic writes in `.teneral/`.
+/// Call holding the lock.
+pub(super) fn sweep_files(home: &Path) {
+    match crate::events::sweep_stale(home) {
+        Ok(0) => {}
+        Ok(n) => log::info(format!("removed {n} event socket(s) a killed kernel left behind")),
+        Err(e) => log::info(format!("cannot sweep old event sockets: {e}")),
+    }
+    let dir = home.join(".teneral");
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name.contains(".tmp-") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
