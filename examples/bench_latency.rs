@@ -120,9 +120,12 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel_pid: u32) -> Result
     let k1 = switches(kernel_pid)?;
     let b1 = switches(body_pid)?;
     println!("wake-ups over {idle_secs} s idle (context switches, all threads; goal 0):");
-    println!("  kernel {}, body {}", k1 - k0, b1 - b0);
+    println!("  kernel {}, body {}", woken(&k0, &k1), woken(&b0, &b1));
     println!("resident memory idle (goals: kernel 10 MB, body 20 MB):");
     println!("  kernel {:.1} MB, body {:.1} MB", rss_mb(kernel_pid)?, rss_mb(body_pid)?);
+    if let Some(model) = child_running(kernel_pid, "standin") {
+        println!("  the stand-in model, a process of its own: {:.1} MB", rss_mb(model)?);
+    }
     Ok(())
 }
 
@@ -144,21 +147,43 @@ fn body_pid(journal: &Path) -> Result<u32> {
     bail!("no generation.started in the journal")
 }
 
-/// Voluntary and involuntary context switches of every thread of `pid`.
-fn switches(pid: u32) -> Result<u64> {
-    let mut total = 0;
+/// Voluntary and involuntary context switches of each thread of `pid`.
+fn switches(pid: u32) -> Result<std::collections::HashMap<String, u64>> {
+    let mut threads = std::collections::HashMap::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        let status = std::fs::read_to_string(task?.path().join("status"))?;
-        for line in status.lines() {
-            if line.starts_with("voluntary_ctxt_switches:")
-                || line.starts_with("nonvoluntary_ctxt_switches:")
-            {
-                total +=
-                    line.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-            }
-        }
+        let task = task?;
+        // A thread may end between the listing and the read.
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else { continue };
+        let total: u64 = status
+            .lines()
+            .filter(|l| {
+                l.starts_with("voluntary_ctxt_switches:")
+                    || l.starts_with("nonvoluntary_ctxt_switches:")
+            })
+            .filter_map(|l| l.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()))
+            .sum();
+        threads.insert(task.file_name().to_string_lossy().into_owned(), total);
     }
-    Ok(total)
+    Ok(threads)
+}
+
+/// The switches made between two samples by the threads alive at the
+/// second (a thread born in between counts all of its own); a thread that
+/// ended in between is not counted, never subtracted.
+fn woken(
+    before: &std::collections::HashMap<String, u64>,
+    after: &std::collections::HashMap<String, u64>,
+) -> u64 {
+    after.iter().map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0))).sum()
+}
+
+/// A child of `pid` whose command line holds `word`.
+fn child_running(pid: u32, word: &str) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()).find(|c| {
+        std::fs::read(format!("/proc/{c}/cmdline"))
+            .is_ok_and(|cmd| cmd.split(|b| *b == 0).any(|arg| arg == word.as_bytes()))
+    })
 }
 
 fn rss_mb(pid: u32) -> Result<f64> {
