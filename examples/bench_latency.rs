@@ -177,12 +177,17 @@ fn woken(
     after.iter().map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0))).sum()
 }
 
-/// A child of `pid` whose command line holds `word`.
+/// A descendant of `pid` running the command `word` (its first argument;
+/// the cage's helper, which names it after `--`, is looked through).
 fn child_running(pid: u32, word: &str) -> Option<u32> {
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()).find(|c| {
-        std::fs::read(format!("/proc/{c}/cmdline"))
-            .is_ok_and(|cmd| cmd.split(|b| *b == 0).any(|arg| arg == word.as_bytes()))
+    children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()).find_map(|c| {
+        let cmd = std::fs::read(format!("/proc/{c}/cmdline")).ok()?;
+        if cmd.split(|b| *b == 0).nth(1) == Some(word.as_bytes()) {
+            Some(c)
+        } else {
+            child_running(c, word)
+        }
     })
 }
 
