@@ -70,6 +70,6 @@ pub fn read_request(home: &Path) -> Result<Option<String>, RequestError> {
     let to = value.get("to").and_then(Value::as_str).unwrap_or_default();
     match crate::commit::Commit::parse(to) {
         Ok(commit) => Ok(Some(commit.to_string())),
-        Err(_) => Err(bad("\"to\" is not a full commit id")),
+        Err(_) => Err(bad("\"to\" is not a full commit id (40 hex digits)")),
     }
 }
