@@ -162,3 +162,83 @@ pub fn can_unshare(flags: rustix::thread::UnshareFlags) -> bool {
         }
     }
 }
+
+/// The signals a cage's supervising processes pass on to the program:
+/// every one but those that stop or kill outright (which cannot be caught)
+/// and SIGCHLD, which they wait for themselves.
+fn relayed_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigfillset and sigdelset only write
+    // the set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        for sig in [libc::SIGKILL, libc::SIGSTOP] {
+            libc::sigdelset(&mut set, sig);
+        }
+        set
+    }
+}
+
+/// Blocks every signal the cage's supervisors relay and SIGCHLD, so that
+/// they queue for [`wait_signal`] instead of acting; returns the mask to
+/// restore in a child before it executes its program.
+pub fn block_signals() -> std::io::Result<libc::sigset_t> {
+    let set = relayed_signals();
+    // SAFETY: both sets are owned, valid sigset_t values; the helper is
+    // single-threaded, so the process mask is this thread's.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        if libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(old)
+    }
+}
+
+/// Restores the signal mask `old` (from [`block_signals`]).
+pub fn restore_signals(old: &libc::sigset_t) -> std::io::Result<()> {
+    // SAFETY: `old` is a valid set; a null old-set pointer is allowed.
+    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits for one of the blocked signals and returns its number.
+pub fn wait_signal() -> std::io::Result<i32> {
+    let set = relayed_signals();
+    loop {
+        // SAFETY: `set` is valid; a null siginfo pointer is allowed.
+        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if sig > 0 {
+            return Ok(sig);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Ends this process by `sig`, as the program it supervised ended, so that
+/// whoever waits for it sees the same signal.
+pub fn die_by(sig: i32) -> ! {
+    // SAFETY: resetting a disposition to default, unblocking and raising
+    // are plain system calls on this process; _exit follows only when the
+    // signal did not end it (a signal that cannot kill by default).
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+        libc::_exit(128 + sig)
+    }
+}
+
+/// Sends `sig` to the process `pid`; a process already gone is no error.
+pub fn send_signal(pid: i32, sig: i32) {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    let _ = unsafe { libc::kill(pid, sig) };
+}

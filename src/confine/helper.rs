@@ -4,8 +4,9 @@
 //! It runs before any runtime or thread exists (the binary dispatches here
 //! first), applies the steps in the module's order, writes one line to
 //! stderr naming the step that failed, and exits with that step's status.
-//! On success it never returns: the program replaces it, keeping its pid,
-//! its environment and its file descriptors.
+//! On success it never returns: it forks into the cage's PID namespace
+//! ([`super::init`]) and ends as the program does; the program keeps its
+//! environment and its file descriptors.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -14,7 +15,7 @@ use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use super::plan::Plan;
 use super::{
-    filter, namespaces, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK, EXIT_NAMESPACES,
+    filter, init, namespaces, root, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK, EXIT_NAMESPACES,
     EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
 };
 
@@ -31,11 +32,7 @@ pub fn main(args: &[OsString]) -> i32 {
             )
         }
     };
-    let pretends = |f: &str| plan.pretend_missing.iter().any(|p| p == f);
-    let namespaces_needed = plan.net == super::plan::Net::Loopback
-        || !plan.readonly.is_empty()
-        || !plan.hidden.is_empty();
-    if pretends("namespaces") && namespaces_needed {
+    if plan.pretend_missing.iter().any(|p| p == "namespaces") {
         return fail(
             EXIT_NAMESPACES,
             "namespaces",
@@ -45,8 +42,23 @@ pub fn main(args: &[OsString]) -> i32 {
     if let Err(e) = namespaces::enter(&plan) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
+    // The helper stays outside and supervises; what follows runs as pid 1
+    // of the cage's PID namespace.
+    let inside = match init::fork_first() {
+        Ok(inside) => inside,
+        Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
+    };
+    if let Err(e) = root::build(&plan) {
+        return fail(EXIT_NAMESPACES, "root", &e);
+    }
+    init::run(inside, move || confine_and_exec(&plan, &argv))
+}
+
+/// The program's process: Landlock, capabilities, no_new_privs, seccomp,
+/// then the program. Returns only the status of the step that failed.
+fn confine_and_exec(plan: &Plan, argv: &[OsString]) -> i32 {
     let privileged = namespaces::has_sys_admin();
-    if let Err(e) = ruleset::restrict(&plan, !privileged) {
+    if let Err(e) = ruleset::restrict(plan, !privileged) {
         return fail(EXIT_LANDLOCK, "landlock", &e);
     }
     if let Err(e) = drop_capabilities() {
@@ -55,7 +67,7 @@ pub fn main(args: &[OsString]) -> i32 {
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return fail(EXIT_NO_NEW_PRIVS, "no_new_privs", &e.to_string());
     }
-    if pretends("seccomp") {
+    if plan.pretend_missing.iter().any(|p| p == "seccomp") {
         return fail(
             EXIT_SECCOMP,
             "seccomp",
@@ -98,7 +110,7 @@ fn fail(status: i32, step: &str, message: &str) -> i32 {
 /// unprivileged caller outside a user namespace) the bounding set cannot be
 /// changed; there it matters not, since no_new_privs keeps an execution from
 /// gaining what the permitted set lacks.
-fn drop_capabilities() -> Result<(), String> {
+pub(super) fn drop_capabilities() -> Result<(), String> {
     let can_bound = rustix::thread::capabilities(None)
         .map(|c| c.effective.contains(CapabilitySet::SETPCAP))
         .map_err(|e| format!("capget: {e}"))?;

@@ -4,8 +4,9 @@
 //!
 //! Invariants: a plan is an allowlist (Landlock grants rights beneath a path;
 //! nothing outside every rule is reachable), so a secret is kept out by never
-//! naming it or a directory above it. The individual's root is never a rule
-//! of its own; its parts are granted one by one.
+//! naming it or a directory above it. The individual's root is granted only
+//! as a listing ([`Access::List`]): in the cage's new root it holds nothing
+//! but its parts granted one by one.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -21,18 +22,21 @@ pub enum Access {
     Write,
     /// Read, list and remove files, but create nothing (the owner channel).
     Consume,
-    /// Read and write existing files; create and remove nothing (`/dev/null`,
-    /// `BACKLOG.md`).
+    /// Read and write existing files; create and remove nothing (`/dev/null`).
     ReadWrite,
+    /// List a directory of the new root that holds only other grants (the
+    /// individual's root): it is made empty, nothing of it is mounted.
+    List,
 }
 
 impl Access {
-    const ALL: [(Access, &'static str); 5] = [
+    const ALL: [(Access, &'static str); 6] = [
         (Access::Read, "--read"),
         (Access::Exec, "--exec"),
         (Access::Write, "--write"),
         (Access::Consume, "--consume"),
         (Access::ReadWrite, "--read-write"),
+        (Access::List, "--list"),
     ];
 
     fn flag(self) -> &'static str {
@@ -70,6 +74,10 @@ pub struct Plan {
     /// which Landlock does not keep a process from connecting to.
     pub hidden: Vec<PathBuf>,
     pub net: Net,
+    /// Directories of Unix sockets the process connects to (the event
+    /// socket's): mounted read-only in the new root, with no Landlock rule,
+    /// so their sockets can be connected to and nothing in them read.
+    pub socket_dirs: Vec<PathBuf>,
     /// Loopback ports relayed from inside a loopback-only namespace to the
     /// same port of the kernel's loopback.
     pub forward: Vec<u16>,
@@ -117,6 +125,9 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         // Read only: the backlog changes through the workspace and a
         // mutation, like the body; the owner's checkout stays as committed.
         at("BACKLOG.md", Access::Read),
+        // Listed, as it holds only the grants above in the cage's new root
+        // (no `.env`, no `.teneral/auth`): the body's first `ls` works.
+        Rule { path: home.to_owned(), access: Access::List },
         at(".teneral/owner", Access::Consume),
     ]);
     Plan {
@@ -125,6 +136,7 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
         hidden: host.hidden.clone(),
         net: Net::Open,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -142,6 +154,7 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         readonly: Vec::new(),
         hidden: host.hidden.clone(),
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -161,6 +174,7 @@ pub fn organ(root: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         readonly: Vec::new(),
         hidden: host.hidden.clone(),
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -191,6 +205,7 @@ pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &
         readonly: Vec::new(),
         hidden: host.hidden.clone(),
         net: Net::Open,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -208,6 +223,7 @@ pub fn pack(source: &Path, out: &Path, host: &Host) -> Plan {
         readonly: Vec::new(),
         hidden: host.hidden.clone(),
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -241,6 +257,10 @@ impl Plan {
             args.push("--net".into());
             args.push("loopback".into());
         }
+        for dir in &self.socket_dirs {
+            args.push("--socket-dir".into());
+            args.push(dir.clone().into());
+        }
         for port in &self.forward {
             args.push("--forward".into());
             args.push(port.to_string().into());
@@ -261,6 +281,7 @@ impl Plan {
             readonly: Vec::new(),
             hidden: Vec::new(),
             net: Net::Open,
+            socket_dirs: Vec::new(),
             forward: Vec::new(),
             pretend_missing: Vec::new(),
         };
@@ -285,6 +306,8 @@ impl Plan {
                 plan.profile = text()?;
             } else if flag == "--readonly" {
                 plan.readonly.push(PathBuf::from(value));
+            } else if flag == "--socket-dir" {
+                plan.socket_dirs.push(PathBuf::from(value));
             } else if flag == "--hide" {
                 plan.hidden.push(PathBuf::from(value));
             } else if flag == "--net" {
@@ -347,7 +370,7 @@ mod tests {
             ("/i/.teneral", vec![]),
             ("/i/.teneral/auth", vec![]),
             ("/i/.teneral/state.json", vec![]),
-            ("/i", vec![]),
+            ("/i", vec![Access::List]),
             ("/usr", vec![Access::Exec]),
             ("/dev/null", vec![Access::ReadWrite]),
         ];
