@@ -15,8 +15,8 @@ use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use super::plan::Plan;
 use super::{
-    filter, init, namespaces, root, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK, EXIT_NAMESPACES,
-    EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
+    filter, init, namespaces, root, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
+    EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
 };
 
 /// Runs the helper with the arguments after `confine`; returns the exit

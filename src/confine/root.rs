@@ -36,10 +36,27 @@ const OLD: &str = "/.old-root";
 const TOP_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
 /// Replaces this process's root by a new one holding only `plan`'s grants,
-/// and keeps its working directory (which must be granted or lead to a
-/// grant). Runs in a fresh mount namespace, in the cage's PID namespace.
+/// and keeps its working directory when that is granted or leads to a
+/// grant (else the program starts in `/`). Runs in a fresh mount namespace, in the cage's PID namespace.
 pub fn build(plan: &Plan) -> Result<(), String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+    // What each path names is resolved here, in the old root: a link there
+    // may point anywhere by an absolute path, which means nothing later.
+    let resolve = |path: &Path| -> Result<PathBuf, String> {
+        if path == Path::new("/proc") {
+            return Ok(path.to_owned());
+        }
+        path.canonicalize().map_err(|e| format!("cannot grant {}: {e}", path.display()))
+    };
+    let mut grants: Vec<(PathBuf, PathBuf, Access)> = Vec::new();
+    for rule in &plan.rules {
+        grants.push((rule.path.clone(), resolve(&rule.path)?, rule.access));
+    }
+    for dir in &plan.socket_dirs {
+        grants.push((dir.clone(), resolve(dir)?, Access::Read));
+    }
+    let readonly: Vec<PathBuf> =
+        plan.readonly.iter().filter_map(|p| p.canonicalize().ok()).collect();
     mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
         .map_err(|e| format!("cannot make the mounts private: {e}"))?;
     // A fresh tmpfs on /tmp becomes the root; the old root then hangs at
@@ -52,17 +69,23 @@ pub fn build(plan: &Plan) -> Result<(), String> {
         .map_err(|e| format!("cannot pivot to the new root: {e}"))?;
     rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
 
-    let mut rules: Vec<(PathBuf, Access)> =
-        plan.rules.iter().map(|r| (r.path.clone(), r.access)).collect();
     // Parents before children, so a grant inside another lands on it.
-    rules.sort_by_key(|(p, _)| p.components().count());
-    for (path, access) in &rules {
-        grant(path, *access).map_err(|e| format!("cannot grant {}: {e}", path.display()))?;
+    grants.sort_by_key(|(_, real, _)| real.components().count());
+    for (_, real, access) in &grants {
+        grant(real, *access).map_err(|e| format!("cannot grant {}: {e}", real.display()))?;
     }
-    for dir in &plan.socket_dirs {
-        grant(dir, Access::Read).map_err(|e| format!("cannot grant {}: {e}", dir.display()))?;
+    // A granted path that was a link (`.teneral/target` to a shared cache)
+    // is one still, to the same place.
+    for (path, real, _) in &grants {
+        if path != real && std::fs::symlink_metadata(path).is_err() {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("{e}"))?;
+            }
+            std::os::unix::fs::symlink(real, path)
+                .map_err(|e| format!("cannot link {}: {e}", path.display()))?;
+        }
     }
-    for path in &plan.readonly {
+    for path in &readonly {
         read_only(path).map_err(|e| format!("cannot make {} read-only: {e}", path.display()))?;
     }
     for link in TOP_LINKS {
@@ -80,19 +103,17 @@ pub fn build(plan: &Plan) -> Result<(), String> {
     std::fs::remove_dir(OLD).map_err(|e| format!("cannot remove {OLD}: {e}"))?;
     mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | flags, "")
         .map_err(|e| format!("cannot make the new root read-only: {e}"))?;
-    rustix::process::chdir(&cwd).map_err(|e| {
-        format!(
-            "the working directory {} is not in the cage ({e}); start the program in a \
-             directory its profile grants",
-            cwd.display()
-        )
-    })
+    // A directory not granted is not there; the program starts at the root
+    // then, where it reaches what it reached from there before: its grants.
+    if rustix::process::chdir(&cwd).is_err() {
+        rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    }
+    Ok(())
 }
 
 /// `path` of the old root, seen from the new one.
 fn old(path: &Path) -> PathBuf {
-    let rel: PathBuf =
-        path.components().filter(|c| !matches!(c, Component::RootDir)).collect();
+    let rel: PathBuf = path.components().filter(|c| !matches!(c, Component::RootDir)).collect();
     Path::new(OLD).join(rel)
 }
 

@@ -27,6 +27,8 @@ pub const SECRET: &str = "sk-cagetest-real-7f3a9c1e5b";
 pub const DECOY: &str = "sk-cagetest-decoy";
 
 pub const EPERM: i64 = 1;
+pub const ENOENT: i64 = 2;
+pub const ESRCH: i64 = 3;
 pub const EACCES: i64 = 13;
 pub const EXDEV: i64 = 18;
 pub const EBUSY: i64 = 16;
@@ -133,6 +135,45 @@ impl Drop for Upstream {
     }
 }
 
+/// A stand-in ssh-agent: a Unix socket in the host's /tmp where the hostile
+/// body looks for it (`agent_path` of the body), proven reachable from
+/// outside the cage.
+pub struct Agent {
+    dir: std::path::PathBuf,
+    _listener: std::os::unix::net::UnixListener,
+}
+
+impl Agent {
+    pub fn start(home: &Path) -> Result<Agent, Box<dyn std::error::Error>> {
+        let name = home.file_name().ok_or("a home without a name")?.to_string_lossy();
+        let dir = std::path::PathBuf::from(format!("/tmp/tnl-agent-{name}"));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("agent.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        std::os::unix::net::UnixStream::connect(&path)?;
+        Ok(Agent { dir, _listener: listener })
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Checks the doors of the host's processes: `/proc` lists a few of the
+/// cage's own, never the test's.
+pub fn check_proc(doors: &Doors) -> Result<(), String> {
+    let listed = doors["proc.count"]["detail"].as_str().unwrap_or_default().to_owned();
+    let pids: Vec<&str> = listed.split_whitespace().collect();
+    let me = std::process::id().to_string();
+    if pids.contains(&me.as_str()) || pids.is_empty() || pids.len() > 50 {
+        return Err(format!("/proc in the cage lists {listed:?}; the test is {me}"));
+    }
+    Ok(())
+}
+
 /// A test individual with the hostile body, the owner's secrets in place
 /// and a decoy that any scan must find.
 pub fn hostile_individual(env: &str) -> Result<Individual, Box<dyn std::error::Error>> {
@@ -184,6 +225,7 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     let upstream_dir = tempfile::tempdir()?;
     let upstream = Upstream::start(upstream_dir.path())?;
     let ind = hostile_individual(&proxied_env(&upstream, ""))?;
+    let _agent = Agent::start(ind.path())?;
     let install = std::fs::read(ind.path().join("body/src/main.rs"))?;
     let git_config = std::fs::read(ind.path().join(".git/config"))?;
     let (kernel, doors) = run_generation(&ind)?;
@@ -201,39 +243,53 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("owner.consume", Pass),
         ("model", Pass),
         ("cargo", Pass),
-        ("install.write", Errno(EACCES)),
-        ("install.create", Errno(EACCES)),
-        ("live.write", Errno(EACCES)),
+        ("install.write", Errno(EROFS)),
+        ("install.create", Errno(EROFS)),
+        ("live.write", Errno(EROFS)),
         ("journal.append", Errno(EROFS)),
         ("journal.truncate", Errno(EROFS)),
         ("journal.replace", Errno(EBUSY)),
         ("journal.remove", Errno(EBUSY)),
-        ("backlog.append", Errno(EACCES)),
+        ("backlog.append", Errno(EROFS)),
         ("backlog.read", Pass),
-        ("state.read", Errno(EACCES)),
-        ("state.write", Errno(EACCES)),
-        ("git.config", Errno(EACCES)),
-        ("git.hook", Errno(EACCES)),
-        ("git.ref", Errno(EACCES)),
-        ("env.read", Errno(EACCES)),
-        ("auth.read", Errno(EACCES)),
-        ("auth.list", Errno(EACCES)),
+        ("state.read", Errno(ENOENT)),
+        ("state.write", Errno(ENOENT)),
+        ("git.config", Errno(EROFS)),
+        ("git.hook", Errno(EROFS)),
+        ("git.ref", Errno(EROFS)),
+        ("env.read", Errno(ENOENT)),
+        ("auth.read", Errno(ENOENT)),
+        ("auth.list", Errno(ENOENT)),
         ("kernel.environ", Errno(EACCES)),
         ("kernel.mem", Errno(EACCES)),
         ("owner.line", Errno(EACCES)),
         ("owner.accept", Errno(EACCES)),
         ("owner.approve", Errno(EACCES)),
         ("owner.interrupt", Errno(EACCES)),
-        ("owner.rename_in", Errno(EACCES)),
-        ("symlink.env", Errno(EACCES)),
-        ("symlink.state", Errno(EACCES)),
-        ("hardlink.env", Errno(EXDEV)),
-        ("build.env_read", Errno(EACCES)),
+        ("owner.rename_in", Errno(EXDEV)),
+        ("symlink.env", Errno(ENOENT)),
+        ("symlink.state", Errno(ENOENT)),
+        ("hardlink.env", Errno(ENOENT)),
+        ("build.env_read", Errno(ENOENT)),
         ("build.network", Errno(ENETUNREACH)),
+        ("home.list", Pass),
+        ("env.name", Errno(ENOENT)),
+        ("ssh_agent", Errno(ENOENT)),
+        ("journald", Errno(ENOENT)),
+        ("proc.count", Pass),
     ];
     let mut table = table.to_vec();
     table.extend(gate::syscall_table());
     check(&doors, &table)?;
+    check_proc(&doors)?;
+    let listed = doors["home.list"]["detail"].as_str().unwrap_or_default().to_owned();
+    let names: Vec<&str> = listed.split_whitespace().collect();
+    for want in ["body", "memory", "soul", ".teneral"] {
+        assert!(names.contains(&want), "{want} is listed at the root: {listed}");
+    }
+    for never in [".env", "kernel.log", "script.jsonl"] {
+        assert!(!names.contains(&never), "{never} is not in the cage: {listed}");
+    }
 
     let found = doors["secret.search"]["detail"].as_str().unwrap_or_default().to_owned();
     assert!(found.contains(&format!("soul/decoy.txt: {DECOY}")), "the scan works: {found}");
