@@ -69,10 +69,6 @@ pub struct Plan {
     /// Files made read-only by a bind mount in a private mount namespace,
     /// where Landlock cannot subtract them from a writable directory.
     pub readonly: Vec<PathBuf>,
-    /// Directories covered by an empty tmpfs in a private mount namespace:
-    /// where other programs keep their Unix sockets (`/run/user`, ...),
-    /// which Landlock does not keep a process from connecting to.
-    pub hidden: Vec<PathBuf>,
     pub net: Net,
     /// Directories of Unix sockets the process connects to (the event
     /// socket's): mounted read-only in the new root, with no Landlock rule,
@@ -95,8 +91,6 @@ pub struct Host {
     pub read: Vec<PathBuf>,
     /// Devices to read and write.
     pub devices: Vec<PathBuf>,
-    /// Directories of other programs' sockets, to hide.
-    pub hidden: Vec<PathBuf>,
 }
 
 /// The parts of an individual a generation's body gets, and how.
@@ -134,7 +128,6 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         profile: "generation".into(),
         rules,
         readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
-        hidden: host.hidden.clone(),
         net: Net::Open,
         socket_dirs: Vec::new(),
         forward: Vec::new(),
@@ -152,7 +145,6 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         profile: "gate".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Loopback,
         socket_dirs: Vec::new(),
         forward: Vec::new(),
@@ -172,7 +164,6 @@ pub fn organ(root: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         profile: "organ".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Loopback,
         socket_dirs: Vec::new(),
         forward: Vec::new(),
@@ -203,7 +194,6 @@ pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &
         profile: "model".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Open,
         socket_dirs: Vec::new(),
         forward: Vec::new(),
@@ -221,7 +211,6 @@ pub fn pack(source: &Path, out: &Path, host: &Host) -> Plan {
         profile: "pack".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Loopback,
         socket_dirs: Vec::new(),
         forward: Vec::new(),
@@ -247,10 +236,6 @@ impl Plan {
         }
         for path in &self.readonly {
             args.push("--readonly".into());
-            args.push(path.clone().into());
-        }
-        for path in &self.hidden {
-            args.push("--hide".into());
             args.push(path.clone().into());
         }
         if self.net == Net::Loopback {
@@ -279,7 +264,6 @@ impl Plan {
             profile: String::new(),
             rules: Vec::new(),
             readonly: Vec::new(),
-            hidden: Vec::new(),
             net: Net::Open,
             socket_dirs: Vec::new(),
             forward: Vec::new(),
@@ -308,8 +292,6 @@ impl Plan {
                 plan.readonly.push(PathBuf::from(value));
             } else if flag == "--socket-dir" {
                 plan.socket_dirs.push(PathBuf::from(value));
-            } else if flag == "--hide" {
-                plan.hidden.push(PathBuf::from(value));
             } else if flag == "--net" {
                 plan.net = match value.to_str() {
                     Some("loopback") => Net::Loopback,
@@ -338,7 +320,6 @@ mod tests {
             exec: vec!["/usr".into(), "/root/.cargo".into()],
             read: vec!["/etc".into()],
             devices: vec!["/dev/null".into()],
-            hidden: vec!["/run/user".into()],
         }
     }
 
@@ -379,7 +360,6 @@ mod tests {
         }
         assert_eq!(plan.readonly, vec![PathBuf::from("/i/memory/journal.jsonl")]);
         assert_eq!(plan.net, Net::Open);
-        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
     }
 
     #[test]
@@ -388,7 +368,6 @@ mod tests {
         assert_eq!(access_of(&plan, "/c"), vec![Access::Write]);
         assert_eq!(access_of(&plan, "/cache"), vec![Access::Write]);
         assert_eq!(plan.net, Net::Loopback);
-        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
         assert!(plan.rules.iter().all(|r| !r.path.starts_with("/i")));
         let plan = smoke(Path::new("/c"), Path::new("/t"), &[], &host());
         assert_eq!(plan.profile, "smoke");
@@ -430,7 +409,6 @@ mod tests {
             Net::Open,
             "the kernel and the bodies reach it on the host's loopback"
         );
-        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
         assert!(plan.readonly.is_empty());
         let bare = model(Path::new("/k/teneral"), &[], &[], &host());
         assert!(bare.rules.iter().all(|r| !r.path.starts_with("/i")));

@@ -272,6 +272,8 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("hardlink.env", Errno(ENOENT)),
         ("build.env_read", Errno(ENOENT)),
         ("build.network", Errno(ENETUNREACH)),
+        ("build.ssh_agent", Errno(ENOENT)),
+        ("build.journald", Errno(ENOENT)),
         ("home.list", Pass),
         ("env.name", Errno(ENOENT)),
         ("ssh_agent", Errno(ENOENT)),
