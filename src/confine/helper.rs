@@ -39,6 +39,23 @@ pub fn main(args: &[OsString]) -> i32 {
             "this Linux lets no namespace be made (pretended by TENERAL_TEST_PRETEND_MISSING)",
         );
     }
+    // Root's bodies run as nobody: the paths they may write are mounted
+    // with their ids mapped (see root.rs), through a user namespace made
+    // here, while this process's children still see the machine's /proc.
+    let identity = if rustix::process::getuid().is_root() {
+        match crate::sys::user_namespace_fd(0, super::BODY_ID) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                return fail(
+                    EXIT_NAMESPACES,
+                    "namespaces",
+                    &format!("cannot make the id mapping for the body's identity: {e}"),
+                )
+            }
+        }
+    } else {
+        None
+    };
     if let Err(e) = namespaces::enter(&plan) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
@@ -48,18 +65,25 @@ pub fn main(args: &[OsString]) -> i32 {
         Ok(inside) => inside,
         Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
     };
-    if let Err(e) = root::build(&plan) {
+    if let Err(e) = root::build(&plan, identity.as_ref()) {
         return fail(EXIT_NAMESPACES, "root", &e);
     }
-    init::run(inside, move || confine_and_exec(&plan, &argv))
+    let become_body = identity.is_some();
+    drop(identity);
+    init::run(inside, move || confine_and_exec(&plan, &argv, become_body))
 }
 
 /// The program's process: Landlock, capabilities, no_new_privs, seccomp,
 /// then the program. Returns only the status of the step that failed.
-fn confine_and_exec(plan: &Plan, argv: &[OsString]) -> i32 {
+fn confine_and_exec(plan: &Plan, argv: &[OsString], become_body: bool) -> i32 {
     let privileged = namespaces::has_sys_admin();
     if let Err(e) = ruleset::restrict(plan, !privileged) {
         return fail(EXIT_LANDLOCK, "landlock", &e);
+    }
+    if become_body {
+        if let Err(e) = drop_bounding().and_then(|()| become_nobody()) {
+            return fail(EXIT_CAPABILITIES, "identity", &e);
+        }
     }
     if let Err(e) = drop_capabilities() {
         return fail(EXIT_CAPABILITIES, "capabilities", &e);
@@ -83,6 +107,42 @@ fn confine_and_exec(plan: &Plan, argv: &[OsString]) -> i32 {
     let e = std::process::Command::new(program).args(rest).exec();
     let status = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_EXEC };
     fail(status, "exec", &format!("{}: {e}", program.to_string_lossy()))
+}
+
+/// Empties the bounding set when this process may (CAP_SETPCAP).
+fn drop_bounding() -> Result<(), String> {
+    let can_bound = rustix::thread::capabilities(None)
+        .map(|c| c.effective.contains(CapabilitySet::SETPCAP))
+        .map_err(|e| format!("capget: {e}"))?;
+    if !can_bound {
+        return Ok(());
+    }
+    for bit in 0..64u32 {
+        match rustix::thread::remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(
+            1u64 << bit,
+        )) {
+            Ok(()) => {}
+            // Past the last capability this Linux knows.
+            Err(rustix::io::Errno::INVAL) => break,
+            Err(e) => {
+                return Err(format!("cannot drop capability {bit} from the bounding set: {e}"))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Root's body becomes nobody ([`super::BODY_ID`]): no supplementary
+/// group, and real, effective and saved ids all changed, which also
+/// empties its capabilities. Single-threaded, so the thread's ids are the
+/// process's.
+fn become_nobody() -> Result<(), String> {
+    use rustix::process::{Gid, Uid};
+    let (uid, gid) = (Uid::from_raw(super::BODY_ID), Gid::from_raw(super::BODY_ID));
+    rustix::thread::set_thread_groups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(|e| format!("setresgid: {e}"))?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(|e| format!("setresuid: {e}"))?;
+    Ok(())
 }
 
 /// The seccomp profile as `build.rs` compiled it; empty when it could not.
@@ -111,23 +171,7 @@ fn fail(status: i32, step: &str, message: &str) -> i32 {
 /// changed; there it matters not, since no_new_privs keeps an execution from
 /// gaining what the permitted set lacks.
 pub(super) fn drop_capabilities() -> Result<(), String> {
-    let can_bound = rustix::thread::capabilities(None)
-        .map(|c| c.effective.contains(CapabilitySet::SETPCAP))
-        .map_err(|e| format!("capget: {e}"))?;
-    if can_bound {
-        for bit in 0..64u32 {
-            match rustix::thread::remove_capability_from_bounding_set(
-                CapabilitySet::from_bits_retain(1u64 << bit),
-            ) {
-                Ok(()) => {}
-                // Past the last capability this Linux knows.
-                Err(rustix::io::Errno::INVAL) => break,
-                Err(e) => {
-                    return Err(format!("cannot drop capability {bit} from the bounding set: {e}"))
-                }
-            }
-        }
-    }
+    drop_bounding()?;
     rustix::thread::clear_ambient_capability_set().map_err(|e| format!("ambient set: {e}"))?;
     let none = CapabilitySets {
         effective: CapabilitySet::empty(),

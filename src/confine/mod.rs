@@ -60,6 +60,10 @@ pub const EXIT_EXEC: i32 = 126;
 /// The program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
 
+/// The user and group a body runs as when the kernel is root (`nobody`):
+/// the paths it may write are mounted with root's files shown as its own.
+pub const BODY_ID: u32 = 65534;
+
 /// The Landlock ABI the cage needs: 3 for truncation rights, 6 for keeping
 /// signals and abstract sockets inside the cage.
 pub const LANDLOCK_ABI: i32 = 6;

@@ -18,6 +18,7 @@
 //! `.teneral`) exists in the tmpfs and holds only those.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, StatVfsMountFlags};
@@ -38,7 +39,7 @@ const TOP_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx
 /// Replaces this process's root by a new one holding only `plan`'s grants,
 /// and keeps its working directory when that is granted or leads to a
 /// grant (else the program starts in `/`). Runs in a fresh mount namespace, in the cage's PID namespace.
-pub fn build(plan: &Plan) -> Result<(), String> {
+pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     // What each path names is resolved here, in the old root: a link there
     // may point anywhere by an absolute path, which means nothing later.
@@ -48,12 +49,12 @@ pub fn build(plan: &Plan) -> Result<(), String> {
         }
         path.canonicalize().map_err(|e| format!("cannot grant {}: {e}", path.display()))
     };
-    let mut grants: Vec<(PathBuf, PathBuf, Access)> = Vec::new();
+    let mut grants: Vec<(PathBuf, PathBuf, Access, bool)> = Vec::new();
     for rule in &plan.rules {
-        grants.push((rule.path.clone(), resolve(&rule.path)?, rule.access));
+        grants.push((rule.path.clone(), resolve(&rule.path)?, rule.access, false));
     }
     for dir in &plan.socket_dirs {
-        grants.push((dir.clone(), resolve(dir)?, Access::Read));
+        grants.push((dir.clone(), resolve(dir)?, Access::Read, true));
     }
     let readonly: Vec<PathBuf> =
         plan.readonly.iter().filter_map(|p| p.canonicalize().ok()).collect();
@@ -70,13 +71,14 @@ pub fn build(plan: &Plan) -> Result<(), String> {
     rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
 
     // Parents before children, so a grant inside another lands on it.
-    grants.sort_by_key(|(_, real, _)| real.components().count());
-    for (_, real, access) in &grants {
-        grant(real, *access).map_err(|e| format!("cannot grant {}: {e}", real.display()))?;
+    grants.sort_by_key(|(_, real, _, _)| real.components().count());
+    for (_, real, access, socket) in &grants {
+        grant(real, *access, *socket, idmap)
+            .map_err(|e| format!("cannot grant {}: {e}", real.display()))?;
     }
     // A granted path that was a link (`.teneral/target` to a shared cache)
     // is one still, to the same place.
-    for (path, real, _) in &grants {
+    for (path, real, _, _) in &grants {
         if path != real && std::fs::symlink_metadata(path).is_err() {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| format!("{e}"))?;
@@ -119,8 +121,10 @@ fn old(path: &Path) -> PathBuf {
 
 /// Brings `path` into the new root with what `access` needs: nothing more
 /// than an empty directory for a listing, a fresh proc for `/proc`, else a
-/// bind mount of the old root's, read-only unless it may be written.
-fn grant(path: &Path, access: Access) -> io::Result<()> {
+/// bind mount of the old root's, read-only unless it may be written. With
+/// `idmap` (the kernel is root, the body nobody) what may be written, and a
+/// `socket` directory, is mounted with root's ids shown as nobody's.
+fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> io::Result<()> {
     if access == Access::List {
         return std::fs::create_dir_all(path);
     }
@@ -141,7 +145,15 @@ fn grant(path: &Path, access: Access) -> io::Result<()> {
             std::fs::File::create(path)?;
         }
     }
-    mount_bind_recursive(&source, path)?;
+    // A socket's directory too: nobody connects only to a socket it may
+    // write, in a directory it may search.
+    let writable = socket || matches!(access, Access::Write | Access::Consume);
+    match idmap {
+        // Root's body is nobody: what it may write shows root's files as
+        // its own, and what it makes is root's on disk.
+        Some(userns) if writable => crate::sys::idmapped_bind(&source, path, userns)?,
+        _ => mount_bind_recursive(&source, path)?,
+    }
     match access {
         Access::Read | Access::Exec => remount_read_only(path),
         Access::Write | Access::Consume | Access::ReadWrite | Access::List => Ok(()),

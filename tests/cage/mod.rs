@@ -162,6 +162,43 @@ impl Drop for Agent {
     }
 }
 
+/// A `credentials.toml` planted in the kernel's cargo home (mode 0600, as
+/// cargo writes it) when there is none, removed again at the end; its path
+/// is told to the hostile body in `soul/credentials-path`.
+pub struct Credentials {
+    planted: Option<std::path::PathBuf>,
+}
+
+impl Credentials {
+    pub fn plant(home: &Path) -> Result<Credentials, Box<dyn std::error::Error>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let cargo = std::env::var_os("CARGO_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+            .ok_or("no cargo home")?;
+        let path = cargo.join("credentials.toml");
+        std::fs::write(home.join("soul/credentials-path"), path.as_os_str().as_encoded_bytes())?;
+        if path.exists() {
+            return Ok(Credentials { planted: None });
+        }
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+        std::io::Write::write_all(
+            &mut file,
+            format!("[registry]\ntoken = \"{SECRET}\"\n").as_bytes(),
+        )?;
+        Ok(Credentials { planted: Some(path) })
+    }
+}
+
+impl Drop for Credentials {
+    fn drop(&mut self) {
+        if let Some(path) = &self.planted {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Checks the doors of the host's processes: `/proc` lists a few of the
 /// cage's own, never the test's.
 pub fn check_proc(doors: &Doors) -> Result<(), String> {
@@ -226,10 +263,16 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     let upstream = Upstream::start(upstream_dir.path())?;
     let ind = hostile_individual(&proxied_env(&upstream, ""))?;
     let _agent = Agent::start(ind.path())?;
+    let _credentials = Credentials::plant(ind.path())?;
     let install = std::fs::read(ind.path().join("body/src/main.rs"))?;
     let git_config = std::fs::read(ind.path().join(".git/config"))?;
     let (kernel, doors) = run_generation(&ind)?;
     use Want::*;
+    // Writing an existing file of a read-only grant: refused by its mode
+    // first when the body is nobody (the kernel is root), else by the
+    // read-only mount.
+    let root = rustix::process::getuid().is_root();
+    let denied = if root { EACCES } else { EROFS };
     let table = [
         ("workspace.write", Pass),
         ("soul.write", Pass),
@@ -243,18 +286,18 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("owner.consume", Pass),
         ("model", Pass),
         ("cargo", Pass),
-        ("install.write", Errno(EROFS)),
+        ("install.write", Errno(denied)),
         ("install.create", Errno(EROFS)),
-        ("live.write", Errno(EROFS)),
+        ("live.write", Errno(denied)),
         ("journal.append", Errno(EROFS)),
         ("journal.truncate", Errno(EROFS)),
         ("journal.replace", Errno(EBUSY)),
         ("journal.remove", Errno(EBUSY)),
-        ("backlog.append", Errno(EROFS)),
+        ("backlog.append", Errno(denied)),
         ("backlog.read", Pass),
         ("state.read", Errno(ENOENT)),
         ("state.write", Errno(ENOENT)),
-        ("git.config", Errno(EROFS)),
+        ("git.config", Errno(denied)),
         ("git.hook", Errno(EROFS)),
         ("git.ref", Errno(EROFS)),
         ("env.read", Errno(ENOENT)),
@@ -282,6 +325,10 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     ];
     let mut table = table.to_vec();
     table.extend(gate::syscall_table());
+    if root {
+        // Root's body is nobody: root's files refuse it by their modes.
+        table.extend([("shadow.read", Errno(EACCES)), ("cargo.credentials", Errno(EACCES))]);
+    }
     check(&doors, &table)?;
     check_proc(&doors)?;
     let listed = doors["home.list"]["detail"].as_str().unwrap_or_default().to_owned();
@@ -302,6 +349,10 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ["CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"]
     {
         assert!(status.contains(want), "{want} in {status}");
+    }
+    if root {
+        let nobody = format!("Uid:\t{0}\t{0}\t{0}\t{0}", teneral::confine::BODY_ID);
+        assert!(status.contains(&nobody), "root's body runs as nobody: {status}");
     }
     let journal = std::fs::read_to_string(ind.path().join("memory/journal.jsonl"))?;
     assert!(!journal.contains(SECRET), "no secret reached the journal");

@@ -182,7 +182,10 @@ fn common_doors(parent: i32, scratch: &Path) -> Vec<(String, Try)> {
     let caps: Vec<&str> = status
         .lines()
         .filter(|l| {
-            l.starts_with("Cap") || l.starts_with("NoNewPrivs") || l.starts_with("Seccomp:")
+            l.starts_with("Cap")
+                || l.starts_with("NoNewPrivs")
+                || l.starts_with("Seccomp:")
+                || l.starts_with("Uid:")
         })
         .collect();
     add("self.status", Ok(caps.join(" ")));
@@ -277,6 +280,9 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
     add("git.hook", create(&at(".git/hooks/pre-commit")));
     add("git.ref", create(&at(".git/refs/heads/evil")));
     add("env.read", read(&at(".env")));
+    add("shadow.read", read(Path::new("/etc/shadow")));
+    let credentials = fs::read_to_string(at("soul/credentials-path")).unwrap_or_default();
+    add("cargo.credentials", read(Path::new(credentials.trim())));
     add("env.name", fs::symlink_metadata(at(".env")).map(|_| "named".into()));
     add(
         "home.list",
