@@ -109,6 +109,14 @@ fn confine_and_exec(plan: &Plan, argv: &[OsString], become_body: bool) -> i32 {
     fail(status, "exec", &format!("{}: {e}", program.to_string_lossy()))
 }
 
+/// The supervising helper, once it has forked the cage: capabilities
+/// dropped, no_new_privs, seccomp. On failure, the step's status.
+pub(super) fn confine_supervisor() -> Result<(), (i32, String)> {
+    drop_capabilities().map_err(|e| (EXIT_CAPABILITIES, e))?;
+    rustix::thread::set_no_new_privs(true).map_err(|e| (EXIT_NO_NEW_PRIVS, e.to_string()))?;
+    load_seccomp().map_err(|e| (EXIT_SECCOMP, e))
+}
+
 /// Empties the bounding set when this process may (CAP_SETPCAP).
 fn drop_bounding() -> Result<(), String> {
     let can_bound = rustix::thread::capabilities(None)

@@ -4,7 +4,8 @@
 //! made it, so the helper forks once it has made its namespaces:
 //!
 //! - the helper (outside, the pid the kernel started and signals) stays
-//!   and supervises: every signal it may catch is passed on to the cage's
+//!   and supervises, without capabilities, with no_new_privs and the
+//!   seccomp profile: every signal it may catch is passed on to the cage's
 //!   first process, and it ends as that one ends (same exit status, or the
 //!   same signal);
 //! - the first process (pid 1 inside) builds the new root
@@ -57,6 +58,13 @@ fn supervise(child: i32, report: OwnedFd) -> ! {
     let pid = Pid::from_raw(child);
     if pid.is_none() {
         crate::sys::die_by(libc::SIGKILL)
+    }
+    // It only waits, reads a pipe and passes signals on from here: no
+    // capability, no_new_privs and the seccomp profile, as the program.
+    if let Err((status, e)) = super::helper::confine_supervisor() {
+        eprintln!("teneral confine: supervise: {e}");
+        crate::sys::send_signal(child, libc::SIGKILL);
+        std::process::exit(status)
     }
     loop {
         let sig = match crate::sys::wait_signal() {
