@@ -162,3 +162,174 @@ pub fn can_unshare(flags: rustix::thread::UnshareFlags) -> bool {
         }
     }
 }
+
+/// The signals a cage's supervising processes pass on to the program:
+/// every one but those that stop or kill outright (which cannot be caught)
+/// and SIGCHLD, which they wait for themselves.
+fn relayed_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigfillset and sigdelset only write
+    // the set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        for sig in [libc::SIGKILL, libc::SIGSTOP] {
+            libc::sigdelset(&mut set, sig);
+        }
+        set
+    }
+}
+
+/// Blocks every signal the cage's supervisors relay and SIGCHLD, so that
+/// they queue for [`wait_signal`] instead of acting; returns the mask to
+/// restore in a child before it executes its program.
+pub fn block_signals() -> std::io::Result<libc::sigset_t> {
+    let set = relayed_signals();
+    // SAFETY: both sets are owned, valid sigset_t values; the helper is
+    // single-threaded, so the process mask is this thread's.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        if libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(old)
+    }
+}
+
+/// Restores the signal mask `old` (from [`block_signals`]).
+pub fn restore_signals(old: &libc::sigset_t) -> std::io::Result<()> {
+    // SAFETY: `old` is a valid set; a null old-set pointer is allowed.
+    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits for one of the blocked signals and returns its number.
+pub fn wait_signal() -> std::io::Result<i32> {
+    let set = relayed_signals();
+    loop {
+        // SAFETY: `set` is valid; a null siginfo pointer is allowed.
+        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if sig > 0 {
+            return Ok(sig);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Ends this process by `sig`, as the program it supervised ended, so that
+/// whoever waits for it sees the same signal.
+pub fn die_by(sig: i32) -> ! {
+    // SAFETY: resetting a disposition to default, unblocking and raising
+    // are plain system calls on this process; _exit follows only when the
+    // signal did not end it (a signal that cannot kill by default).
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+        libc::_exit(128 + sig)
+    }
+}
+
+/// Sends `sig` to the process `pid`; a process already gone is no error.
+pub fn send_signal(pid: i32, sig: i32) {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    let _ = unsafe { libc::kill(pid, sig) };
+}
+
+/// A user namespace whose only mapping is `inside` to `outside` (uid and
+/// gid alike), as a file descriptor for an id-mapped mount; no process is
+/// left in it. The caller must be root of the machine's user namespace
+/// (only it may map an id other than its own).
+///
+/// A forked child makes the namespace and waits on a pipe; this process
+/// writes the child's maps, opens its namespace, and ends it.
+pub fn user_namespace_fd(inside: u32, outside: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    let (read, write) = rustix::pipe::pipe()?;
+    let (ready_read, ready_write) = rustix::pipe::pipe()?;
+    // SAFETY: the child runs only raw system calls (close, unshare, write,
+    // read, _exit), which are async-signal-safe and take no lock.
+    let child = match unsafe { libc::fork() } {
+        -1 => return Err(std::io::Error::last_os_error()),
+        0 => {
+            // The parent's end: the read below ends when the parent closes it.
+            drop(write);
+            drop(ready_read);
+            // SAFETY: see above; CLONE_FILES is not among the flags.
+            let ok =
+                unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWUSER) }
+                    .is_ok();
+            let _ = rustix::io::write(&ready_write, &[u8::from(ok)]);
+            let mut byte = [0u8; 1];
+            let _ = rustix::io::read(&read, &mut byte);
+            // SAFETY: _exit ends the child without running the parent's
+            // exit handlers or destructors.
+            unsafe { libc::_exit(0) }
+        }
+        pid => pid,
+    };
+    drop(ready_write);
+    let made = (|| {
+        let mut ok = [0u8; 1];
+        if !matches!(rustix::io::read(&ready_read, &mut ok), Ok(1)) || ok[0] != 1 {
+            return Err(std::io::Error::other("the child could not make a user namespace"));
+        }
+        let map = format!("{inside} {outside} 1");
+        std::fs::write(format!("/proc/{child}/uid_map"), &map)?;
+        std::fs::write(format!("/proc/{child}/gid_map"), &map)?;
+        let ns = std::fs::File::open(format!("/proc/{child}/ns/user"))?;
+        Ok(std::os::fd::OwnedFd::from(ns))
+    })();
+    drop(write);
+    if let Some(pid) = Pid::from_raw(child) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    }
+    made
+}
+
+/// Bind-mounts `source` (and what is mounted beneath it) at `target`, its
+/// ids seen through the user namespace `userns`: a file owned by id
+/// `inside` of it on disk is shown as owned by `outside`, and a file made
+/// by `outside` is written as owned by `inside`.
+pub fn idmapped_bind(
+    source: &std::path::Path,
+    target: &std::path::Path,
+    userns: &std::os::fd::OwnedFd,
+) -> std::io::Result<()> {
+    use rustix::mount::{move_mount, open_tree, MoveMountFlags, OpenTreeFlags};
+    use std::os::fd::AsRawFd;
+    let tree = open_tree(
+        rustix::fs::CWD,
+        source,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+    )?;
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    // SAFETY: `attr` lives across the call and its size is passed with it;
+    // the path is a valid empty C string; the fd is open.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    move_mount(&tree, "", rustix::fs::CWD, target, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)?;
+    Ok(())
+}

@@ -4,8 +4,9 @@
 //! It runs before any runtime or thread exists (the binary dispatches here
 //! first), applies the steps in the module's order, writes one line to
 //! stderr naming the step that failed, and exits with that step's status.
-//! On success it never returns: the program replaces it, keeping its pid,
-//! its environment and its file descriptors.
+//! On success it never returns: it forks into the cage's PID namespace
+//! ([`super::init`]) and ends as the program does; the program keeps its
+//! environment and its file descriptors.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -14,8 +15,8 @@ use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use super::plan::Plan;
 use super::{
-    filter, namespaces, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK, EXIT_NAMESPACES,
-    EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
+    filter, init, namespaces, root, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
+    EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
 };
 
 /// Runs the helper with the arguments after `confine`; returns the exit
@@ -31,23 +32,58 @@ pub fn main(args: &[OsString]) -> i32 {
             )
         }
     };
-    let pretends = |f: &str| plan.pretend_missing.iter().any(|p| p == f);
-    let namespaces_needed = plan.net == super::plan::Net::Loopback
-        || !plan.readonly.is_empty()
-        || !plan.hidden.is_empty();
-    if pretends("namespaces") && namespaces_needed {
+    if plan.pretend_missing.iter().any(|p| p == "namespaces") {
         return fail(
             EXIT_NAMESPACES,
             "namespaces",
             "this Linux lets no namespace be made (pretended by TENERAL_TEST_PRETEND_MISSING)",
         );
     }
+    // Root's bodies run as nobody: the paths they may write are mounted
+    // with their ids mapped (see root.rs), through a user namespace made
+    // here, while this process's children still see the machine's /proc.
+    let identity = if rustix::process::getuid().is_root() {
+        match crate::sys::user_namespace_fd(0, super::BODY_ID) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                return fail(
+                    EXIT_NAMESPACES,
+                    "namespaces",
+                    &format!("cannot make the id mapping for the body's identity: {e}"),
+                )
+            }
+        }
+    } else {
+        None
+    };
     if let Err(e) = namespaces::enter(&plan) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
+    // The helper stays outside and supervises; what follows runs as pid 1
+    // of the cage's PID namespace.
+    let inside = match init::fork_first() {
+        Ok(inside) => inside,
+        Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
+    };
+    if let Err(e) = root::build(&plan, identity.as_ref()) {
+        return fail(EXIT_NAMESPACES, "root", &e);
+    }
+    let become_body = identity.is_some();
+    drop(identity);
+    init::run(inside, move || confine_and_exec(&plan, &argv, become_body))
+}
+
+/// The program's process: Landlock, capabilities, no_new_privs, seccomp,
+/// then the program. Returns only the status of the step that failed.
+fn confine_and_exec(plan: &Plan, argv: &[OsString], become_body: bool) -> i32 {
     let privileged = namespaces::has_sys_admin();
-    if let Err(e) = ruleset::restrict(&plan, !privileged) {
+    if let Err(e) = ruleset::restrict(plan, !privileged) {
         return fail(EXIT_LANDLOCK, "landlock", &e);
+    }
+    if become_body {
+        if let Err(e) = drop_bounding().and_then(|()| become_nobody()) {
+            return fail(EXIT_CAPABILITIES, "identity", &e);
+        }
     }
     if let Err(e) = drop_capabilities() {
         return fail(EXIT_CAPABILITIES, "capabilities", &e);
@@ -55,7 +91,7 @@ pub fn main(args: &[OsString]) -> i32 {
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return fail(EXIT_NO_NEW_PRIVS, "no_new_privs", &e.to_string());
     }
-    if pretends("seccomp") {
+    if plan.pretend_missing.iter().any(|p| p == "seccomp") {
         return fail(
             EXIT_SECCOMP,
             "seccomp",
@@ -71,6 +107,50 @@ pub fn main(args: &[OsString]) -> i32 {
     let e = std::process::Command::new(program).args(rest).exec();
     let status = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_EXEC };
     fail(status, "exec", &format!("{}: {e}", program.to_string_lossy()))
+}
+
+/// The supervising helper, once it has forked the cage: capabilities
+/// dropped, no_new_privs, seccomp. On failure, the step's status.
+pub(super) fn confine_supervisor() -> Result<(), (i32, String)> {
+    drop_capabilities().map_err(|e| (EXIT_CAPABILITIES, e))?;
+    rustix::thread::set_no_new_privs(true).map_err(|e| (EXIT_NO_NEW_PRIVS, e.to_string()))?;
+    load_seccomp().map_err(|e| (EXIT_SECCOMP, e))
+}
+
+/// Empties the bounding set when this process may (CAP_SETPCAP).
+fn drop_bounding() -> Result<(), String> {
+    let can_bound = rustix::thread::capabilities(None)
+        .map(|c| c.effective.contains(CapabilitySet::SETPCAP))
+        .map_err(|e| format!("capget: {e}"))?;
+    if !can_bound {
+        return Ok(());
+    }
+    for bit in 0..64u32 {
+        match rustix::thread::remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(
+            1u64 << bit,
+        )) {
+            Ok(()) => {}
+            // Past the last capability this Linux knows.
+            Err(rustix::io::Errno::INVAL) => break,
+            Err(e) => {
+                return Err(format!("cannot drop capability {bit} from the bounding set: {e}"))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Root's body becomes nobody ([`super::BODY_ID`]): no supplementary
+/// group, and real, effective and saved ids all changed, which also
+/// empties its capabilities. Single-threaded, so the thread's ids are the
+/// process's.
+fn become_nobody() -> Result<(), String> {
+    use rustix::process::{Gid, Uid};
+    let (uid, gid) = (Uid::from_raw(super::BODY_ID), Gid::from_raw(super::BODY_ID));
+    rustix::thread::set_thread_groups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(|e| format!("setresgid: {e}"))?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(|e| format!("setresuid: {e}"))?;
+    Ok(())
 }
 
 /// The seccomp profile as `build.rs` compiled it; empty when it could not.
@@ -98,24 +178,8 @@ fn fail(status: i32, step: &str, message: &str) -> i32 {
 /// unprivileged caller outside a user namespace) the bounding set cannot be
 /// changed; there it matters not, since no_new_privs keeps an execution from
 /// gaining what the permitted set lacks.
-fn drop_capabilities() -> Result<(), String> {
-    let can_bound = rustix::thread::capabilities(None)
-        .map(|c| c.effective.contains(CapabilitySet::SETPCAP))
-        .map_err(|e| format!("capget: {e}"))?;
-    if can_bound {
-        for bit in 0..64u32 {
-            match rustix::thread::remove_capability_from_bounding_set(
-                CapabilitySet::from_bits_retain(1u64 << bit),
-            ) {
-                Ok(()) => {}
-                // Past the last capability this Linux knows.
-                Err(rustix::io::Errno::INVAL) => break,
-                Err(e) => {
-                    return Err(format!("cannot drop capability {bit} from the bounding set: {e}"))
-                }
-            }
-        }
-    }
+pub(super) fn drop_capabilities() -> Result<(), String> {
+    drop_bounding()?;
     rustix::thread::clear_ambient_capability_set().map_err(|e| format!("ambient set: {e}"))?;
     let none = CapabilitySets {
         effective: CapabilitySet::empty(),

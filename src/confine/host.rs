@@ -41,10 +41,8 @@ pub fn host(exclude: &[&Path]) -> Host {
     read.extend(under_home(".gitconfig"));
     read.extend(under_home(".config/git"));
     let devices = ["/dev/null", "/dev/zero", "/dev/full"].iter().map(PathBuf::from).collect();
-    let mut hidden: Vec<PathBuf> = ["/run/user", "/run/dbus"].iter().map(PathBuf::from).collect();
-    hidden.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
-    let mut host = Host { exec, read, devices, hidden };
-    for list in [&mut host.exec, &mut host.read, &mut host.devices, &mut host.hidden] {
+    let mut host = Host { exec, read, devices };
+    for list in [&mut host.exec, &mut host.read, &mut host.devices] {
         // What a path names is what Landlock holds: `/bin` is often `/usr/bin`.
         *list = list.iter().filter_map(|p| p.canonicalize().ok()).collect();
     }
@@ -58,9 +56,6 @@ pub fn host(exclude: &[&Path]) -> Host {
 /// Drops the rules another rule already covers (`/usr/bin` under `/usr`, a
 /// read rule under an execute rule), so the helper makes fewer.
 pub fn prune(host: &mut Host) {
-    host.hidden.retain(|p| p.is_dir());
-    host.hidden.sort();
-    host.hidden.dedup();
     host.exec.sort();
     host.exec.dedup();
     let exec = host.exec.clone();
@@ -76,7 +71,7 @@ pub fn prune(host: &mut Host) {
 
 /// Drops every path of `host` that holds one of `protected` or lies in one.
 pub fn keep_clear(host: &mut Host, protected: &[&Path]) {
-    for list in [&mut host.exec, &mut host.read, &mut host.devices, &mut host.hidden] {
+    for list in [&mut host.exec, &mut host.read, &mut host.devices] {
         list.retain(|p| !protected.iter().any(|q| q.starts_with(p) || p.starts_with(q)));
     }
 }
@@ -148,7 +143,6 @@ mod tests {
             exec: vec!["/usr".into(), "/opt".into(), "/opt/tools".into(), "/root/.cargo".into()],
             read: vec!["/etc".into(), "/opt/ind/soul".into()],
             devices: vec!["/dev/null".into()],
-            hidden: vec![],
         };
         keep_clear(&mut host, &[Path::new("/opt/ind"), Path::new("/srv/checkout")]);
         assert_eq!(
@@ -171,7 +165,6 @@ mod tests {
             ],
             read: vec!["/etc".into(), "/usr/share".into(), "/etc/ssl".into()],
             devices: vec![],
-            hidden: vec![],
         };
         prune(&mut host);
         assert_eq!(host.exec, vec![PathBuf::from("/root/.cargo"), "/usr".into()]);

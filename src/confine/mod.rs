@@ -27,9 +27,11 @@
 mod filter;
 mod helper;
 pub mod host;
+mod init;
 mod namespaces;
 pub mod plan;
 mod relay;
+mod root;
 mod ruleset;
 
 use std::ffi::OsString;
@@ -57,6 +59,10 @@ pub const EXIT_SECCOMP: i32 = 125;
 pub const EXIT_EXEC: i32 = 126;
 /// The program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// The user and group a body runs as when the kernel is root (`nobody`):
+/// the paths it may write are mounted with root's files shown as its own.
+pub const BODY_ID: u32 = 65534;
 
 /// The Landlock ABI the cage needs: 3 for truncation rights, 6 for keeping
 /// signals and abstract sockets inside the cage.
@@ -161,6 +167,7 @@ impl Cage {
             Cage::On { exe, pretend_missing } => {
                 let options = Options {
                     forward: Vec::new(),
+                    socket_dirs: Vec::new(),
                     pretend_missing: pretend_missing.clone(),
                     exe: Some(exe.clone()),
                 };
@@ -196,7 +203,15 @@ impl Cage {
 
 /// `spec` made to run confined by `profile`: its program and arguments
 /// become the helper's, the rest (directory, environment, output) stays.
+/// The directory of the event socket named in `TENERAL_EVENTS`, if any,
+/// joins the plan's socket directories.
 pub fn wrap(profile: &Profile, options: &Options, spec: Spec) -> io::Result<Spec> {
+    let mut options = options.clone();
+    let events = spec.env.iter().find(|(k, _)| k == "TENERAL_EVENTS");
+    if let Some(dir) = events.and_then(|(_, v)| std::path::Path::new(v).parent()) {
+        options.socket_dirs.push(dir.to_owned());
+    }
+    let options = &options;
     let mut argv = Vec::with_capacity(spec.args.len() + 1);
     argv.push(spec.program.clone().into_os_string());
     argv.extend(spec.args.iter().cloned());
@@ -254,6 +269,9 @@ pub struct Options {
     /// run: `127.0.0.1:<port>` inside is relayed to `127.0.0.1:<port>`
     /// outside, and nothing else is.
     pub forward: Vec<u16>,
+    /// Directories of Unix sockets to connect to from inside (the event
+    /// socket's), see [`plan::Plan::socket_dirs`].
+    pub socket_dirs: Vec<PathBuf>,
     /// Test knob (`TENERAL_TEST_PRETEND_MISSING`): features the helper must
     /// treat as missing.
     pub pretend_missing: Vec<String>,
@@ -329,6 +347,7 @@ pub fn wrap_with(
     if let Profile::Smoke { forward, .. } | Profile::Generation { forward, .. } = profile {
         plan.forward.extend(forward);
     }
+    plan.socket_dirs = options.socket_dirs.clone();
     plan.pretend_missing = options.pretend_missing.clone();
     Ok(host::helper_argv(exe, plan.to_args(), argv))
 }

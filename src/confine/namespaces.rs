@@ -1,23 +1,16 @@
 //! The helper's first step: the namespaces a plan needs.
 //!
-//! - A private mount namespace when files must be read-only beneath a
-//!   writable directory (the journal in `memory/`): each is bind-mounted on
-//!   itself and remounted read-only. Writing it then fails with EROFS, and
-//!   removing or renaming over it with EBUSY, whatever Landlock allows.
-//! - In that namespace, an empty read-only tmpfs over each directory where
-//!   other programs keep their Unix sockets (`/run/user`, `/run/dbus`), which
-//!   Landlock before ABI 9 does not keep a process from connecting to.
-//! - A network namespace with only loopback, up, for every profile, into
+//! - A mount namespace, in which the cage's first process builds a new
+//!   root holding only the plan's grants ([`super::root`]).
+//! - A PID namespace, whose first process is the helper's child
+//!   ([`super::init`]): `/proc` shows only the cage's processes.
+//! - A network namespace with only loopback, up, for every profile but the model's, into
 //!   which the plan's forwarded ports are relayed ([`super::relay`]).
 //!
 //! As root (CAP_SYS_ADMIN) they are made directly; otherwise inside a new
 //! user namespace that maps the caller's uid and gid to themselves, so files
 //! keep their owners. Capabilities gained in it are dropped by a later step.
 
-use std::io;
-use std::path::{Path, PathBuf};
-
-use rustix::mount::{mount_bind, mount_change, mount_remount, MountFlags, MountPropagationFlags};
 use rustix::thread::{CapabilitySet, UnshareFlags};
 
 use super::plan::{Net, Plan};
@@ -48,17 +41,14 @@ pub fn has_sys_admin() -> bool {
         .unwrap_or(false)
 }
 
-/// Makes the namespaces `plan` needs; does nothing when it needs none.
+/// Makes the namespaces of a cage: user (unless root), mount, PID, and a
+/// network namespace with loopback up when the plan has only loopback.
+/// The mount and PID namespaces are filled by the cage's first process
+/// ([`super::init`], [`super::root`]).
 pub fn enter(plan: &Plan) -> Result<(), String> {
-    let mut flags = UnshareFlags::empty();
-    if !plan.readonly.is_empty() || !plan.hidden.is_empty() {
-        flags |= UnshareFlags::NEWNS;
-    }
+    let mut flags = UnshareFlags::NEWNS | UnshareFlags::NEWPID;
     if plan.net == Net::Loopback {
         flags |= UnshareFlags::NEWNET;
-    }
-    if flags.is_empty() {
-        return Ok(());
     }
     // The relay must be forked while this process is still in the kernel's
     // network namespace; it gets its listeners once loopback is up inside.
@@ -78,51 +68,11 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
     } else {
         crate::sys::unshare(flags).map_err(|e| format!("cannot make namespaces: {e}"))?;
     }
-    if flags.contains(UnshareFlags::NEWNS) {
-        mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
-            .map_err(|e| format!("cannot make the mounts private: {e}"))?;
-        for dir in &plan.hidden {
-            let flags =
-                MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
-            match rustix::mount::mount("tmpfs", dir, "tmpfs", flags, c"mode=0555,size=4k") {
-                Ok(()) => {}
-                // A place that is not there in this mount namespace hides
-                // nothing (a manager's private /run, say): nothing to cover.
-                Err(rustix::io::Errno::NOENT) => {}
-                Err(e) => return Err(format!("cannot hide {}: {e}", dir.display())),
-            }
-        }
-        for path in &plan.readonly {
-            read_only(path)
-                .map_err(|e| format!("cannot make {} read-only: {e}", path.display()))?;
-        }
-    }
     if plan.net == Net::Loopback {
         crate::sys::loopback_up().map_err(|e| format!("cannot bring loopback up: {e}"))?;
     }
     if let Some(relay) = relay {
         super::relay::hand_over(relay, &plan.forward)?;
     }
-    Ok(())
-}
-
-/// Bind-mounts `path` on itself, read-only. The flags Linux locks on the
-/// mount beneath (nosuid, nodev, noexec) are kept, or a user namespace may
-/// not remount it.
-fn read_only(path: &Path) -> io::Result<()> {
-    let path: PathBuf = path.canonicalize()?;
-    mount_bind(&path, &path)?;
-    let kept = rustix::fs::statvfs(&path)?.f_flag;
-    let mut flags = MountFlags::BIND | MountFlags::RDONLY;
-    for (st, ms) in [
-        (rustix::fs::StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
-        (rustix::fs::StatVfsMountFlags::NODEV, MountFlags::NODEV),
-        (rustix::fs::StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
-    ] {
-        if kept.contains(st) {
-            flags |= ms;
-        }
-    }
-    mount_remount(&path, flags, "")?;
     Ok(())
 }

@@ -4,8 +4,9 @@
 //!
 //! Invariants: a plan is an allowlist (Landlock grants rights beneath a path;
 //! nothing outside every rule is reachable), so a secret is kept out by never
-//! naming it or a directory above it. The individual's root is never a rule
-//! of its own; its parts are granted one by one.
+//! naming it or a directory above it. The individual's root is granted only
+//! as a listing ([`Access::List`]): in the cage's new root it holds nothing
+//! but its parts granted one by one.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -21,18 +22,21 @@ pub enum Access {
     Write,
     /// Read, list and remove files, but create nothing (the owner channel).
     Consume,
-    /// Read and write existing files; create and remove nothing (`/dev/null`,
-    /// `BACKLOG.md`).
+    /// Read and write existing files; create and remove nothing (`/dev/null`).
     ReadWrite,
+    /// List a directory of the new root that holds only other grants (the
+    /// individual's root): it is made empty, nothing of it is mounted.
+    List,
 }
 
 impl Access {
-    const ALL: [(Access, &'static str); 5] = [
+    const ALL: [(Access, &'static str); 6] = [
         (Access::Read, "--read"),
         (Access::Exec, "--exec"),
         (Access::Write, "--write"),
         (Access::Consume, "--consume"),
         (Access::ReadWrite, "--read-write"),
+        (Access::List, "--list"),
     ];
 
     fn flag(self) -> &'static str {
@@ -65,11 +69,11 @@ pub struct Plan {
     /// Files made read-only by a bind mount in a private mount namespace,
     /// where Landlock cannot subtract them from a writable directory.
     pub readonly: Vec<PathBuf>,
-    /// Directories covered by an empty tmpfs in a private mount namespace:
-    /// where other programs keep their Unix sockets (`/run/user`, ...),
-    /// which Landlock does not keep a process from connecting to.
-    pub hidden: Vec<PathBuf>,
     pub net: Net,
+    /// Directories of Unix sockets the process connects to (the event
+    /// socket's): mounted read-only in the new root, with no Landlock rule,
+    /// so their sockets can be connected to and nothing in them read.
+    pub socket_dirs: Vec<PathBuf>,
     /// Loopback ports relayed from inside a loopback-only namespace to the
     /// same port of the kernel's loopback.
     pub forward: Vec<u16>,
@@ -87,8 +91,6 @@ pub struct Host {
     pub read: Vec<PathBuf>,
     /// Devices to read and write.
     pub devices: Vec<PathBuf>,
-    /// Directories of other programs' sockets, to hide.
-    pub hidden: Vec<PathBuf>,
 }
 
 /// The parts of an individual a generation's body gets, and how; a network
@@ -119,16 +121,19 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         // Read only: the backlog changes through the workspace and a
         // mutation, like the body; the owner's checkout stays as committed.
         at("BACKLOG.md", Access::Read),
+        // Listed, as it holds only the grants above in the cage's new root
+        // (no `.env`, no `.teneral/auth`): the body's first `ls` works.
+        Rule { path: home.to_owned(), access: Access::List },
         at(".teneral/owner", Access::Consume),
     ]);
     Plan {
         profile: "generation".into(),
         rules,
         readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
-        hidden: host.hidden.clone(),
         // Its network goes through the kernel: the model and the egress
         // proxy are forwarded in (`Profile::Generation`'s ports).
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -144,8 +149,8 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         profile: "gate".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -163,8 +168,8 @@ pub fn organ(root: &Path, writable: &[PathBuf], host: &Host) -> Plan {
         profile: "organ".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -193,8 +198,8 @@ pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &
         profile: "model".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Open,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -210,8 +215,8 @@ pub fn pack(source: &Path, out: &Path, host: &Host) -> Plan {
         profile: "pack".into(),
         rules,
         readonly: Vec::new(),
-        hidden: host.hidden.clone(),
         net: Net::Loopback,
+        socket_dirs: Vec::new(),
         forward: Vec::new(),
         pretend_missing: Vec::new(),
     }
@@ -237,13 +242,13 @@ impl Plan {
             args.push("--readonly".into());
             args.push(path.clone().into());
         }
-        for path in &self.hidden {
-            args.push("--hide".into());
-            args.push(path.clone().into());
-        }
         if self.net == Net::Loopback {
             args.push("--net".into());
             args.push("loopback".into());
+        }
+        for dir in &self.socket_dirs {
+            args.push("--socket-dir".into());
+            args.push(dir.clone().into());
         }
         for port in &self.forward {
             args.push("--forward".into());
@@ -263,8 +268,8 @@ impl Plan {
             profile: String::new(),
             rules: Vec::new(),
             readonly: Vec::new(),
-            hidden: Vec::new(),
             net: Net::Open,
+            socket_dirs: Vec::new(),
             forward: Vec::new(),
             pretend_missing: Vec::new(),
         };
@@ -289,8 +294,8 @@ impl Plan {
                 plan.profile = text()?;
             } else if flag == "--readonly" {
                 plan.readonly.push(PathBuf::from(value));
-            } else if flag == "--hide" {
-                plan.hidden.push(PathBuf::from(value));
+            } else if flag == "--socket-dir" {
+                plan.socket_dirs.push(PathBuf::from(value));
             } else if flag == "--net" {
                 plan.net = match value.to_str() {
                     Some("loopback") => Net::Loopback,
@@ -319,7 +324,6 @@ mod tests {
             exec: vec!["/usr".into(), "/root/.cargo".into()],
             read: vec!["/etc".into()],
             devices: vec!["/dev/null".into()],
-            hidden: vec!["/run/user".into()],
         }
     }
 
@@ -351,7 +355,7 @@ mod tests {
             ("/i/.teneral", vec![]),
             ("/i/.teneral/auth", vec![]),
             ("/i/.teneral/state.json", vec![]),
-            ("/i", vec![]),
+            ("/i", vec![Access::List]),
             ("/usr", vec![Access::Exec]),
             ("/dev/null", vec![Access::ReadWrite]),
         ];
@@ -360,7 +364,6 @@ mod tests {
         }
         assert_eq!(plan.readonly, vec![PathBuf::from("/i/memory/journal.jsonl")]);
         assert_eq!(plan.net, Net::Loopback);
-        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
     }
 
     #[test]
@@ -369,7 +372,6 @@ mod tests {
         assert_eq!(access_of(&plan, "/c"), vec![Access::Write]);
         assert_eq!(access_of(&plan, "/cache"), vec![Access::Write]);
         assert_eq!(plan.net, Net::Loopback);
-        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
         assert!(plan.rules.iter().all(|r| !r.path.starts_with("/i")));
         let plan = smoke(Path::new("/c"), Path::new("/t"), &[], &host());
         assert_eq!(plan.profile, "smoke");
@@ -411,7 +413,6 @@ mod tests {
             Net::Open,
             "the kernel and the bodies reach it on the host's loopback"
         );
-        assert_eq!(plan.hidden, vec![PathBuf::from("/run/user")]);
         assert!(plan.readonly.is_empty());
         let bare = model(Path::new("/k/teneral"), &[], &[], &host());
         assert!(bare.rules.iter().all(|r| !r.path.starts_with("/i")));

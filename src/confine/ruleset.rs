@@ -22,6 +22,7 @@ fn rights(access: plan::Access, is_dir: bool) -> BitFlags<AccessFs> {
         plan::Access::Write => AccessFs::from_all(FS),
         plan::Access::Consume => read | AccessFs::RemoveFile,
         plan::Access::ReadWrite => AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
+        plan::Access::List => AccessFs::ReadDir.into(),
     };
     if is_dir {
         rights

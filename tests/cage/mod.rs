@@ -27,6 +27,8 @@ pub const SECRET: &str = "sk-cagetest-real-7f3a9c1e5b";
 pub const DECOY: &str = "sk-cagetest-decoy";
 
 pub const EPERM: i64 = 1;
+pub const ENOENT: i64 = 2;
+pub const ESRCH: i64 = 3;
 pub const EACCES: i64 = 13;
 pub const EXDEV: i64 = 18;
 pub const EBUSY: i64 = 16;
@@ -133,6 +135,82 @@ impl Drop for Upstream {
     }
 }
 
+/// A stand-in ssh-agent: a Unix socket in the host's /tmp where the hostile
+/// body looks for it (`agent_path` of the body), proven reachable from
+/// outside the cage.
+pub struct Agent {
+    dir: std::path::PathBuf,
+    _listener: std::os::unix::net::UnixListener,
+}
+
+impl Agent {
+    pub fn start(home: &Path) -> Result<Agent, Box<dyn std::error::Error>> {
+        let name = home.file_name().ok_or("a home without a name")?.to_string_lossy();
+        let dir = std::path::PathBuf::from(format!("/tmp/tnl-agent-{name}"));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("agent.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        std::os::unix::net::UnixStream::connect(&path)?;
+        Ok(Agent { dir, _listener: listener })
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A `credentials.toml` planted in the kernel's cargo home (mode 0600, as
+/// cargo writes it) when there is none, removed again at the end; its path
+/// is told to the hostile body in `soul/credentials-path`.
+pub struct Credentials {
+    planted: Option<std::path::PathBuf>,
+}
+
+impl Credentials {
+    pub fn plant(home: &Path) -> Result<Credentials, Box<dyn std::error::Error>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let cargo = std::env::var_os("CARGO_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+            .ok_or("no cargo home")?;
+        let path = cargo.join("credentials.toml");
+        std::fs::write(home.join("soul/credentials-path"), path.as_os_str().as_encoded_bytes())?;
+        if path.exists() {
+            return Ok(Credentials { planted: None });
+        }
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+        std::io::Write::write_all(
+            &mut file,
+            format!("[registry]\ntoken = \"{SECRET}\"\n").as_bytes(),
+        )?;
+        Ok(Credentials { planted: Some(path) })
+    }
+}
+
+impl Drop for Credentials {
+    fn drop(&mut self) {
+        if let Some(path) = &self.planted {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Checks the doors of the host's processes: `/proc` lists a few of the
+/// cage's own, never the test's.
+pub fn check_proc(doors: &Doors) -> Result<(), String> {
+    let listed = doors["proc.count"]["detail"].as_str().unwrap_or_default().to_owned();
+    let pids: Vec<&str> = listed.split_whitespace().collect();
+    let me = std::process::id().to_string();
+    if pids.contains(&me.as_str()) || pids.is_empty() || pids.len() > 50 {
+        return Err(format!("/proc in the cage lists {listed:?}; the test is {me}"));
+    }
+    Ok(())
+}
+
 /// A test individual with the hostile body, the owner's secrets in place
 /// and a decoy that any scan must find.
 pub fn hostile_individual(env: &str) -> Result<Individual, Box<dyn std::error::Error>> {
@@ -184,10 +262,17 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     let upstream_dir = tempfile::tempdir()?;
     let upstream = Upstream::start(upstream_dir.path())?;
     let ind = hostile_individual(&proxied_env(&upstream, ""))?;
+    let _agent = Agent::start(ind.path())?;
+    let _credentials = Credentials::plant(ind.path())?;
     let install = std::fs::read(ind.path().join("body/src/main.rs"))?;
     let git_config = std::fs::read(ind.path().join(".git/config"))?;
     let (kernel, doors) = run_generation(&ind)?;
     use Want::*;
+    // Writing an existing file of a read-only grant: refused by its mode
+    // first when the body is nobody (the kernel is root), else by the
+    // read-only mount.
+    let root = rustix::process::getuid().is_root();
+    let denied = if root { EACCES } else { EROFS };
     let table = [
         ("workspace.write", Pass),
         ("soul.write", Pass),
@@ -201,39 +286,59 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("owner.consume", Pass),
         ("model", Pass),
         ("cargo", Pass),
-        ("install.write", Errno(EACCES)),
-        ("install.create", Errno(EACCES)),
-        ("live.write", Errno(EACCES)),
+        ("install.write", Errno(denied)),
+        ("install.create", Errno(EROFS)),
+        ("live.write", Errno(denied)),
         ("journal.append", Errno(EROFS)),
         ("journal.truncate", Errno(EROFS)),
         ("journal.replace", Errno(EBUSY)),
         ("journal.remove", Errno(EBUSY)),
-        ("backlog.append", Errno(EACCES)),
+        ("backlog.append", Errno(denied)),
         ("backlog.read", Pass),
-        ("state.read", Errno(EACCES)),
-        ("state.write", Errno(EACCES)),
-        ("git.config", Errno(EACCES)),
-        ("git.hook", Errno(EACCES)),
-        ("git.ref", Errno(EACCES)),
-        ("env.read", Errno(EACCES)),
-        ("auth.read", Errno(EACCES)),
-        ("auth.list", Errno(EACCES)),
+        ("state.read", Errno(ENOENT)),
+        ("state.write", Errno(ENOENT)),
+        ("git.config", Errno(denied)),
+        ("git.hook", Errno(EROFS)),
+        ("git.ref", Errno(EROFS)),
+        ("env.read", Errno(ENOENT)),
+        ("auth.read", Errno(ENOENT)),
+        ("auth.list", Errno(ENOENT)),
         ("kernel.environ", Errno(EACCES)),
         ("kernel.mem", Errno(EACCES)),
         ("owner.line", Errno(EACCES)),
         ("owner.accept", Errno(EACCES)),
         ("owner.approve", Errno(EACCES)),
         ("owner.interrupt", Errno(EACCES)),
-        ("owner.rename_in", Errno(EACCES)),
-        ("symlink.env", Errno(EACCES)),
-        ("symlink.state", Errno(EACCES)),
-        ("hardlink.env", Errno(EXDEV)),
-        ("build.env_read", Errno(EACCES)),
+        ("owner.rename_in", Errno(EXDEV)),
+        ("symlink.env", Errno(ENOENT)),
+        ("symlink.state", Errno(ENOENT)),
+        ("hardlink.env", Errno(ENOENT)),
+        ("build.env_read", Errno(ENOENT)),
         ("build.network", Errno(ENETUNREACH)),
+        ("build.ssh_agent", Errno(ENOENT)),
+        ("build.journald", Errno(ENOENT)),
+        ("home.list", Pass),
+        ("env.name", Errno(ENOENT)),
+        ("ssh_agent", Errno(ENOENT)),
+        ("journald", Errno(ENOENT)),
+        ("proc.count", Pass),
     ];
     let mut table = table.to_vec();
     table.extend(gate::syscall_table());
+    if root {
+        // Root's body is nobody: root's files refuse it by their modes.
+        table.extend([("shadow.read", Errno(EACCES)), ("cargo.credentials", Errno(EACCES))]);
+    }
     check(&doors, &table)?;
+    check_proc(&doors)?;
+    let listed = doors["home.list"]["detail"].as_str().unwrap_or_default().to_owned();
+    let names: Vec<&str> = listed.split_whitespace().collect();
+    for want in ["body", "memory", "soul", ".teneral"] {
+        assert!(names.contains(&want), "{want} is listed at the root: {listed}");
+    }
+    for never in [".env", "kernel.log", "script.jsonl"] {
+        assert!(!names.contains(&never), "{never} is not in the cage: {listed}");
+    }
 
     let found = doors["secret.search"]["detail"].as_str().unwrap_or_default().to_owned();
     assert!(found.contains(&format!("soul/decoy.txt: {DECOY}")), "the scan works: {found}");
@@ -244,6 +349,10 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ["CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"]
     {
         assert!(status.contains(want), "{want} in {status}");
+    }
+    if root {
+        let nobody = format!("Uid:\t{0}\t{0}\t{0}\t{0}", teneral::confine::BODY_ID);
+        assert!(status.contains(&nobody), "root's body runs as nobody: {status}");
     }
     let journal = std::fs::read_to_string(ind.path().join("memory/journal.jsonl"))?;
     assert!(!journal.contains(SECRET), "no secret reached the journal");

@@ -1,7 +1,7 @@
 //! The cage as an unprivileged user makes it: namespaces inside a user
 //! namespace of its own, the read-only bind mount, loopback only, Landlock,
 //! no capabilities. Run as `nobody` through setpriv (the tests run as root).
-//! And the mount namespace's other use: hiding other programs' sockets.
+//! And the new root's other use: other programs' sockets are not there.
 
 use std::process::Command;
 
@@ -79,11 +79,12 @@ fn the_cage_holds_for_an_unprivileged_user() -> TestResult {
 }
 
 /// Landlock (before ABI 9) lets a process connect to any Unix socket it can
-/// reach by path; the cage covers the directories where other programs keep
-/// theirs with an empty tmpfs. Shown on a socket of the test's own: reached
-/// without `--hide`, gone (ENOENT) with it.
+/// reach by path; in the cage's new root a socket is there only when its
+/// directory is granted (`--socket-dir`, as the event socket's is). Shown
+/// on a socket of the test's own: gone (ENOENT) without the grant, reached
+/// with it.
 #[test]
-fn sockets_of_other_programs_are_hidden() -> TestResult {
+fn sockets_of_other_programs_are_not_there() -> TestResult {
     if !require_cage()? {
         return Ok(());
     }
@@ -96,12 +97,12 @@ fn sockets_of_other_programs_are_hidden() -> TestResult {
         "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?})\n    print('CONNECTED')\nexcept OSError as e:\n    print('REFUSED', e.errno)\n",
         path.display().to_string()
     );
-    let run = |hide: bool| -> std::io::Result<String> {
+    let run = |grant: bool| -> std::io::Result<String> {
         let mut cmd = Command::new(teneral());
         cmd.args(["confine", "--profile", "gate", "--exec", "/usr", "--exec", "/lib"])
             .args(["--exec", "/lib64", "--read", "/etc", "--read", "/proc"]);
-        if hide {
-            cmd.arg("--hide").arg(&sockets);
+        if grant {
+            cmd.arg("--socket-dir").arg(&sockets);
         }
         let out = cmd.args(["--", "/usr/bin/python3", "-c", &probe]).output()?;
         Ok(format!(
@@ -110,9 +111,9 @@ fn sockets_of_other_programs_are_hidden() -> TestResult {
             String::from_utf8_lossy(&out.stderr)
         ))
     };
-    let open = run(false)?;
-    assert!(open.contains("CONNECTED"), "without hiding, Landlock lets it connect: {open}");
-    let hidden = run(true)?;
-    assert!(hidden.contains("REFUSED 2"), "hidden, the socket is not there: {hidden}");
+    let gone = run(false)?;
+    assert!(gone.contains("REFUSED 2"), "not granted, the socket is not there: {gone}");
+    let granted = run(true)?;
+    assert!(granted.contains("CONNECTED"), "its directory granted, it connects: {granted}");
     Ok(())
 }

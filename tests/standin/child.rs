@@ -144,11 +144,12 @@ fn the_model_profile_grants_its_script_and_log_and_refuses_the_rest() -> TestRes
     let table: &[(&str, bool, &str)] = &[
         ("cat script.jsonl", true, "scripted"),
         ("echo line >> standin.jsonl && cat standin.jsonl", true, "line"),
-        ("cat .env", false, "Permission denied"),
-        ("cat memory/notes.md", false, "Permission denied"),
+        // Not granted, not there: the cage's new root holds only grants.
+        ("cat .env", false, "No such file or directory"),
+        ("cat memory/notes.md", false, "No such file or directory"),
         ("ls .", false, "Permission denied"),
-        ("echo x > new-file", false, "Permission denied"),
-        ("rm standin.jsonl", false, "Permission denied"),
+        ("echo x > new-file", false, "Read-only file system"),
+        ("rm standin.jsonl", false, "Read-only file system"),
     ];
     let mut wrong = Vec::new();
     for (command, passes, says) in table {

@@ -1,5 +1,6 @@
 //! The hostile body's build script: it runs when the kernel builds the body,
-//! and tries the doors a build could open (the owner's `.env`, the network).
+//! and tries the doors a build could open (the owner's `.env`, the network,
+//! an ssh-agent and journald).
 //! What each attempt got is compiled into the body as `BUILD_DOORS`, which
 //! the body reports with its other doors (0: it worked; else the errno).
 use std::io::Read;
@@ -21,7 +22,20 @@ fn main() {
     let net = errno(
         std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)).map(|_| ()),
     );
-    let code = format!("const BUILD_DOORS: &[(&str, i32)] = &[(\"build.env_read\", {env}), (\"build.network\", {net})];\n");
+    // The test's stand-in ssh-agent for this individual, in the host's /tmp
+    // (see `agent_path` in src/main.rs), and journald's socket.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let name = cwd.ancestors().nth(3).and_then(|h| h.file_name()).unwrap_or_default();
+    let agent = format!("/tmp/tnl-agent-{}/agent.sock", name.to_string_lossy());
+    let agent = errno(std::os::unix::net::UnixStream::connect(agent).map(|_| ()));
+    let journald = errno(
+        std::os::unix::net::UnixDatagram::unbound()
+            .and_then(|s| s.connect("/run/systemd/journal/socket")),
+    );
+    let code = format!(
+        "const BUILD_DOORS: &[(&str, i32)] = &[(\"build.env_read\", {env}), (\"build.network\", {net}), \
+         (\"build.ssh_agent\", {agent}), (\"build.journald\", {journald})];\n"
+    );
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
     std::fs::write(out.join("build_doors.rs"), code).unwrap_or_default();
 }

@@ -13,7 +13,7 @@ use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -182,10 +182,46 @@ fn common_doors(parent: i32, scratch: &Path) -> Vec<(String, Try)> {
     let caps: Vec<&str> = status
         .lines()
         .filter(|l| {
-            l.starts_with("Cap") || l.starts_with("NoNewPrivs") || l.starts_with("Seccomp:")
+            l.starts_with("Cap")
+                || l.starts_with("NoNewPrivs")
+                || l.starts_with("Seccomp:")
+                || l.starts_with("Uid:")
         })
         .collect();
     add("self.status", Ok(caps.join(" ")));
+    d
+}
+
+/// Where the test starts its stand-in ssh-agent for the individual at
+/// `home` (outside the cage, in the host's /tmp).
+fn agent_path(home: &Path) -> PathBuf {
+    let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Path::new("/tmp").join(format!("tnl-agent-{name}")).join("agent.sock")
+}
+
+/// Doors of what the host holds that no profile grants: another program's
+/// socket (an ssh-agent, journald) and the processes of `/proc`.
+fn host_doors(home: &Path) -> Vec<(String, Try)> {
+    let mut d: Vec<(String, Try)> = Vec::new();
+    let mut add = |name: &str, r: Try| d.push((name.to_owned(), r));
+    add("ssh_agent", UnixStream::connect(agent_path(home)).map(|_| "connected".into()));
+    add(
+        "journald",
+        UnixDatagram::unbound()
+            .and_then(|s| s.connect("/run/systemd/journal/socket"))
+            .map(|()| "connected".into()),
+    );
+    add(
+        "proc.count",
+        fs::read_dir("/proc").map(|it| {
+            let pids: Vec<String> = it
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                .collect();
+            pids.join(" ")
+        }),
+    );
     d
 }
 
@@ -244,6 +280,18 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
     add("git.hook", create(&at(".git/hooks/pre-commit")));
     add("git.ref", create(&at(".git/refs/heads/evil")));
     add("env.read", read(&at(".env")));
+    add("shadow.read", read(Path::new("/etc/shadow")));
+    let credentials = fs::read_to_string(at("soul/credentials-path")).unwrap_or_default();
+    add("cargo.credentials", read(Path::new(credentials.trim())));
+    add("env.name", fs::symlink_metadata(at(".env")).map(|_| "named".into()));
+    add(
+        "home.list",
+        fs::read_dir(home).map(|it| {
+            let names: Vec<String> =
+                it.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            names.join(" ")
+        }),
+    );
     add("auth.read", read(&at(".teneral/auth/token")));
     add("auth.list", fs::read_dir(at(".teneral/auth")).map(|_| "listed".into()));
     add("kernel.environ", read(&PathBuf::from(format!("/proc/{parent}/environ"))));
@@ -263,6 +311,7 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
     let _ = std::os::unix::fs::symlink("../state.json", ws.join("peek-state"));
     add("symlink.state", read(&ws.join("peek-state")));
     add("hardlink.env", fs::hard_link(at(".env"), ws.join("env-link")).map(|()| "linked".into()));
+    d.extend(host_doors(home));
     d.extend(common_doors(parent, &ws.join("mnt")));
     d
 }
@@ -300,6 +349,7 @@ fn gate_doors(home: &Path, parent: i32) -> Vec<(String, Try)> {
     add("individual.write", create(&home.join("gate-was-here")));
     add("individual.list", fs::read_dir(home).map(|_| "listed".into()));
     let _ = fs::create_dir_all("mnt");
+    d.extend(host_doors(home));
     d.extend(common_doors(parent, Path::new("mnt")));
     d
 }

@@ -1,0 +1,208 @@
+//! The cage's file tree: a new root holding exactly what the plan grants.
+//!
+//! In its own mount namespace, the cage's first process (pid 1 of its PID
+//! namespace, see [`super::init`]) mounts an empty tmpfs, makes it the root
+//! (`pivot_root`, as bubblewrap does), and brings into it, at the same
+//! place, each granted path of the old root by a bind mount: read-only for
+//! what the plan lets be read or executed, writable for what it lets be
+//! written. Then come a fresh `/proc` (showing only the cage's processes),
+//! a minimal `/dev` (the granted device files and the `/dev/fd` links), an
+//! empty `/tmp`, the links `/bin`, `/lib`... the machine has, and the old
+//! root is detached. The tmpfs itself ends read-only.
+//!
+//! Invariants: nothing is reachable that no rule names, so a socket, file
+//! or directory not granted cannot even be named (ENOENT): another
+//! program's socket, the owner's `.env`, another individual. Landlock stays
+//! the second wall ([`super::ruleset`]), applied after, in the new tree. A
+//! directory that only leads to granted paths (the individual's root, its
+//! `.teneral`) exists in the tmpfs and holds only those.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, StatVfsMountFlags};
+use rustix::mount::{
+    mount, mount_bind_recursive, mount_change, mount_remount, unmount, MountFlags,
+    MountPropagationFlags, UnmountFlags,
+};
+
+use super::plan::{Access, Plan};
+
+/// Where the old root is while the new one is filled.
+const OLD: &str = "/.old-root";
+
+/// Links of the top directory that many machines have (`/bin` to
+/// `usr/bin`); remade in the new root when they are links here.
+const TOP_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Replaces this process's root by a new one holding only `plan`'s grants,
+/// and keeps its working directory when that is granted or leads to a
+/// grant (else the program starts in `/`). Runs in a fresh mount namespace, in the cage's PID namespace.
+pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+    // What each path names is resolved here, in the old root: a link there
+    // may point anywhere by an absolute path, which means nothing later.
+    let resolve = |path: &Path| -> Result<PathBuf, String> {
+        if path == Path::new("/proc") {
+            return Ok(path.to_owned());
+        }
+        path.canonicalize().map_err(|e| format!("cannot grant {}: {e}", path.display()))
+    };
+    let mut grants: Vec<(PathBuf, PathBuf, Access, bool)> = Vec::new();
+    for rule in &plan.rules {
+        grants.push((rule.path.clone(), resolve(&rule.path)?, rule.access, false));
+    }
+    for dir in &plan.socket_dirs {
+        grants.push((dir.clone(), resolve(dir)?, Access::Read, true));
+    }
+    let readonly: Vec<PathBuf> =
+        plan.readonly.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
+        .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+    // A fresh tmpfs on /tmp becomes the root; the old root then hangs at
+    // OLD, its own /tmp whole again, and each grant is taken from there.
+    let flags = MountFlags::NOSUID | MountFlags::NODEV;
+    mount("tmpfs", "/tmp", "tmpfs", flags, c"mode=0755,size=1m")
+        .map_err(|e| format!("cannot mount the new root: {e}"))?;
+    mkdir("/tmp/.old-root").map_err(|e| format!("cannot make {OLD}: {e}"))?;
+    rustix::process::pivot_root("/tmp", "/tmp/.old-root")
+        .map_err(|e| format!("cannot pivot to the new root: {e}"))?;
+    rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+
+    // Parents before children, so a grant inside another lands on it.
+    grants.sort_by_key(|(_, real, _, _)| real.components().count());
+    for (_, real, access, socket) in &grants {
+        grant(real, *access, *socket, idmap)
+            .map_err(|e| format!("cannot grant {}: {e}", real.display()))?;
+    }
+    // A granted path that was a link (`.teneral/target` to a shared cache)
+    // is one still, to the same place.
+    for (path, real, _, _) in &grants {
+        if path != real && std::fs::symlink_metadata(path).is_err() {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("{e}"))?;
+            }
+            std::os::unix::fs::symlink(real, path)
+                .map_err(|e| format!("cannot link {}: {e}", path.display()))?;
+        }
+    }
+    for path in &readonly {
+        read_only(path).map_err(|e| format!("cannot make {} read-only: {e}", path.display()))?;
+    }
+    for link in TOP_LINKS {
+        let Ok(target) = std::fs::read_link(old(Path::new(link))) else { continue };
+        if std::fs::symlink_metadata(link).is_err() {
+            std::os::unix::fs::symlink(&target, link)
+                .map_err(|e| format!("cannot link {link}: {e}"))?;
+        }
+    }
+    dev().map_err(|e| format!("cannot make /dev: {e}"))?;
+    if std::fs::symlink_metadata("/tmp").is_err() {
+        mkdir("/tmp").map_err(|e| format!("cannot make /tmp: {e}"))?;
+    }
+    unmount(OLD, UnmountFlags::DETACH).map_err(|e| format!("cannot detach the old root: {e}"))?;
+    std::fs::remove_dir(OLD).map_err(|e| format!("cannot remove {OLD}: {e}"))?;
+    mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | flags, "")
+        .map_err(|e| format!("cannot make the new root read-only: {e}"))?;
+    // A directory not granted is not there; the program starts at the root
+    // then, where it reaches what it reached from there before: its grants.
+    if rustix::process::chdir(&cwd).is_err() {
+        rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `path` of the old root, seen from the new one.
+fn old(path: &Path) -> PathBuf {
+    let rel: PathBuf = path.components().filter(|c| !matches!(c, Component::RootDir)).collect();
+    Path::new(OLD).join(rel)
+}
+
+/// Brings `path` into the new root with what `access` needs: nothing more
+/// than an empty directory for a listing, a fresh proc for `/proc`, else a
+/// bind mount of the old root's, read-only unless it may be written. With
+/// `idmap` (the kernel is root, the body nobody) what may be written, and a
+/// `socket` directory, is mounted with root's ids shown as nobody's.
+fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> io::Result<()> {
+    if access == Access::List {
+        return std::fs::create_dir_all(path);
+    }
+    if path == Path::new("/proc") {
+        mkdir("/proc")?;
+        let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        return Ok(mount("proc", "/proc", "proc", flags, c"")?);
+    }
+    let source = old(path);
+    let meta = std::fs::metadata(&source)?;
+    if std::fs::symlink_metadata(path).is_err() {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if meta.is_dir() {
+            mkdir(path)?;
+        } else {
+            std::fs::File::create(path)?;
+        }
+    }
+    // A socket's directory too: nobody connects only to a socket it may
+    // write, in a directory it may search.
+    let writable = socket || matches!(access, Access::Write | Access::Consume);
+    match idmap {
+        // Root's body is nobody: what it may write shows root's files as
+        // its own, and what it makes is root's on disk.
+        Some(userns) if writable => crate::sys::idmapped_bind(&source, path, userns)?,
+        _ => mount_bind_recursive(&source, path)?,
+    }
+    match access {
+        Access::Read | Access::Exec => remount_read_only(path),
+        Access::Write | Access::Consume | Access::ReadWrite | Access::List => Ok(()),
+    }
+}
+
+/// Bind-mounts `path` on itself read-only (a file beneath a writable
+/// grant, the journal), keeping the flags Linux
+/// locks on it (nosuid, nodev, noexec), or a user namespace may not.
+fn read_only(path: &Path) -> io::Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    mount_bind_recursive(path, path)?;
+    remount_read_only(path)
+}
+
+/// Makes the bind mount at `path` read-only.
+fn remount_read_only(path: &Path) -> io::Result<()> {
+    let kept = rustix::fs::statvfs(path)?.f_flag;
+    let mut flags = MountFlags::BIND | MountFlags::RDONLY;
+    for (st, ms) in [
+        (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
+        (StatVfsMountFlags::NODEV, MountFlags::NODEV),
+        (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
+    ] {
+        if kept.contains(st) {
+            flags |= ms;
+        }
+    }
+    Ok(mount_remount(path, flags, "")?)
+}
+
+/// The links of a minimal `/dev` (its device files are grants of the plan).
+fn dev() -> io::Result<()> {
+    std::fs::create_dir_all("/dev")?;
+    for (link, target) in [
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+    ] {
+        if std::fs::symlink_metadata(link).is_err() {
+            std::os::unix::fs::symlink(target, link)?;
+        }
+    }
+    Ok(())
+}
+
+fn mkdir(path: impl AsRef<Path>) -> io::Result<()> {
+    Ok(rustix::fs::mkdir(path.as_ref(), Mode::from_raw_mode(0o755))?)
+}
