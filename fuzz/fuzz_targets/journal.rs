@@ -38,7 +38,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     for line in &got {
         if let Some(event) = parse_line(line) {
             assert!(!event.kind.is_empty() || event.fields.get("type").is_some());
-            if let Some(shown) = teneral::talk::render::render(&event, 80) {
+            if let Some(shown) = teneralctl::talk::render::render(&event, 80) {
                 assert!(
                     !shown.chars().any(|c| c.is_control() && c != '\n'),
                     "a rendered event holds a control character: {shown:?}"
