@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 
 pub use admit::{Admit, Peer, Refusal};
 pub use bounds::Bounds;
-pub use socket::{bind, home_id, socket_path, sweep_stale, SOCKET_DIR_VAR};
+pub use socket::{bind, home_id, socket_path, sockets_dir, sweep_stale, SOCKET_DIR_VAR};
 
 use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
 use crate::journal::writer::Journal;

@@ -56,8 +56,9 @@ pub fn sweep_stale(home: &Path) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// The directory of the individual's event sockets (see [`socket_path`]).
-fn sockets_dir(home: &Path) -> std::io::Result<PathBuf> {
+/// The directory of the individual's event sockets (see [`socket_path`]):
+/// the one `TENERAL_SOCKET_DIR` gives, or the kernel user's own under /tmp.
+pub fn sockets_dir(home: &Path) -> std::io::Result<PathBuf> {
     // A kernel under test in a gate's check is given a short name that leads
     // into the check's own cache (see `gate::socket_dir`): /tmp is not the
     // check's to write.
