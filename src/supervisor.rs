@@ -15,6 +15,7 @@
 //! READY=1 goes to systemd once the journal and the owner's channel are open.
 
 mod model;
+mod organ_sets;
 mod reconcile;
 mod run;
 mod start;
@@ -37,7 +38,7 @@ use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::state::{State, Stopped};
 use crate::status::{Doing, Reporter};
-use crate::{lock, log, organs, repo, spawn};
+use crate::{lock, log, repo, spawn};
 use model::Model;
 use run::{RunEnd, RunOf};
 use verdict::answer_undecided;
@@ -168,6 +169,14 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         k.status.set(Doing::Stopping);
     }
     k.status.stopping();
+    // Nothing the kernel started outlives its clean end: the stand-in is
+    // stopped and reaped, a warm-up still under way is dropped (its run is
+    // killed), and whatever is still listed is killed and the list removed.
+    k.model.stop().await;
+    if let Some(warming) = k.warming.take() {
+        warming.abort();
+    }
+    spawn::sweep_leftover_groups(&k.home);
     k.state.body = None;
     k.state.save(&k.home)?;
     Ok(status)
@@ -345,31 +354,6 @@ impl Kernel {
             }
             Decision::Wait | Decision::Kill { .. } => Ok(Next::Same),
         }
-    }
-
-    /// The organ set of the generation at `live`, prepared before each start
-    /// (a tree that went missing is unpacked again from its archive). A
-    /// missing archive stops the kernel without going back: the install lost
-    /// a file and the generation is sound. Any other organ error fails the
-    /// generation. `Ok(Err(next))` says what follows instead of a start.
-    async fn organs(
-        &mut self,
-        commit: &str,
-        live: &Path,
-    ) -> Result<Result<Option<PathBuf>, Next>, KernelError> {
-        let (home, checkout) = (self.home.clone(), live.to_owned());
-        let prepared = tokio::task::spawn_blocking(move || organs::prepare(&home, &checkout))
-            .await
-            .map_err(|e| KernelError::Io(format!("preparing the organs failed: {e}")))?;
-        let e = match prepared {
-            Ok(set) => return Ok(Ok(set)),
-            Err(e) => e,
-        };
-        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
-        if e.archive_missing() {
-            return Ok(Err(Next::End(EXIT_GAVE_UP, format!("{e}; then start the kernel again"))));
-        }
-        Ok(Err(self.fail(commit, format!("its organs cannot be prepared: {e}"), String::new())?))
     }
 
     /// Waits `after`; true when asked to stop meanwhile.

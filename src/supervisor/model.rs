@@ -45,6 +45,17 @@ impl Model {
         Ok(Model { standin, task: None })
     }
 
+    /// Stops the stand-in child (SIGTERM, its grace, SIGKILL) and the
+    /// current proxy; the kernel is on its way out.
+    pub(super) async fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        if let Some(standin) = self.standin.take() {
+            standin.child.stop().await;
+        }
+    }
+
     /// The base URL a generation with `key` uses: a proxy that accepts only
     /// `key` from now on (the previous generation's proxy is closed).
     pub(super) async fn url_for(

@@ -1,0 +1,36 @@
+//! The organs of a generation, prepared before each start of its body.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::{Kernel, KernelError, Next, EXIT_GAVE_UP};
+use crate::events::kernel_event;
+use crate::organs;
+
+impl Kernel {
+    /// The organ set of the generation at `live`, prepared before each start
+    /// (a tree that went missing is unpacked again from its archive). A
+    /// missing archive stops the kernel without going back: the install lost
+    /// a file and the generation is sound. Any other organ error fails the
+    /// generation. `Ok(Err(next))` says what follows instead of a start.
+    pub(super) async fn organs(
+        &mut self,
+        commit: &str,
+        live: &Path,
+    ) -> Result<Result<Option<PathBuf>, Next>, KernelError> {
+        let (home, checkout) = (self.home.clone(), live.to_owned());
+        let prepared = tokio::task::spawn_blocking(move || organs::prepare(&home, &checkout))
+            .await
+            .map_err(|e| KernelError::Io(format!("preparing the organs failed: {e}")))?;
+        let e = match prepared {
+            Ok(set) => return Ok(Ok(set)),
+            Err(e) => e,
+        };
+        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
+        if e.archive_missing() {
+            return Ok(Err(Next::End(EXIT_GAVE_UP, format!("{e}; then start the kernel again"))));
+        }
+        Ok(Err(self.fail(commit, format!("its organs cannot be prepared: {e}"), String::new())?))
+    }
+}
