@@ -290,7 +290,6 @@ impl Gate<'_> {
                     .map_err(|why| reject("fetch", why))?;
             }
         }
-        let writable = [ground.target.clone()];
         let mut memo = Memo::load(self.home);
         for check in planned {
             let step = |result, seconds| {
@@ -307,6 +306,16 @@ impl Gate<'_> {
                 self.doing(candidate, check.name);
             }
             let env = &ground.env;
+            // The short link the kernel's tests make their sockets through
+            // (TENERAL_SOCKET_DIR) must exist in the check's new root too.
+            let mut writable = vec![ground.target.clone()];
+            writable.extend(
+                check
+                    .env
+                    .iter()
+                    .filter(|(k, _)| k == crate::events::SOCKET_DIR_VAR)
+                    .map(|(_, v)| PathBuf::from(v)),
+            );
             match checks::run(self.runner, candidate, check, env, checkout, &writable).await {
                 Outcome::Passed { seconds } => {
                     step(Step::Passed, seconds);
