@@ -216,7 +216,13 @@ fn no_compiler_of_a_gate_check_outlives_the_kernel() -> TestResult {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!alive(sleeper), "the build script {sleeper} outlived the kernel");
-    let left = processes_under(ind.path());
-    assert!(left.is_empty(), "left running: {left:?}");
+    // The rest of the check goes as its cage's PID namespace is torn down,
+    // which takes a moment after the kernel's death: within the same bound.
+    let mut left = processes_under(ind.path());
+    while !left.is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+        left = processes_under(ind.path());
+    }
+    assert!(left.is_empty(), "left running 10 s after the kernel died: {left:?}");
     Ok(())
 }
