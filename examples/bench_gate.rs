@@ -35,7 +35,7 @@ fn main() -> Result<()> {
 }
 
 async fn bench(root: &Path, target: &Path) -> Result<()> {
-    teneral::spawn::start_reaper()?;
+    teneral::spawn::start_reaper_of_own_children()?;
     let dir = tempfile::Builder::new().prefix("tnl-bench-gate").tempdir()?;
     let home = dir.path().join("individual");
     git(

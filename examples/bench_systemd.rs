@@ -27,7 +27,7 @@ fn main() -> Result<()> {
 }
 
 async fn bench(n: usize) -> Result<()> {
-    teneral::spawn::start_reaper()?;
+    teneral::spawn::start_reaper_of_own_children()?;
     let systemd = Runner::choose(RunnerChoice::Systemd, teneral::runner::Cage::Off).await?;
     let direct = Runner::direct(teneral::runner::Cage::Off);
     let limits = Limits {

@@ -12,6 +12,10 @@
 //! else in the kernel may wait for a child (no `std::process::Child::wait`,
 //! no `tokio::process`), or it would race the reaper.
 //!
+//! A process that has children of its own besides these (a test binary, a
+//! benchmark) starts [`start_reaper_of_own_children`] instead: it waits only
+//! for the pids [`spawn`] started, and adopts no orphans.
+//!
 //! Death with the kernel reaches a child but not its own children; the
 //! groups are listed so that none outlives the kernel ([`groups`]).
 
@@ -27,6 +31,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -116,23 +121,59 @@ fn lock_registry() -> std::sync::MutexGuard<'static, HashMap<i32, oneshot::Sende
     registry().lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Set once any reaper of every child ran: from then on no other waiter in
+/// this process is safe, and the reapers all take every exit.
+static REAPS_ALL: AtomicBool = AtomicBool::new(false);
+
 /// Becomes a child subreaper and starts the task that reaps every child.
-/// Call once, inside the runtime, before the first [`spawn`].
+/// Call once, inside the runtime, before the first [`spawn`]. For the kernel
+/// only: a process with other children uses [`start_reaper_of_own_children`].
 pub fn start_reaper() -> io::Result<()> {
     rustix::process::set_child_subreaper(Some(
         Pid::from_raw(std::process::id() as i32).ok_or_else(|| io::Error::other("no pid"))?,
     ))
     .map_err(io::Error::from)?;
+    REAPS_ALL.store(true, Ordering::SeqCst);
+    reap_on_sigchld()
+}
+
+/// Starts the task that collects the exits of the children [`spawn`]
+/// started, and of no other: a test binary or a benchmark that also runs
+/// commands of its own (`Command::output`) keeps their exits. Call inside
+/// the runtime, before the first [`spawn`]; calling it in several runtimes
+/// is fine.
+pub fn start_reaper_of_own_children() -> io::Result<()> {
+    reap_on_sigchld()
+}
+
+fn reap_on_sigchld() -> io::Result<()> {
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
     tokio::spawn(async move {
         loop {
-            reap_all();
+            if REAPS_ALL.load(Ordering::SeqCst) {
+                reap_all();
+            } else {
+                reap_own();
+            }
             if sigchld.recv().await.is_none() {
                 break;
             }
         }
     });
     Ok(())
+}
+
+/// Collects the children [`spawn`] started that have ended. A child is
+/// registered before it can end unseen: [`spawn`] holds the registry while
+/// it starts one, and a SIGCHLD after that wakes this again.
+fn reap_own() {
+    let pids: Vec<i32> = lock_registry().keys().copied().collect();
+    for pid in pids {
+        let Some(pid_t) = Pid::from_raw(pid) else { continue };
+        if let Ok(Some((_, status))) = rustix::process::waitpid(Some(pid_t), WaitOptions::NOHANG) {
+            deliver(pid, exit_of(status));
+        }
+    }
 }
 
 /// Collects every child that has ended and hands each exit to its waiter.
@@ -308,4 +349,35 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     // The command name may hold spaces and parentheses; fields follow the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child this process started with `Command` and never gave to
+    /// [`spawn`] keeps its exit for its own waiter, even when it ended
+    /// before the reaper of own children next woke.
+    #[test]
+    fn the_reaper_of_own_children_leaves_other_children_to_their_waiters() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let rt = rt.expect("a current-thread runtime builds");
+        rt.block_on(async {
+            start_reaper_of_own_children().expect("the reaper starts");
+            let mut foreign =
+                Command::new("/bin/sh").args(["-c", "exit 3"]).spawn().expect("sh starts");
+            // Wait until it is a zombie, without collecting it.
+            let stat = format!("/proc/{}/stat", foreign.id());
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+                assert!(std::time::Instant::now() < deadline, "sh never ended");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // One of ours ends: the reaper wakes, and must take only that one.
+            let mut ours = spawn(Spec::new("/bin/true", "/")).expect("true starts");
+            assert_eq!(ours.wait().await, Exit::Code(0));
+            let status = foreign.wait().expect("the foreign child's exit is still ours to take");
+            assert_eq!(status.code(), Some(3));
+        });
+    }
 }

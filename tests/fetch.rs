@@ -30,7 +30,7 @@ fn child_takes_one_commit() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let rt = rt.expect("a current-thread runtime builds");
     rt.block_on(async {
-        teneral::spawn::start_reaper().expect("the reaper starts");
+        teneral::spawn::start_reaper_of_own_children().expect("the reaper starts");
         let cage = teneral::runner::Cage::On { exe: teneral(), pretend_missing: vec![] };
         let runner = teneral::runner::Runner::direct(cage);
         let repo = Repository::open(&home).expect("the main repository opens");

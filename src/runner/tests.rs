@@ -9,7 +9,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn run_directly_a_runtime_limit_stops_it_as_over_time() {
     runtime().block_on(async {
-        spawn::start_reaper().expect("the reaper starts");
+        spawn::start_reaper_of_own_children().expect("the reaper starts");
         let spec = Spec::new("/bin/sh", "/").arg("-c").arg("echo checking; exec sleep 600");
         let limits =
             Limits::none(Duration::from_secs(2)).with_runtime_max(Some(Duration::from_millis(300)));
@@ -33,7 +33,7 @@ fn run_directly_a_runtime_limit_stops_it_as_over_time() {
 #[test]
 fn with_the_cage_off_a_profile_runs_the_program_as_it_is() {
     runtime().block_on(async {
-        spawn::start_reaper().expect("the reaper starts");
+        spawn::start_reaper_of_own_children().expect("the reaper starts");
         let dir = tempfile::tempdir().expect("a temp dir");
         let spec = Spec::new("/bin/sh", dir.path()).arg("-c").arg("echo $0; echo oops >&2");
         let profile = Profile::Gate { checkout: dir.path().to_owned(), writable: vec![] };

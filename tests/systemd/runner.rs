@@ -129,7 +129,7 @@ fn a_caged_launch_is_applied_alike_by_both_backends() -> TestResult {
     );
     let outputs = block_on(async {
         // Run directly, exits come through the kernel's one reaper.
-        teneral::spawn::start_reaper()?;
+        teneral::spawn::start_reaper_of_own_children()?;
         let mut outputs = Vec::new();
         for choice in [RunnerChoice::Direct, RunnerChoice::Systemd] {
             let cage = Cage::On { exe: exe.clone(), pretend_missing: vec![] };
