@@ -38,6 +38,7 @@ enum Then {
 
 /// Runs the full client until the owner leaves.
 pub(super) fn run(opts: &TalkOptions) -> Result<i32, TalkError> {
+    let started = Instant::now();
     let theme = Theme::from_env();
     let (mut sink_out, mut sink_err) = (io::sink(), io::sink());
     let keep = |e: &Event, _| Some(e.clone());
@@ -45,13 +46,18 @@ pub(super) fn run(opts: &TalkOptions) -> Result<i32, TalkError> {
         Client::attach_with(&opts.home, opts.history, true, &mut sink_out, &mut sink_err, keep)?;
     let out = |e: io::Error| TalkError::Output(e);
     terminal::enable_raw_mode().map_err(out)?;
-    let result = session(&mut client, history, theme);
+    let result = session(&mut client, history, theme, started);
     let _ = execute!(io::stdout(), event::DisableBracketedPaste, cursor::Show);
     let _ = terminal::disable_raw_mode();
     result
 }
 
-fn session(client: &mut Client<'_>, history: Vec<Event>, theme: Theme) -> Result<i32, TalkError> {
+fn session(
+    client: &mut Client<'_>,
+    history: Vec<Event>,
+    theme: Theme,
+    started: Instant,
+) -> Result<i32, TalkError> {
     let out = TalkError::Output;
     execute!(io::stdout(), event::EnableBracketedPaste, cursor::Hide).map_err(out)?;
     let (w, _) = terminal::size().map_err(out)?;
@@ -86,12 +92,21 @@ fn session(client: &mut Client<'_>, history: Vec<Event>, theme: Theme) -> Result
         }
     });
     let mut interrupt_at: Option<Instant> = None;
+    let mut trace = super::trace::Trace::from_env();
+    let mut key_at: Option<Instant> = None;
+    let mut first = Some(started);
     loop {
         let height = live.height(&view).min(terminal::size().map_or(24, |s| s.1).saturating_sub(1));
         if height != screen.get_frame().area().height {
             screen = remake(screen, height)?;
         }
         screen.draw(|f| live.draw(f, &view, &model)).map_err(out)?;
+        if let Some(start) = key_at.take() {
+            trace.draw(start);
+        }
+        if let Some(start) = first.take() {
+            trace.attach(start);
+        }
         let busy = view.doing != super::view::Doing::Resting;
         let wake = if busy {
             match client.rx.recv_timeout(Duration::from_secs(1)) {
@@ -120,7 +135,7 @@ fn session(client: &mut Client<'_>, history: Vec<Event>, theme: Theme) -> Result
         }
         match wake {
             None | Some(Wake::Line(_)) => {}
-            Some(Wake::Journal) => journal(client, &mut view, &mut live, &mut screen)?,
+            Some(Wake::Journal) => journal(client, &mut view, &mut live, &mut screen, &mut trace)?,
             Some(Wake::End) | Some(Wake::InputFailed(_)) => break,
             Some(Wake::Term(Term::Resize(w, h))) => {
                 view.width = usize::from(w);
@@ -130,6 +145,7 @@ fn session(client: &mut Client<'_>, history: Vec<Event>, theme: Theme) -> Result
             }
             Some(Wake::Term(Term::Paste(text))) => live.editor.insert(&text),
             Some(Wake::Term(Term::Key(key))) if key.kind != KeyEventKind::Release => {
+                key_at = trace.on().then(Instant::now);
                 let then =
                     self::key(key, client, &mut view, &mut live, &mut screen, &mut interrupt_at)?;
                 if matches!(then, Then::Leave) {
@@ -179,12 +195,17 @@ fn journal(
     view: &mut View,
     live: &mut Live,
     screen: &mut Screen,
+    trace: &mut super::trace::Trace,
 ) -> Result<(), TalkError> {
     client.fill()?;
+    let mut replies = Vec::new();
     let mut rows = Vec::new();
     while let Some(e) = client.pop() {
         let before = view.doing.clone();
         let theirs = e.kind == "owner.line" && !client.own.remove(e.text("file"));
+        if e.kind == "reply" && trace.on() {
+            replies.push(e.ts.clone());
+        }
         rows.extend(view.event(&e));
         if theirs {
             rows.push(Line::styled("  (typed in another terminal)", view.theme.style(Role::Dim)));
@@ -194,7 +215,11 @@ fn journal(
         }
     }
     live.running = client.running();
-    print(screen, rows)
+    print(screen, rows)?;
+    for ts in replies {
+        trace.reply(&ts);
+    }
+    Ok(())
 }
 
 fn say(live: &mut Live, text: impl Into<String>, role: Role) {

@@ -26,6 +26,7 @@ mod piped;
 mod plain;
 pub mod render;
 pub mod theme;
+mod trace;
 pub mod turns;
 pub mod view;
 
