@@ -3,6 +3,7 @@
 //! never the kernel: nothing of the supervisor, the gate or the cage is in
 //! the program an owner runs at a terminal.
 pub mod back;
+pub mod individual;
 pub mod talk;
 
 pub use teneral_core::{

@@ -16,15 +16,20 @@ struct Cli {
 enum Command {
     /// Attach to the conversation; lines typed or piped go to the agent as its owner's.
     Talk {
-        #[arg(long, default_value = ".")]
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
         /// Seconds of journal silence after which a piped line gives up (exit 1).
         #[arg(long, default_value_t = 300)]
         wait: u64,
+        /// The plain text client even at a terminal: no panel, no input box.
+        #[arg(long)]
+        plain: bool,
     },
     /// Send the agent back to the generation before the current one, or to COMMIT.
     Back {
-        #[arg(long, default_value = ".")]
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
         /// An earlier generation's commit: 7 or more of its hex digits.
         #[arg(conflicts_with = "list")]
@@ -39,7 +44,8 @@ enum Command {
     /// Say whether teneral runs, at which generation, what it is doing, and
     /// why it stopped when it stopped by itself. Exit status 3 when it does not run.
     Status {
-        #[arg(long, default_value = ".")]
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
     },
 }
@@ -47,12 +53,19 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Talk { dir, wait } => teneralctl::talk::run(teneralctl::talk::TalkOptions {
-            home: dir,
-            wait: Duration::from_secs(wait),
-            history: 6,
-        }),
+        Command::Talk { dir, wait, plain } => teneralctl::talk::run(
+            teneralctl::talk::TalkOptions {
+                home: dir,
+                wait: Duration::from_secs(wait),
+                history: 6,
+            },
+            plain,
+        ),
         Command::Back { dir, commit, list, wait } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
             let options = teneralctl::back::BackOptions {
                 home: dir,
                 target: commit,
@@ -63,6 +76,10 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
         }
         Command::Status { dir } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(3);
+            }
             let dir = dir.canonicalize().unwrap_or(dir);
             let (text, status) = teneralctl::status::report(&dir);
             println!("{text}");

@@ -24,11 +24,11 @@ use crate::journal::{parse_line, Backwards, Event};
 /// Reads the journal at `path` backwards into `recent` until it has what it
 /// needs, or `budget` bytes were read. `render` makes each event's entry.
 /// Returns the journal's length when read: where following starts.
-pub fn look_back(
+pub fn look_back<T>(
     path: &Path,
-    recent: &mut Recent,
+    recent: &mut Recent<T>,
     budget: u64,
-    render: impl Fn(&Event) -> Option<String>,
+    render: impl Fn(&Event) -> Option<T>,
 ) -> io::Result<u64> {
     let file = match File::open(path) {
         Ok(f) => f,
@@ -234,7 +234,7 @@ mod tests {
     fn look_back_starts_following_at_the_end() {
         let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let path = dir.path().join("journal.jsonl");
-        let mut recent = Recent::new(1, 10);
+        let mut recent: Recent = Recent::new(1, 10);
         assert_eq!(look_back(&path, &mut recent, 1 << 20, |_| None).ok(), Some(0));
         append(&path, b"{\"type\":\"owner.line\"}\n{\"type\":\"reply\"}\n");
         let mut recent = Recent::new(1, 10);

@@ -14,11 +14,21 @@
 //! `--wait` deadline passes); everything from the journal is sanitized before
 //! it is printed ([`render`]); the decisions are pure ([`turns`]).
 
+mod backend;
+pub mod commands;
+pub mod editor;
 pub mod follow;
+mod full;
+mod live;
+pub mod markdown;
+pub mod panel;
 mod piped;
 mod plain;
 pub mod render;
+pub mod theme;
+mod trace;
 pub mod turns;
+pub mod view;
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{self, BufRead, IsTerminal, Write};
@@ -88,13 +98,20 @@ pub enum Wake {
     End,
     /// The input could not be read.
     InputFailed(io::Error),
+    /// A key, a paste or a resize at the terminal (the full client).
+    Term(crossterm::event::Event),
 }
 
-/// Runs the client on this process's standard input and output; returns the
-/// exit status (0, or 1 when a piped line was not answered).
-pub fn run(opts: TalkOptions) -> anyhow::Result<i32> {
+/// Runs the client on this process's standard input and output: the full
+/// client when both are a terminal and not `plain`, else the plain one.
+/// Returns the exit status (0, or 1 when a piped line was not answered).
+pub fn run(opts: TalkOptions, plain: bool) -> anyhow::Result<i32> {
+    crate::individual::check(&opts.home)?;
     let stdin = io::stdin();
     let interactive = stdin.is_terminal();
+    if interactive && io::stdout().is_terminal() && !plain {
+        return Ok(full::run(&opts)?);
+    }
     let mut out = io::stdout();
     let mut err = io::stderr();
     Ok(session(&opts, io::BufReader::new(stdin), interactive, &mut out, &mut err)?)
@@ -146,6 +163,19 @@ impl<'a> Client<'a> {
         out: &'a mut dyn Write,
         err: &'a mut dyn Write,
     ) -> Result<(Self, Vec<String>), TalkError> {
+        Self::attach_with(home, exchanges, follow, out, err, render::render)
+    }
+
+    /// [`Client::attach`], with what is kept of each event read back
+    /// made by `keep` (given the event and the width).
+    fn attach_with<T>(
+        home: &Path,
+        exchanges: usize,
+        follow: bool,
+        out: &'a mut dyn Write,
+        err: &'a mut dyn Write,
+        keep: impl Fn(&Event, usize) -> Option<T>,
+    ) -> Result<(Self, Vec<T>), TalkError> {
         // An absolute path, so that messages name the place for certain.
         let home = &home.canonicalize().unwrap_or_else(|_| home.to_owned());
         let journal = home.join(JOURNAL_PATH);
@@ -158,7 +188,7 @@ impl<'a> Client<'a> {
         }
         let width = terminal_width();
         let mut recent = Recent::new(exchanges, MAX_ENTRIES);
-        let end = look_back(&journal, &mut recent, LOOK_BACK_BUDGET, |e| render::render(e, width))
+        let end = look_back(&journal, &mut recent, LOOK_BACK_BUDGET, |e| keep(e, width))
             .map_err(|source| TalkError::Journal { path: journal.clone(), source })?;
         let client = Self {
             home: home.to_owned(),

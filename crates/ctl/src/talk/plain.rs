@@ -47,6 +47,7 @@ pub(super) fn run<R: BufRead + Send + 'static>(
             }
             Wake::End => break,
             Wake::InputFailed(e) => return Err(TalkError::Input(e)),
+            Wake::Term(_) => {}
         }
     }
     client.say("[left; the agent goes on]")?;

@@ -42,15 +42,15 @@ fn starts_exchange(kind: &str) -> bool {
 /// Reading the journal backwards: gathers what to print for the last few
 /// exchanges and learns what the agent is doing, and says when to stop.
 #[derive(Debug)]
-pub struct Recent {
+pub struct Recent<T = String> {
     exchanges_left: usize,
     max_entries: usize,
     /// Printable entries, newest first.
-    entries: Vec<String>,
+    entries: Vec<T>,
     activity: Option<Activity>,
 }
 
-impl Recent {
+impl<T> Recent<T> {
     /// Gathers at most `exchanges` exchanges, and at most `max_entries`
     /// printed entries in all.
     pub fn new(exchanges: usize, max_entries: usize) -> Self {
@@ -59,7 +59,7 @@ impl Recent {
 
     /// Takes the next event towards the start, with what would be printed
     /// for it. Returns false once nothing further back is needed.
-    pub fn take(&mut self, event: &Event, printed: Option<String>) -> bool {
+    pub fn take(&mut self, event: &Event, printed: Option<T>) -> bool {
         if self.activity.is_none() {
             self.activity = activity_after(&event.kind);
         }
@@ -86,7 +86,7 @@ impl Recent {
     }
 
     /// The entries to print, oldest first.
-    pub fn into_entries(mut self) -> Vec<String> {
+    pub fn into_entries(mut self) -> Vec<T> {
         self.entries.reverse();
         self.entries
     }
@@ -196,7 +196,7 @@ mod tests {
     }
 
     fn activity_of(newest_first: &[&str]) -> Activity {
-        let mut recent = Recent::new(0, 0);
+        let mut recent: Recent = Recent::new(0, 0);
         for kind in newest_first {
             if !recent.take(&ev(kind), None) {
                 break;
@@ -268,13 +268,13 @@ mod tests {
 
     #[test]
     fn recent_is_bounded_and_goes_on_only_to_learn_the_activity() {
-        let mut recent = Recent::new(5, 2);
+        let mut recent: Recent = Recent::new(5, 2);
         assert!(recent.take(&ev("note"), Some("a".into())));
         assert!(!recent.take(&ev("reply"), Some("b".into())));
         assert_eq!(recent.activity(), Activity::Busy);
         assert_eq!(recent.into_entries(), vec!["b", "a"]);
 
-        let mut nothing = Recent::new(0, 10);
+        let mut nothing: Recent = Recent::new(0, 10);
         assert!(nothing.take(&ev("note"), None), "the activity is not known yet");
         assert!(!nothing.take(&ev("turn.ended"), None));
         assert!(nothing.into_entries().is_empty());

@@ -1,0 +1,53 @@
+//! Timings for `scripts/bench-talk`: when `TENERAL_TALK_TRACE` names a
+//! file, the full client appends one line per measurement to it
+//! (`attach_us`, `peak_kb` once the first frame is drawn; `draw_us <n>`
+//! from a key to its frame drawn, `reply_ms <n>` from a
+//! reply's journal time to its rows printed). Unset, it costs nothing.
+
+use std::fs::File;
+use std::io::Write;
+use std::time::Instant;
+
+/// Where timings go, when anywhere.
+pub struct Trace(Option<File>);
+
+impl Trace {
+    /// The trace `TENERAL_TALK_TRACE` asks for.
+    pub fn from_env() -> Self {
+        let file = std::env::var_os("TENERAL_TALK_TRACE")
+            .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+        Self(file)
+    }
+
+    pub fn on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Records how long since `start`, in microseconds.
+    pub fn draw(&mut self, start: Instant) {
+        if let Some(f) = &mut self.0 {
+            let _ = writeln!(f, "draw_us {}", start.elapsed().as_micros());
+        }
+    }
+
+    /// Records the time from `start` to the first frame, and the peak RSS.
+    pub fn attach(&mut self, start: Instant) {
+        if let Some(f) = &mut self.0 {
+            let _ = writeln!(f, "attach_us {}", start.elapsed().as_micros());
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            if let Some(kb) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+                let _ = writeln!(f, "peak_kb {}", kb.trim().trim_end_matches(" kB"));
+            }
+        }
+    }
+
+    /// Records how long ago (ms) the event journaled at `ts` was.
+    pub fn reply(&mut self, ts: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+        if let (Some(f), Some(at)) = (&mut self.0, super::view::parse_ts(ts)) {
+            let _ = writeln!(f, "reply_ms {}", now - at);
+        }
+    }
+}

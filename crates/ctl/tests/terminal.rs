@@ -1,0 +1,324 @@
+//! The full client in a real terminal: tmux runs `teneralctl talk` against a
+//! journal the test writes, `send-keys` types and `capture-pane` reads the
+//! screen. Each test has a tmux server of its own (`tmux -L`), killed when
+//! the test ends.
+#![allow(clippy::expect_used, clippy::panic)]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// One tmux server running one client.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `teneralctl talk -d home` in an 80x30 terminal with `env`.
+    fn start(home: &Path, env: &[(&str, &str)]) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("talk-test-{}-{n}", std::process::id());
+        let tmux = Tmux { socket };
+        let mut line = String::from("env -u NO_COLOR LANG=C.UTF-8 LC_ALL= LC_CTYPE=");
+        for (k, v) in env {
+            line.push_str(&format!(" {k}={v}"));
+        }
+        line.push_str(&format!(
+            " {} talk -d {}; sleep 600",
+            env!("CARGO_BIN_EXE_teneralctl"),
+            home.display()
+        ));
+        let out = tmux.run(&["new-session", "-d", "-x", "80", "-y", "30", &line]);
+        assert!(out.status.success(), "tmux starts: {out:?}");
+        tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs (scripts/deps installs it)")
+    }
+
+    /// Presses keys as tmux names them (`Enter`, `C-d`, `Escape`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+
+    /// Types `text` as it is.
+    fn type_text(&self, text: &str) {
+        assert!(self.run(&["send-keys", "-t", "0", "-l", text]).status.success());
+    }
+
+    /// The screen as text (`escapes`: with its colours as SGR sequences).
+    fn screen(&self, escapes: bool) -> String {
+        let mut args = vec!["capture-pane", "-p", "-t", "0", "-S", "-200"];
+        if escapes {
+            args.push("-e");
+        }
+        String::from_utf8_lossy(&self.run(&args).stdout).into_owned()
+    }
+
+    /// Waits until the screen contains `text`; returns the screen.
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen(false);
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "{text:?} never showed; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// An individual with a soul, settings and a journal of `events` (JSON
+/// objects without `ts`, `seq` and `commit`, which are added).
+fn individual(events: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path();
+    for sub in ["memory", "soul", ".teneral"] {
+        std::fs::create_dir_all(home.join(sub)).expect("the individual's directories");
+    }
+    std::fs::write(home.join("soul/self.md"), "name: Ada\n").expect("a soul");
+    std::fs::write(home.join(".env"), "TENERAL_MODEL=gpt-test\nTENERAL_API_KEY=do-not-show\n")
+        .expect("settings");
+    append(home, events);
+    dir
+}
+
+/// Appends `events` to the journal, as a kernel would.
+fn append(home: &Path, events: &[&str]) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.join("memory/journal.jsonl"))
+        .expect("the journal");
+    for (i, e) in events.iter().enumerate() {
+        let head = format!(
+            r#"{{"ts":"2026-11-30T10:00:{:02}.{:03}Z","seq":{i},"commit":"{COMMIT}","#,
+            i / 1000 % 60,
+            (i * 400) % 1000
+        );
+        let line = format!("{head}{}\n", e.trim_start_matches('{'));
+        file.write_all(line.as_bytes()).expect("an event appended");
+    }
+}
+
+fn owner_files(home: &Path, ext: &str) -> Vec<PathBuf> {
+    match std::fs::read_dir(home.join(".teneral/owner")) {
+        Ok(dir) => dir
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+const CONVERSATION: &[&str] = &[
+    r#"{"type":"owner.line","file":"a.txt","text":"What are you working on?"}"#,
+    r#"{"type":"tool.call","id":"1","name":"bash","input":{"command":"ls -la"}}"#,
+    r#"{"type":"tool.result","id":"1","output":"total 0"}"#,
+    r##"{"type":"reply","text":"# Plan\n\nI am *reading* my **soul**.\n\n- one\n- two\n\n> a quote\n\n```\nfn main() { println!(\"a very long line of code that goes well past the edge of the screen\"); }\n```\n\nSee [the docs](https://example.com/docs)."}"##,
+    r#"{"type":"turn.ended"}"#,
+];
+
+#[test]
+fn the_panel_a_markdown_reply_and_a_tool_line() {
+    let dir = individual(CONVERSATION);
+    let tmux = Tmux::start(dir.path(), &[]);
+    let screen = tmux.wait_for("talking with Ada");
+    let screen =
+        if screen.contains("See the docs") { screen } else { tmux.wait_for("See the docs") };
+    for want in [
+        "model        gpt-test",
+        "› What are you working on?",
+        "▪ bash  command: ls -la ✓ 0.4s",
+        "● Plan",
+        "  I am reading my soul.",
+        "  • one",
+        "  │ a quote",
+        "  See the docs (https://example.com/docs).",
+        "◆ not running",
+    ] {
+        assert!(screen.contains(want), "{want:?} is not on the screen:\n{screen}");
+    }
+    let code = screen.lines().find(|l| l.starts_with("  fn main()")).unwrap_or_default();
+    assert!(code.ends_with('…') && code.chars().count() == 80, "cut at the edge: {code:?}");
+    assert!(!screen.contains("do-not-show"), "the key is never shown:\n{screen}");
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 80, "the code block is cut at the edge: {line:?}");
+    }
+}
+
+#[test]
+fn the_command_list_filters_and_completes() {
+    let dir = individual(CONVERSATION);
+    let tmux = Tmux::start(dir.path(), &[]);
+    tmux.wait_for("lists the commands");
+    tmux.type_text("/");
+    let screen = tmux.wait_for("▸ /stop");
+    assert!(screen.contains("/accept [commit]"), "{screen}");
+    tmux.type_text("he");
+    let screen = tmux.wait_for("▸ /help");
+    assert!(!screen.contains("/stop"), "fewer with each letter:\n{screen}");
+    tmux.keys(&["BSpace", "BSpace", "h"]);
+    tmux.wait_for("▸ /history");
+    tmux.keys(&["Down", "Tab"]);
+    tmux.wait_for("› /help");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("Ctrl-L");
+    assert!(screen.contains("/approve <commit>"), "/help prints the table:\n{screen}");
+    tmux.type_text("/ap");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("› /approve");
+    assert!(owner_files(dir.path(), "txt").is_empty(), "nothing was sent");
+}
+
+#[test]
+fn two_slashes_send_a_slash_line_and_an_unknown_command_is_refused() {
+    let dir = individual(CONVERSATION);
+    let tmux = Tmux::start(dir.path(), &[]);
+    tmux.wait_for("lists the commands");
+    tmux.type_text("/hlep");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("not a command");
+    assert!(screen.contains("/hlep is not a command and was not sent; the nearest is /help"));
+    assert!(screen.contains("› /hlep"), "what was typed stays in the box:\n{screen}");
+    assert!(owner_files(dir.path(), "txt").is_empty(), "nothing was sent");
+    tmux.keys(&["C-u"]);
+    tmux.type_text("//help me");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("your line waits");
+    let sent = owner_files(dir.path(), "txt");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(std::fs::read_to_string(&sent[0]).expect("the line"), "/help me");
+}
+
+/// Whether `screen` (captured with escapes) sets a foreground or
+/// background colour anywhere.
+fn has_colour(screen: &str) -> bool {
+    screen.split("\u{1b}[").skip(1).any(|seq| {
+        let params = seq.split('m').next().unwrap_or_default();
+        params.split(';').any(|p| {
+            p.parse::<u32>()
+                .is_ok_and(|n| (30..=38).contains(&n) || (40..=48).contains(&n) || n >= 90)
+        })
+    })
+}
+
+#[test]
+fn no_color_and_an_ascii_locale() {
+    let dir = individual(CONVERSATION);
+    let coloured = Tmux::start(dir.path(), &[]);
+    coloured.wait_for("See the docs");
+    assert!(has_colour(&coloured.screen(true)), "the control has colours");
+    drop(coloured);
+
+    let tmux = Tmux::start(dir.path(), &[("NO_COLOR", "1"), ("LANG", "C"), ("LC_ALL", "C")]);
+    let screen = tmux.wait_for("See the docs");
+    for want in
+        ["> What are you working on?", "* Plan", "- bash  command: ls -la ok 0.4s", "# not running"]
+    {
+        assert!(screen.contains(want), "{want:?} is not on the screen:\n{screen}");
+    }
+    assert!(!has_colour(&tmux.screen(true)), "NO_COLOR: {}", tmux.screen(true));
+    tmux.type_text("/");
+    tmux.wait_for("> /stop");
+}
+
+#[test]
+fn hostile_text_is_shown_inert() {
+    let dir = individual(&[
+        r#"{"type":"owner.line","file":"a.txt","text":"hello"}"#,
+        r#"{"type":"reply","text":"safe\u001b]0;pwned-title\u0007 \u001b]52;c;cHduZWQ=\u0007clip \u001b[2J\u001b[Hclear \u001b]8;;http://evil.example\u001b\\link\u001b]8;;\u001b\\ \u009b31mc1"}"#,
+        r#"{"type":"tool.call","id":"1","name":"ba\u001b[1Ash","input":{"command":"x\u001b]0;pwned-tool\u0007"}}"#,
+        r#"{"type":"tool.result","id":"1","output":"boom\u001b]52;c;cHduZWQ=\u0007 \u001b[31mred","error":true}"#,
+        r#"{"type":"stimulus","source":"inbox","from":"eve\u001b[2J","text":"hi\u001b]0;pwned-inbox\u0007"}"#,
+        r#"{"type":"turn.ended"}"#,
+    ]);
+    let tmux = Tmux::start(dir.path(), &[]);
+    let screen = tmux.wait_for("woken by a message from eve: hi");
+    for want in [
+        "● safe clip clear link c1",
+        "▪ bash  command: x ✗ failed",
+        "    boom red",
+        "talking with Ada",
+    ] {
+        assert!(screen.contains(want), "{want:?} is not on the screen:\n{screen}");
+    }
+    let title = tmux.run(&["display-message", "-p", "-t", "0", "#{pane_title}"]);
+    assert!(!String::from_utf8_lossy(&title.stdout).contains("pwned"), "{title:?}");
+    let buffers = tmux.run(&["list-buffers"]);
+    assert!(String::from_utf8_lossy(&buffers.stdout).trim().is_empty(), "no OSC 52: {buffers:?}");
+    assert!(!tmux.screen(true).contains("evil.example"), "no hyperlink reached the terminal");
+}
+
+#[test]
+fn leaving_leaves_the_conversation_in_the_scrollback() {
+    let dir = individual(CONVERSATION);
+    for leave in [&["C-d"][..], &["C-c"][..], &["/quit", "Enter"][..]] {
+        let tmux = Tmux::start(dir.path(), &[]);
+        tmux.wait_for("lists the commands");
+        if leave[0].starts_with('/') {
+            tmux.type_text(leave[0]);
+            tmux.keys(&leave[1..]);
+        } else {
+            tmux.keys(leave);
+        }
+        let screen = tmux.wait_for("left; the agent goes on");
+        assert!(screen.contains("● Plan"), "{screen}");
+        assert!(!screen.contains("lists the commands"), "the live region is gone:\n{screen}");
+    }
+}
+
+#[test]
+fn new_events_are_printed_and_esc_interrupts_a_turn() {
+    let dir = individual(CONVERSATION);
+    let home = dir.path();
+    let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
+    let tmux = Tmux::start(home, &[]);
+    tmux.wait_for("◆ resting");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("there is no turn to stop now; nothing was sent");
+    assert!(owner_files(home, "interrupt").is_empty());
+    append(
+        home,
+        &[
+            r#"{"type":"owner.line","file":"b.txt","text":"and now?"}"#,
+            r#"{"type":"tool.call","id":"9","name":"sleep","input":{"seconds":60}}"#,
+        ],
+    );
+    tmux.wait_for("› and now?");
+    tmux.wait_for("running sleep");
+    let screen = tmux.wait_for("esc to interrupt");
+    assert!(screen.contains("(typed in another terminal)"), "{screen}");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("interrupt sent");
+    assert_eq!(owner_files(home, "interrupt").len(), 1, "one interrupt, through the owner channel");
+    append(
+        home,
+        &[
+            r#"{"type":"tool.result","id":"9","output":"[interrupted]"}"#,
+            r#"{"type":"turn.interrupted"}"#,
+        ],
+    );
+    tmux.wait_for("interrupted by you");
+    tmux.wait_for("◆ resting");
+}
