@@ -141,6 +141,35 @@ fn a_failed_fetch_refuses_without_a_verdict() -> Res<()> {
 }
 
 #[test]
+fn a_fetch_that_hangs_is_given_up_at_its_limit() -> Res<()> {
+    let w = World::new()?;
+    w.publish(&[KERNEL_V1], None)?;
+    let c = w.candidate(&w.s0, true, &[BODY_EDIT])?;
+    // A remote that takes the connection and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://127.0.0.1:{}/species.git", silent.local_addr()?.port());
+    git(&w.home, &["remote", "add", "silent", &url])?;
+    let held = std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().take(1).collect();
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        drop(held);
+    });
+    let settings = World::settings("auto", "TENERAL_UPSTREAM=silent/main\n")?;
+    let started = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(1);
+    let got = w.judge_within(limit, &settings, &w.signers("")?, &w.s0, &c)?;
+    let took = started.elapsed();
+    let refused = got.expect_err("the fetch hangs");
+    assert!(refused.message.contains("could not be fetched within 1 s"), "{}", refused.message);
+    assert!(!refused.counts);
+    assert!(took < std::time::Duration::from_secs(4), "given up after {took:?}");
+    let _ = held.join();
+    // The remote's address is as it was.
+    assert_eq!(git(&w.home, &["remote", "get-url", "silent"])?, url);
+    Ok(())
+}
+
+#[test]
 fn a_local_branch_is_the_species_and_documents_need_no_consent() -> Res<()> {
     let w = World::new()?;
     let s1 = w.publish(&[("README.md", "# teneral, better said\n"), ("docs/a.md", "a\n")], None)?;
@@ -196,5 +225,28 @@ fn with_keys_in_signers_the_species_commit_must_be_signed_by_one() -> Res<()> {
         let none = w.judge(&settings, &w.signers("")?, &w.s0, &c)?;
         assert!(none.is_ok(), "case {n} without keys: {none:?}");
     }
+    Ok(())
+}
+
+#[test]
+fn an_acceptance_planted_as_a_link_is_not_taken() -> Res<()> {
+    let w = World::new()?;
+    let s1 = w.publish(&[KERNEL_V1], None)?;
+    let c = w.candidate(&w.s0, true, &[BODY_EDIT])?;
+    // A link named like an acceptance, pointing at a file that holds one.
+    let elsewhere = w.dir.path().join("elsewhere");
+    std::fs::write(&elsewhere, format!("{s1}\nctl\n"))?;
+    let owner = w.home.join(".teneral/owner");
+    std::fs::create_dir_all(&owner)?;
+    std::os::unix::fs::symlink(&elsewhere, owner.join(".1-1-00000000.accept"))?;
+    let got = w.judge(&World::settings("ask", "")?, &w.signers("")?, &w.s0, &c)?;
+    let refused = got.expect_err("the link is no acceptance");
+    assert_eq!(refused.awaiting, Some(commit(&s1)), "{refused:?}");
+    assert!(w.events("species.accepted").is_empty());
+    assert!(!owner.join(".1-1-00000000.accept").exists(), "the link was removed");
+    let record = std::fs::read_to_string(w.home.join(".teneral/species.json"))?;
+    let record: serde_json::Value = serde_json::from_str(&record)?;
+    assert_eq!(record["accepted"], serde_json::json!([]), "nothing accepted: {record}");
+    assert_eq!(record["asked"], s1.as_str());
     Ok(())
 }

@@ -60,9 +60,8 @@ impl Record {
     pub fn load(home: &Path) -> Result<Record, ConsentError> {
         let path = home.join(SPECIES_FILE);
         match fs::read(&path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes).map_err(|source| ConsentError::Parse { path, source })
-            }
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|source| ConsentError::Parse { path, source }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Record::default()),
             Err(source) => Err(ConsentError::Read { path, source }),
         }
@@ -154,7 +153,9 @@ pub fn take_in(
                 );
                 taken.push(Accepted { commit, via });
             }
-            Err(why) => log::info(format!("species: {name} in {OWNER_DIR} is no acceptance: {why}")),
+            Err(why) => {
+                log::info(format!("species: {name} in {OWNER_DIR} is no acceptance: {why}"))
+            }
         }
         if let Err(e) = fs::remove_file(dir.join(&name)) {
             if e.kind() != io::ErrorKind::NotFound {

@@ -14,7 +14,11 @@ pub fn commit_of(oid: Oid) -> Result<Commit, git2::Error> {
 
 /// The paths outside `body/` and `BACKLOG.md` whose entries differ between
 /// the trees of `from` and `to`.
-pub fn differing_outside(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, git2::Error> {
+pub fn differing_outside(
+    repo: &Repository,
+    from: Oid,
+    to: Oid,
+) -> Result<Vec<String>, git2::Error> {
     let old = repo.find_commit(from)?.tree()?;
     let new = repo.find_commit(to)?.tree()?;
     let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;

@@ -107,10 +107,11 @@ pub async fn judge(
         rule::Placed::Documents(species) => Ok(Judgement::DocumentsOnly { species }),
         rule::Placed::Kernel(species) => {
             let record = Record::load(ctx.home).map_err(|e| Refusal::waiting(e.to_string()))?;
-            let accepted =
-                record.accepted.iter().filter_map(|a| Commit::parse(a).ok()).any(|a| {
-                    history::accepts(ctx.repo, &a, &species)
-                });
+            let accepted = record
+                .accepted
+                .iter()
+                .filter_map(|a| Commit::parse(a).ok())
+                .any(|a| history::accepts(ctx.repo, &a, &species));
             if let Err(refusal) = rule::consent(ctx.settings.species, &species, accepted) {
                 if refusal.awaiting.is_some() {
                     ask(ctx.home, record, &species);

@@ -91,7 +91,13 @@ fn where_the_candidate_stands_decides() {
         (
             &kernel,
             differing,
-            Err((&["species commit bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "src/x.rs, tests/y.rs"], true)),
+            Err((
+                &[
+                    "species commit bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                    "src/x.rs, tests/y.rs",
+                ],
+                true,
+            )),
         ),
         (
             &kernel,

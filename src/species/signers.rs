@@ -57,7 +57,9 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Signer>, BadLine> {
         };
         let options = words[1..at].join(" ");
         if options.split(',').any(|o| o.trim().eq_ignore_ascii_case("cert-authority")) {
-            return Err(bad("cert-authority keys are not taken; list the signing key itself".into()));
+            return Err(bad(
+                "cert-authority keys are not taken; list the signing key itself".into()
+            ));
         }
         if let Some(spaces) = namespaces(&options) {
             if !spaces.iter().any(|s| s == NAMESPACE) {
@@ -109,19 +111,14 @@ pub fn verify(signers: &[Signer], signature: &[u8], signed: &[u8]) -> Result<Str
             sig.namespace()
         ));
     }
-    signer
-        .key
-        .verify(NAMESPACE, signed, &sig)
-        .map(|()| signer.principals.clone())
-        .map_err(|e| {
-            format!("its signature by {} ({fingerprint}) does not verify: {e}", signer.principals)
-        })
+    signer.key.verify(NAMESPACE, signed, &sig).map(|()| signer.principals.clone()).map_err(|e| {
+        format!("its signature by {} ({fingerprint}) does not verify: {e}", signer.principals)
+    })
 }
 
 /// Checks the signature of `commit` in `repo` against `signers`.
 pub fn check_commit(repo: &Repository, commit: Oid, signers: &[Signer]) -> Result<String, String> {
-    let (signature, signed) = repo
-        .extract_signature(&commit, None)
-        .map_err(|_| "it is not signed".to_owned())?;
+    let (signature, signed) =
+        repo.extract_signature(&commit, None).map_err(|_| "it is not signed".to_owned())?;
     verify(signers, &signature, &signed)
 }

@@ -81,26 +81,31 @@ pub enum FetchError {
     Fetch { name: String, remote: String, branch: String, source: git2::Error },
     #[error("the species ref {refname} is not in the repository ({source}); set TENERAL_UPSTREAM in .env to a branch that exists")]
     NoRef { refname: String, source: git2::Error },
-    #[error("the fetch of the species stopped: {0}")]
+    #[error("the fetch of the species could not run: {0}; ask for the mutation again")]
     Join(String),
 }
 
 /// The species' tip: fetched first when it is on a remote.
-pub async fn tip(
-    home: &Path,
-    upstream: &Upstream,
-    limit: Duration,
-) -> Result<Oid, FetchError> {
+pub async fn tip(home: &Path, upstream: &Upstream, limit: Duration) -> Result<Oid, FetchError> {
     if let Upstream::Remote { remote, branch } = upstream {
         let stop = Arc::new(AtomicBool::new(false));
-        let job = {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            // A thread of its own, not the runtime's blocking pool: a fetch
+            // stuck where no callback runs (connecting) is left behind, and
+            // nothing, not even the runtime's shutdown, waits for it.
             let (home, remote, branch, stop) =
                 (home.to_owned(), remote.clone(), branch.clone(), stop.clone());
-            tokio::task::spawn_blocking(move || fetch(&home, &remote, &branch, limit, &stop))
-        };
-        match tokio::time::timeout(limit, job).await {
+            std::thread::Builder::new()
+                .name("species-fetch".into())
+                .spawn(move || {
+                    let _ = tx.send(fetch(&home, &remote, &branch, limit, &stop));
+                })
+                .map_err(|e| FetchError::Join(e.to_string()))?;
+        }
+        match tokio::time::timeout(limit, rx).await {
             Err(_) => {
-                // The blocking fetch sees the flag at its next callback.
+                // The fetch sees the flag at its next callback.
                 stop.store(true, Ordering::Relaxed);
                 return Err(FetchError::Timeout { name: upstream.name(), secs: limit.as_secs() });
             }

@@ -141,7 +141,9 @@ fn serve(stream: TcpStream, root: &Path, backend: &Path) -> std::io::Result<()> 
     let mut stream = stream;
     stream.write_all(format!("HTTP/1.1 {status}\r\n").as_bytes())?;
     stream.write_all(&response)?;
-    stream.write_all(format!("Content-Length: {}\r\nConnection: close\r\n\r\n", rest.len()).as_bytes())?;
+    stream.write_all(
+        format!("Content-Length: {}\r\nConnection: close\r\n\r\n", rest.len()).as_bytes(),
+    )?;
     stream.write_all(rest)?;
     stream.flush()
 }

@@ -37,11 +37,8 @@ pub fn git_status(dir: &Path, args: &[&str]) -> Res<(bool, String)> {
         .args(["-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"])
         .args(args)
         .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     Ok((out.status.success(), text))
 }
 
@@ -145,7 +142,10 @@ impl World {
 
     /// An install's SIGNERS with these lines (one file for each text).
     pub fn signers(&self, lines: &str) -> Res<PathBuf> {
-        let name = format!("SIGNERS-{:x}", lines.len() * 31 + lines.bytes().map(usize::from).sum::<usize>());
+        let name = format!(
+            "SIGNERS-{:x}",
+            lines.len() * 31 + lines.bytes().map(usize::from).sum::<usize>()
+        );
         let path = self.dir.path().join(name);
         std::fs::write(&path, format!("# test signers\n{lines}"))?;
         Ok(path)
@@ -173,6 +173,18 @@ impl World {
         running: &str,
         candidate: &str,
     ) -> Res<Result<Judgement, Refusal>> {
+        self.judge_within(species::FETCH_LIMIT, settings, signers, running, candidate)
+    }
+
+    /// The same, with the fetch limited to `fetch_limit`.
+    pub fn judge_within(
+        &self,
+        fetch_limit: std::time::Duration,
+        settings: &Settings,
+        signers: &Path,
+        running: &str,
+        candidate: &str,
+    ) -> Res<Result<Judgement, Refusal>> {
         let repo = git2::Repository::open(&self.home)?;
         let ctx = SpeciesContext {
             home: &self.home,
@@ -180,7 +192,7 @@ impl World {
             settings,
             journal: &self.journal,
             signers,
-            fetch_limit: species::FETCH_LIMIT,
+            fetch_limit,
         };
         let (running, candidate) = (git2::Oid::from_str(running)?, git2::Oid::from_str(candidate)?);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -189,7 +201,8 @@ impl World {
 
     /// The journal's events of `kind`.
     pub fn events(&self, kind: &str) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(self.home.join("memory/journal.jsonl")).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.home.join("memory/journal.jsonl")).unwrap_or_default();
         text.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|e| e["type"] == kind)

@@ -52,7 +52,9 @@ pub enum AcceptError {
     Record { path: PathBuf, source: io::Error },
     #[error("{0:?} is not a commit: give 7 or more of its hex digits, or all 40")]
     NotHex(String),
-    #[error("{text:?} names no single commit of the repository at {dir} ({why}); give its full id")]
+    #[error(
+        "{text:?} names no single commit of the repository at {dir} ({why}); give its full id"
+    )]
     Unknown { text: String, dir: PathBuf, why: String },
     #[error("cannot write the acceptance to {dir}: {source}; the directory must be the individual's, writable by you")]
     Write { dir: PathBuf, source: io::Error },
@@ -68,11 +70,8 @@ pub fn resolve(home: &Path, text: &str) -> Result<Commit, AcceptError> {
     if let Ok(full) = Commit::parse(text) {
         return Ok(full);
     }
-    let unknown = |why: String| AcceptError::Unknown {
-        text: text.to_owned(),
-        dir: home.to_owned(),
-        why,
-    };
+    let unknown =
+        |why: String| AcceptError::Unknown { text: text.to_owned(), dir: home.to_owned(), why };
     let repo = git2::Repository::open(home).map_err(|e| unknown(e.message().to_owned()))?;
     let object = repo.revparse_single(text).map_err(|e| unknown(e.message().to_owned()))?;
     let commit = object.peel_to_commit().map_err(|e| unknown(e.message().to_owned()))?;
