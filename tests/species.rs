@@ -250,3 +250,35 @@ fn an_acceptance_planted_as_a_link_is_not_taken() -> Res<()> {
     assert_eq!(record["asked"], s1.as_str());
     Ok(())
 }
+
+#[test]
+fn in_a_shallow_clone_the_refusal_says_to_unshallow() -> Res<()> {
+    let mut w = World::new()?;
+    w.publish(&[KERNEL_V1], None)?;
+    // A lineage of the species' second commit, pushed as a branch.
+    git(&w.seed, &["checkout", "-q", "-b", "lineage"])?;
+    fixture::write(&w.seed, &[BODY_EDIT])?;
+    git(&w.seed, &["commit", "-q", "-am", "a generation"])?;
+    git(&w.seed, &["push", "-q", &w.bare.to_string_lossy(), "lineage"])?;
+    git(&w.seed, &["checkout", "-q", "main"])?;
+    let g = git(&w.seed, &["rev-parse", "lineage"])?;
+    // The individual, cloned one commit deep: git sees no species commit under it.
+    std::fs::remove_dir_all(&w.home)?;
+    let url = w.host.url("species.git");
+    git(w.dir.path(), &["clone", "-q", "--depth", "1", "-b", "lineage", &url, "home"])?;
+    w.journal = std::sync::Arc::new(std::sync::Mutex::new(
+        teneral::journal::writer::Journal::open(&w.home.join("memory/journal.jsonl"))?,
+    ));
+    w.publish(&[("src/kernel.rs", "fn main() { println!(\"v2\"); }\n")], None)?;
+    git(&w.ws, &["fetch", "-q", &w.bare.to_string_lossy(), "+lineage:refs/tmp/lineage"])?;
+    let c = w.candidate("refs/tmp/lineage", true, &[("body/main.rs", "fn body() { 2 }\n")])?;
+    let got = w.judge(&World::settings("auto", "")?, &w.signers("")?, &g, &c)?;
+    let refused = got.expect_err("the shared history is beyond the clone's depth");
+    assert!(refused.message.contains("git fetch --unshallow"), "{}", refused.message);
+    assert!(!refused.counts, "{refused:?}");
+    // Once unshallowed, the same candidate is a species mutation.
+    git(&w.home, &["fetch", "-q", "--unshallow", "origin"])?;
+    let got = w.judge(&World::settings("auto", "")?, &w.signers("")?, &g, &c)?;
+    assert!(matches!(got, Ok(Judgement::Species { .. })), "{got:?}");
+    Ok(())
+}

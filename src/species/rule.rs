@@ -141,6 +141,15 @@ pub fn place(outside: &[String], standing: &Standing) -> Result<Placed, Refusal>
     } else {
         ""
     };
+    if standing.shallow && standing.running_on.is_none() {
+        // The history that decides may lie beyond the clone's depth.
+        return Err(Refusal::waiting(format!(
+            "protected paths changed: {}. The running generation stands on no commit git can \
+             see of the species {}{unshallow}; then ask for the mutation again",
+            outside.join(", "),
+            standing.species
+        )));
+    }
     let Some(on) = &standing.candidate_on else {
         let why = format!(
             " (or merge a later commit of the species {} and hold exactly its files: \

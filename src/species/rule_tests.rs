@@ -105,6 +105,11 @@ fn where_the_candidate_stands_decides() {
             Err((&["protected paths changed", "shares no history"], true)),
         ),
         (&kernel, shallow, Err((&["git fetch --unshallow"], false))),
+        (
+            &kernel,
+            Standing { shallow: true, ..standing(None, Some('b'), Relation::Same) },
+            Err((&["protected paths changed: src/x.rs", "git fetch --unshallow"], false)),
+        ),
     ];
     for (outside, standing, want) in table {
         let got = place(outside, &standing);

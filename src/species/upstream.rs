@@ -4,7 +4,8 @@
 //! A species on a remote is fetched each time a mutation from the species is
 //! judged, with git2 in the main repository: only `refs/heads/<branch>` into
 //! `refs/remotes/<remote>/<branch>`, no tags, no credentials (a remote that
-//! asks for one is refused), at most [`FETCH_LIMIT`]. The kernel never
+//! asks for one is refused), at most [`FETCH_LIMIT`] (on a thread of its own
+//! that is left behind when it hangs past the limit). The kernel never
 //! pushes and never changes a remote's address. A local branch is never
 //! fetched.
 

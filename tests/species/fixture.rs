@@ -42,7 +42,7 @@ pub fn git_status(dir: &Path, args: &[&str]) -> Res<(bool, String)> {
     Ok((out.status.success(), text))
 }
 
-fn write(dir: &Path, files: &[(&str, &str)]) -> Res<()> {
+pub fn write(dir: &Path, files: &[(&str, &str)]) -> Res<()> {
     for (path, text) in files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {
