@@ -282,3 +282,18 @@ fn in_a_shallow_clone_the_refusal_says_to_unshallow() -> Res<()> {
     assert!(matches!(got, Ok(Judgement::Species { .. })), "{got:?}");
     Ok(())
 }
+
+#[test]
+fn without_a_species_a_kernel_edit_is_a_protected_path() -> Res<()> {
+    let w = World::new()?;
+    let c = w.candidate(&w.s0, false, &[("src/kernel.rs", "fn main() { evil() }\n")])?;
+    // No remote origin, and HEAD detached: there is no species ref.
+    git(&w.home, &["remote", "remove", "origin"])?;
+    git(&w.home, &["checkout", "-q", "--detach"])?;
+    let got = w.judge(&World::settings("ask", "")?, &w.signers("")?, &w.s0, &c)?;
+    let refused = got.expect_err("a kernel edit");
+    assert!(refused.message.starts_with("protected paths changed: src/kernel.rs."), "{refused:?}");
+    assert!(refused.message.contains("there is no species"), "{}", refused.message);
+    assert!(refused.counts, "{refused:?}");
+    Ok(())
+}

@@ -94,7 +94,8 @@ pub async fn judge(
         rule::First::Refused(refusal) => return Err(refusal),
         rule::First::Species => {}
     }
-    let upstream = which(ctx).map_err(Refusal::waiting)?;
+    // Without a species, a change outside is what it always was.
+    let upstream = which(ctx).map_err(|why| rule::protected(&outside, &format!(" ({why})")))?;
     let tip = upstream::tip(ctx.home, &upstream, ctx.fetch_limit)
         .await
         .map_err(|e| Refusal::waiting(e.to_string()))?;

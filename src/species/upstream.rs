@@ -59,9 +59,8 @@ pub fn resolve(
         }
         return match current {
             Some(branch) => Ok(Upstream::Local { branch: branch.to_owned() }),
-            None => Err("there is no remote origin and the checkout is on no branch, so there is \
-                         no species; set TENERAL_UPSTREAM in .env (a local branch, or \
-                         <remote>/<branch>)"
+            None => Err("there is no species: no remote origin, and the checkout is on no \
+                         branch; the owner sets TENERAL_UPSTREAM in .env to name one"
                 .into()),
         };
     };
@@ -181,7 +180,7 @@ mod tests {
             assert_eq!(resolve(setting, &remotes(names), current), want, "{setting:?}");
         }
         let none = resolve(None, &[], None).expect_err("no species");
-        assert!(none.contains("set TENERAL_UPSTREAM"), "{none}");
+        assert!(none.contains("sets TENERAL_UPSTREAM"), "{none}");
         assert_eq!(remote("origin", "main").refname(), "refs/remotes/origin/main");
         assert_eq!(local("main").refname(), "refs/heads/main");
     }
