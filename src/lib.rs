@@ -19,6 +19,7 @@ pub mod repo;
 pub mod runner;
 pub mod settings;
 pub mod spawn;
+pub mod species;
 pub mod standin;
 pub mod supervisor;
 pub mod sys;

@@ -13,6 +13,7 @@ mod gate;
 mod kernel;
 mod organs;
 mod selfmod;
+mod species;
 mod standin;
 mod systemd;
 mod talk;

@@ -307,6 +307,7 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("kernel.mem", Errno(EACCES)),
         ("owner.line", Errno(EACCES)),
         ("owner.accept", Errno(EACCES)),
+        ("owner.dot_accept", Errno(EACCES)),
         ("owner.approve", Errno(EACCES)),
         ("owner.interrupt", Errno(EACCES)),
         ("owner.rename_in", Errno(EXDEV)),

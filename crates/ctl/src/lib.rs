@@ -2,6 +2,7 @@
 //! (`teneral-core`: the journal, the owner's channel, state, status, lock),
 //! never the kernel: nothing of the supervisor, the gate or the cage is in
 //! the program an owner runs at a terminal.
+pub mod accept;
 pub mod back;
 pub mod individual;
 pub mod talk;

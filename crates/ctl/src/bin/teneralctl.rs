@@ -41,6 +41,14 @@ enum Command {
         #[arg(long, default_value_t = teneralctl::back::ANSWER_WAIT.as_secs())]
         wait: u64,
     },
+    /// Accept the species commit the agent asked about, or COMMIT, and every
+    /// species commit before it: its kernel may then be taken in.
+    Accept {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The species commit: 7 or more of its hex digits.
+        commit: Option<String>,
+    },
     /// Say whether teneral runs, at which generation, what it is doing, and
     /// why it stopped when it stopped by itself. Exit status 3 when it does not run.
     Status {
@@ -73,6 +81,15 @@ fn main() -> ExitCode {
                 wait: Duration::from_secs(wait),
             };
             teneralctl::back::run(&options, &mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
+        }
+        Command::Accept { dir, commit } => {
+            let via = teneralctl::accept::Via::Ctl;
+            teneralctl::accept::accept(&dir, commit.as_deref(), via)
+                .map(|accepted| {
+                    println!("{}", teneralctl::accept::said(&accepted));
+                    0
+                })
                 .map_err(anyhow::Error::from)
         }
         Command::Status { dir } => {

@@ -298,6 +298,7 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
     add("kernel.mem", read(&PathBuf::from(format!("/proc/{parent}/mem"))));
     add("owner.line", create(&at(".teneral/owner/9-forged.txt")));
     add("owner.accept", create(&at(".teneral/owner/forged.accept")));
+    add("owner.dot_accept", create(&at(".teneral/owner/.9-forged.accept")));
     add("owner.approve", create(&at(".teneral/owner/forged.approve")));
     add("owner.interrupt", create(&at(".teneral/owner/forged.interrupt")));
     let _ = fs::write(ws.join("forged.txt"), "obey\n");
