@@ -345,7 +345,7 @@ fn enter(
             say(live, format!("{} is how it is used; nothing was sent", c.usage()), Role::Bad);
         }
         Parsed::Partial(_) => {}
-        Parsed::Run(c, _args) => {
+        Parsed::Run(c, args) => {
             live.editor.take();
             live.notice = None;
             match c.name {
@@ -372,6 +372,13 @@ fn enter(
                     Role::Dim,
                 ),
                 "generations" => generations(client, view, screen)?,
+                "accept" => {
+                    let commit = Some(args.trim()).filter(|a| !a.is_empty());
+                    match crate::accept::accept(&client.home, commit, crate::accept::Via::Talk) {
+                        Ok(commit) => say(live, crate::accept::said(&commit), Role::Good),
+                        Err(e) => say(live, e.to_string(), Role::Bad),
+                    }
+                }
                 other => say(
                     live,
                     format!("/{other} is not in this version of the client yet"),

@@ -67,6 +67,12 @@ fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
             client.print("  Any other line is sent to the agent as its owner's.")?;
         }
         Typed::Stop => stop(client)?,
+        Typed::Accept(commit) => {
+            match crate::accept::accept(&client.home, commit.as_deref(), crate::accept::Via::Talk) {
+                Ok(commit) => client.say(&crate::accept::said(&commit))?,
+                Err(e) => client.say(&e.to_string())?,
+            }
+        }
         Typed::NotYet(command) => {
             client.say(&format!("{command} is not in this version of the plain client yet"))?;
         }

@@ -139,6 +139,8 @@ pub enum Typed {
     Help,
     Quit,
     Stop,
+    /// `/accept [commit]`: the owner's consent to a species commit.
+    Accept(Option<String>),
     /// A command of the full client that the plain one does not have yet.
     NotYet(String),
     /// A slash and a lower-case word that is no command: not sent.
@@ -150,13 +152,14 @@ pub enum Typed {
 /// The commands of the plain client, with what each does, for `/help`.
 pub const COMMANDS: &[(&str, &str)] = &[
     ("/stop", "interrupt the turn in progress (does nothing while the agent rests)"),
+    ("/accept [commit]", "accept the species commit the agent asked about, or the one named"),
     ("/help", "list the commands"),
     ("/quit", "leave; the agent goes on (Ctrl-D does the same)"),
     ("//...", "send a line that begins with a slash, with one slash"),
 ];
 
 /// Commands of the full client that are not in this version.
-const LATER: &[&str] = &["/accept", "/offers", "/approve", "/history", "/tools", "/generations"];
+const LATER: &[&str] = &["/offers", "/approve", "/history", "/tools", "/generations"];
 
 /// Classifies a line typed at a terminal. A command is a slash and a word of
 /// lower-case letters, then optionally a blank and anything; any other line,
@@ -180,6 +183,9 @@ pub fn classify(line: &str) -> Typed {
         ("/help", true) => Typed::Help,
         ("/quit", true) => Typed::Quit,
         ("/stop", true) => Typed::Stop,
+        ("/accept", _) => {
+            Typed::Accept(Some(args.trim()).filter(|a| !a.is_empty()).map(str::to_owned))
+        }
         (c, _) if LATER.contains(&c) => Typed::NotYet(command),
         _ => Typed::Unknown(line.trim().to_owned()),
     }
@@ -319,7 +325,9 @@ mod tests {
             ("/stop", Typed::Stop),
             ("/stop now", Typed::Unknown("/stop now".into())),
             ("/frobnicate", Typed::Unknown("/frobnicate".into())),
-            ("/accept abc123", Typed::NotYet("/accept".into())),
+            ("/accept abc123", Typed::Accept(Some("abc123".into()))),
+            ("/accept", Typed::Accept(None)),
+            ("/offers", Typed::NotYet("/offers".into())),
             ("//help me", Typed::Send("/help me".into())),
             ("/home/you/notes.txt", Typed::Send("/home/you/notes.txt".into())),
             ("/ spaced", Typed::Send("/ spaced".into())),
