@@ -157,6 +157,13 @@ fn fetch(
 mod tests {
     use super::*;
 
+    /// An owner's origin is most often an https address: the kernel's git2
+    /// must be built with TLS, or every species fetch would fail.
+    #[test]
+    fn the_fetch_speaks_https() {
+        assert!(git2::Version::get().https(), "git2 is built without its https feature");
+    }
+
     fn remotes(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
     }
