@@ -1,5 +1,6 @@
-//! The cage's one raw system call that rustix does not wrap:
-//! `mount_setattr(2)`, used on a detached copy of a granted tree.
+//! The cage's raw system calls that rustix does not wrap: `mount_setattr`
+//! on a detached copy of a granted tree, a child cloned into a user
+//! namespace, `fcntl` for SIGIO on a pipe, and killing a PID namespace.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -53,4 +54,81 @@ pub fn attach_tree(
     }
     move_mount(&tree, "", rustix::fs::CWD, target, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)?;
     Ok(())
+}
+
+/// Has Linux send this process SIGIO when `fd` (a pipe's read end) becomes
+/// readable, and makes reading it never block: the helper learns the
+/// program's end from the cage's first process without waiting for that
+/// process to exit (and to tear its namespaces down).
+pub fn signal_when_readable(fd: &OwnedFd) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    unsafe {
+        if libc::fcntl(raw, libc::F_SETOWN, libc::getpid()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let flags = libc::fcntl(raw, libc::F_GETFL);
+        if flags < 0
+            || libc::fcntl(raw, libc::F_SETFL, flags | libc::O_ASYNC | libc::O_NONBLOCK) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Sends SIGKILL to every process of this PID namespace but the caller
+/// (the cage's first process). None left is no error.
+pub fn kill_namespace() {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    let _ = unsafe { libc::kill(-1, libc::SIGKILL) };
+}
+
+/// A user namespace whose only mapping is `inside` to `outside` (uid and
+/// gid alike), as a file descriptor for an id-mapped mount. The caller must
+/// be root of the machine's user namespace.
+///
+/// A child is cloned straight into a new user namespace (`clone` with
+/// CLONE_NEWUSER makes it before the child ever runs), so this process
+/// writes its maps and opens its namespace without waiting for it to be
+/// scheduled; then it is killed. It is left for the caller to reap (its
+/// exit status means nothing).
+pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
+    // SAFETY: a fork-like clone (no CLONE_VM: the child has its own copy of
+    // memory); the child makes only raw, async-signal-safe system calls
+    // (pause, _exit) and never returns into Rust code.
+    let child = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_NEWUSER | libc::SIGCHLD,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if child == 0 {
+        // SAFETY: see above.
+        unsafe {
+            loop {
+                libc::pause();
+            }
+        }
+    }
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let made = (|| {
+        let map = format!("{inside} {outside} 1");
+        std::fs::write(format!("/proc/{child}/uid_map"), &map)?;
+        std::fs::write(format!("/proc/{child}/gid_map"), &map)?;
+        let ns = std::fs::File::open(format!("/proc/{child}/ns/user"))?;
+        Ok(OwnedFd::from(ns))
+    })();
+    let pid = i32::try_from(child).unwrap_or(0);
+    if pid > 0 {
+        // SAFETY: kill takes two integers and touches no memory of ours.
+        let _ = unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    made
 }
