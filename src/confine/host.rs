@@ -83,7 +83,8 @@ pub fn host_of(homes: &Homes, exclude: &[&Path]) -> Host {
 
 /// What a build needs of the cargo and rustup homes, as (execute, read):
 /// the programs (`bin`, the toolchains), the downloaded crates and git
-/// checkouts, cargo's lock files and configuration, rustup's settings.
+/// checkouts, cargo's lock files and configuration, rustup's settings
+/// and its update hashes.
 /// Never the homes whole: `credentials.toml`, `credentials` and anything
 /// else in them is not there.
 pub fn toolchain(cargo: Option<&Path>, rustup: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
@@ -98,7 +99,9 @@ pub fn toolchain(cargo: Option<&Path>, rustup: Option<&Path>) -> (Vec<PathBuf>, 
         ".global-cache",
     ];
     const RUSTUP_EXEC: &[&str] = &["toolchains"];
-    const RUSTUP_READ: &[&str] = &["settings.toml"];
+    // rustup's proxies make `update-hashes` when it is missing, and fail
+    // on a read-only tree; there, it exists.
+    const RUSTUP_READ: &[&str] = &["settings.toml", "update-hashes"];
     let mut exec = Vec::new();
     let mut read = Vec::new();
     for (home, x, r) in [(cargo, CARGO_EXEC, CARGO_READ), (rustup, RUSTUP_EXEC, RUSTUP_READ)] {
