@@ -43,7 +43,7 @@ pub fn main(args: &[OsString]) -> i32 {
     // with their ids mapped (see root.rs), through a user namespace made
     // here, while this process's children still see the machine's /proc.
     let identity = if rustix::process::getuid().is_root() {
-        match crate::sys::user_namespace_fd(0, super::BODY_ID) {
+        match super::sys::user_namespace_fd(0, super::BODY_ID) {
             Ok(fd) => Some(fd),
             Err(e) => {
                 return fail(
@@ -179,16 +179,24 @@ fn fail(status: i32, step: &str, message: &str) -> i32 {
 /// changed; there it matters not, since no_new_privs keeps an execution from
 /// gaining what the permitted set lacks.
 pub(super) fn drop_capabilities() -> Result<(), String> {
+    keep_only(CapabilitySet::empty())
+}
+
+/// [`drop_capabilities`], but `keep` stays effective and permitted (the
+/// cage's first process keeps CAP_KILL). A `keep` this process lacks is
+/// not gained.
+pub(super) fn keep_only(keep: CapabilitySet) -> Result<(), String> {
     drop_bounding()?;
     rustix::thread::clear_ambient_capability_set().map_err(|e| format!("ambient set: {e}"))?;
-    let none = CapabilitySets {
-        effective: CapabilitySet::empty(),
-        permitted: CapabilitySet::empty(),
-        inheritable: CapabilitySet::empty(),
-    };
-    rustix::thread::set_capabilities(None, none).map_err(|e| format!("capset: {e}"))?;
+    let had = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    let kept = had.permitted & keep;
+    let sets =
+        CapabilitySets { effective: kept, permitted: kept, inheritable: CapabilitySet::empty() };
+    rustix::thread::set_capabilities(None, sets).map_err(|e| format!("capset: {e}"))?;
     let now = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
-    if !(now.effective.is_empty() && now.permitted.is_empty() && now.inheritable.is_empty()) {
+    if (now.effective | now.permitted) & !keep != CapabilitySet::empty()
+        || !now.inheritable.is_empty()
+    {
         return Err(format!("capabilities remain after dropping them: {now:?}"));
     }
     Ok(())

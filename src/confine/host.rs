@@ -10,34 +10,62 @@ use std::path::{Path, PathBuf};
 use super::plan::Host;
 
 /// The machine's paths every confined process reads or executes. `PATH`
-/// directories count as toolchains, except `/`, the home directory itself
-/// and anything under `exclude` (an individual's root, a checkout); and no
-/// path that holds one of `exclude` is kept (an individual under `/opt`
-/// must not become readable through the rule for `/opt`).
+/// directories count as toolchains, except `/`, the home directory itself,
+/// any directory holding the cargo or rustup home, and anything under
+/// `exclude` (an individual's root, a checkout); and no path that holds one
+/// of `exclude` is kept (an individual under `/opt` must not become
+/// readable through the rule for `/opt`).
 pub fn host(exclude: &[&Path]) -> Host {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let under_home = |rel: &str| home.as_ref().map(|h| h.join(rel));
+    let homes = Homes {
+        cargo: env_or("CARGO_HOME", under_home(".cargo")),
+        rustup: env_or("RUSTUP_HOME", under_home(".rustup")),
+        path: std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default(),
+        home,
+    };
+    host_of(&homes, exclude)
+}
+
+/// Where the toolchains and the user's files are (the environment's
+/// `HOME`, `CARGO_HOME`, `RUSTUP_HOME` and `PATH`).
+#[derive(Debug, Clone, Default)]
+pub struct Homes {
+    pub home: Option<PathBuf>,
+    pub cargo: Option<PathBuf>,
+    pub rustup: Option<PathBuf>,
+    pub path: Vec<PathBuf>,
+}
+
+/// [`host`] for the homes given.
+pub fn host_of(homes: &Homes, exclude: &[&Path]) -> Host {
+    let under_home = |rel: &str| homes.home.as_ref().map(|h| h.join(rel));
     let mut exec: Vec<PathBuf> =
         ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"]
             .iter()
             .map(PathBuf::from)
             .collect();
-    exec.extend(env_or("CARGO_HOME", under_home(".cargo")));
-    exec.extend(env_or("RUSTUP_HOME", under_home(".rustup")));
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let too_wide = dir == Path::new("/") || Some(&dir) == home.as_ref();
-            let excluded = exclude.iter().any(|e| dir.starts_with(e) || e.starts_with(&dir));
-            if dir.is_absolute() && !too_wide && !excluded && !exec.contains(&dir) {
-                exec.push(dir);
-            }
-        }
-    }
     let mut read: Vec<PathBuf> =
         ["/etc", "/proc", "/sys", "/dev/urandom", "/dev/random", "/run/systemd/resolve"]
             .iter()
             .map(PathBuf::from)
             .collect();
+    let (tool_exec, tool_read) = toolchain(homes.cargo.as_deref(), homes.rustup.as_deref());
+    exec.extend(tool_exec);
+    read.extend(tool_read.into_iter().filter(|p| !is_config(p) || secret_free_file(p)));
+    let homes_dirs: Vec<&Path> =
+        [&homes.cargo, &homes.rustup].into_iter().flatten().map(PathBuf::as_path).collect();
+    for dir in &homes.path {
+        let too_wide = dir == Path::new("/")
+            || Some(dir) == homes.home.as_ref()
+            || homes_dirs.iter().any(|h| h.starts_with(dir));
+        let excluded = exclude.iter().any(|e| dir.starts_with(e) || e.starts_with(dir));
+        if dir.is_absolute() && !too_wide && !excluded && !exec.contains(dir) {
+            exec.push(dir.clone());
+        }
+    }
     read.extend(under_home(".gitconfig"));
     read.extend(under_home(".config/git"));
     let devices = ["/dev/null", "/dev/zero", "/dev/full"].iter().map(PathBuf::from).collect();
@@ -51,6 +79,56 @@ pub fn host(exclude: &[&Path]) -> Host {
     keep_clear(&mut host, &exclude.iter().map(PathBuf::as_path).collect::<Vec<_>>());
     prune(&mut host);
     host
+}
+
+/// What a build needs of the cargo and rustup homes, as (execute, read):
+/// the programs (`bin`, the toolchains), the downloaded crates and git
+/// checkouts, cargo's lock files and configuration, rustup's settings
+/// and its update hashes.
+/// Never the homes whole: `credentials.toml`, `credentials` and anything
+/// else in them is not there.
+pub fn toolchain(cargo: Option<&Path>, rustup: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    const CARGO_EXEC: &[&str] = &["bin"];
+    const CARGO_READ: &[&str] = &[
+        "registry",
+        "git",
+        "config.toml",
+        "config",
+        ".package-cache",
+        ".package-cache-mutate",
+        ".global-cache",
+    ];
+    const RUSTUP_EXEC: &[&str] = &["toolchains"];
+    // rustup's proxies make `update-hashes` when it is missing, and fail
+    // on a read-only tree; there, it exists.
+    const RUSTUP_READ: &[&str] = &["settings.toml", "update-hashes"];
+    let mut exec = Vec::new();
+    let mut read = Vec::new();
+    for (home, x, r) in [(cargo, CARGO_EXEC, CARGO_READ), (rustup, RUSTUP_EXEC, RUSTUP_READ)] {
+        if let Some(home) = home {
+            exec.extend(x.iter().map(|n| home.join(n)));
+            read.extend(r.iter().map(|n| home.join(n)));
+        }
+    }
+    (exec, read)
+}
+
+/// Whether `path` is a cargo configuration file (`config`, `config.toml`).
+fn is_config(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "config" || n == "config.toml")
+}
+
+/// Whether the configuration at `path` may be granted: it names no token
+/// or credential (an old cargo kept `[registry] token` there). Unreadable,
+/// it is left out.
+fn secret_free_file(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| secret_free(&text))
+}
+
+/// Whether a cargo configuration's text names no secret.
+pub fn secret_free(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    !["token", "credential", "secret", "password"].iter().any(|w| lower.contains(w))
 }
 
 /// Drops the rules another rule already covers (`/usr/bin` under `/usr`, a
@@ -151,6 +229,45 @@ mod tests {
         );
         assert_eq!(host.read, vec![PathBuf::from("/etc")]);
         assert_eq!(host.devices, vec![PathBuf::from("/dev/null")]);
+    }
+
+    #[test]
+    fn the_toolchain_homes_are_granted_in_parts_never_whole() {
+        let (exec, read) = toolchain(Some(Path::new("/c")), Some(Path::new("/r")));
+        let table: [(&str, Option<&Vec<PathBuf>>); 10] = [
+            ("/c/bin", Some(&exec)),
+            ("/r/toolchains", Some(&exec)),
+            ("/c/registry", Some(&read)),
+            ("/c/git", Some(&read)),
+            ("/c/config.toml", Some(&read)),
+            ("/r/settings.toml", Some(&read)),
+            ("/c", None),
+            ("/r", None),
+            ("/c/credentials.toml", None),
+            ("/c/credentials", None),
+        ];
+        for (path, list) in table {
+            let path = PathBuf::from(path);
+            let granted = [&exec, &read].iter().any(|l| l.contains(&path));
+            match list {
+                Some(list) => assert!(list.contains(&path), "{}", path.display()),
+                None => assert!(!granted, "{} is never granted", path.display()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_configuration_naming_a_secret_is_not_granted() {
+        let table = [
+            ("[net]\ngit-fetch-with-cli = true\n", true),
+            ("[source.crates-io]\nreplace-with = \"vendored\"\n", true),
+            ("[registry]\ntoken = \"abc\"\n", false),
+            ("[registries.x]\nTOKEN = \"abc\"\n", false),
+            ("[registry]\ncredential-provider = \"cargo:token\"\n", false),
+        ];
+        for (text, free) in table {
+            assert_eq!(secret_free(text), free, "{text}");
+        }
     }
 
     #[test]

@@ -6,25 +6,31 @@
 //! - the helper (outside, the pid the kernel started and signals) stays
 //!   and supervises, without capabilities, with no_new_privs and the
 //!   seccomp profile: every signal it may catch is passed on to the cage's
-//!   first process, and it ends as that one ends (same exit status, or the
-//!   same signal);
+//!   first process, and it ends as the program ended (same exit status, or
+//!   the same signal) as soon as the first process reports it on a pipe;
 //! - the first process (pid 1 inside) builds the new root
 //!   ([`super::root`]), forks the program's process, and then only reaps:
 //!   it passes signals on to the program, collects every orphan of the
-//!   namespace, and when the program ends, ends with its status. Its end
-//!   ends every process left in the namespace;
+//!   namespace, and when the program ends, kills every process left in the
+//!   namespace, reports the program's status to the helper and waits to be
+//!   killed by the helper's end. So the namespaces are torn down by this
+//!   process's end, after the helper's: unmounting a mount tree waits for
+//!   an RCU grace period (a millisecond or more on a loaded machine), which
+//!   the kernel waiting for the helper then does not see;
 //! - the program's process (pid 2) applies Landlock, drops capabilities,
 //!   sets no_new_privs, loads seccomp and executes the program.
 //!
 //! The first process is not inside the Landlock domain the program gets, so
 //! Landlock's scopes keep the program from signalling or tracing it (as it
-//! does the kernel), and it drops its capabilities before it waits. It dies
+//! does the kernel), and it drops every capability but CAP_KILL before it
+//! waits. It dies
 //! with the helper (SIGKILL as its parent-death signal), so killing the
 //! helper kills the cage.
 
 use std::os::fd::OwnedFd;
 
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
+use rustix::thread::CapabilitySet;
 
 /// What the first process keeps from the fork: the mask to restore for the
 /// program and the pipe on which it tells the helper the program's signal.
@@ -39,6 +45,7 @@ pub fn fork_first() -> Result<Inside, String> {
     let mask = crate::sys::block_signals().map_err(|e| format!("cannot block signals: {e}"))?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
+    super::sys::signal_when_readable(&read).map_err(|e| format!("pipe: {e}"))?;
     match crate::sys::fork().map_err(|e| format!("cannot fork into the PID namespace: {e}"))? {
         Some(child) => {
             drop(write);
@@ -53,7 +60,8 @@ pub fn fork_first() -> Result<Inside, String> {
     }
 }
 
-/// The helper's part: relays signals to `child`, then ends as it did.
+/// The helper's part: relays signals to `child`, and ends as the program
+/// did once `child` reports it (or as `child` did, should it end first).
 fn supervise(child: i32, report: OwnedFd) -> ! {
     let pid = Pid::from_raw(child);
     if pid.is_none() {
@@ -75,19 +83,56 @@ fn supervise(child: i32, report: OwnedFd) -> ! {
                 crate::sys::die_by(libc::SIGKILL)
             }
         };
+        match read_report(&report) {
+            Report::Ended(end) => end_with(end),
+            // The first process is gone without a word: it ends the cage.
+            Report::Closed if sig == libc::SIGIO => continue,
+            Report::Closed | Report::Nothing => {}
+        }
+        if sig == libc::SIGIO {
+            // Not the pipe's: someone else's, passed on as any other.
+            crate::sys::send_signal(child, sig);
+            continue;
+        }
         if sig != libc::SIGCHLD {
             crate::sys::send_signal(child, sig);
             continue;
         }
-        let Ok(Some((_, status))) = rustix::process::waitpid(pid, WaitOptions::NOHANG) else {
-            continue;
-        };
-        let mut byte = [0u8; 1];
-        let signalled = matches!(rustix::io::read(&report, &mut byte), Ok(1)) && byte[0] != 0;
-        if signalled {
-            crate::sys::die_by(i32::from(byte[0]));
+        if let Ok(Some((_, status))) = rustix::process::waitpid(pid, WaitOptions::NOHANG) {
+            end_as(status)
         }
-        end_as(status)
+    }
+}
+
+/// How the program ended, as the first process reports it on the pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Exited(u8),
+    Signalled(u8),
+}
+
+enum Report {
+    Ended(End),
+    /// The pipe has nothing yet.
+    Nothing,
+    /// The first process closed it without a report.
+    Closed,
+}
+
+fn read_report(report: &OwnedFd) -> Report {
+    let mut bytes = [0u8; 2];
+    match rustix::io::read(report, &mut bytes) {
+        Ok(2) if bytes[0] == 1 => Report::Ended(End::Signalled(bytes[1])),
+        Ok(2) => Report::Ended(End::Exited(bytes[1])),
+        Ok(_) => Report::Closed,
+        Err(_) => Report::Nothing,
+    }
+}
+
+fn end_with(end: End) -> ! {
+    match end {
+        End::Exited(code) => std::process::exit(i32::from(code)),
+        End::Signalled(sig) => crate::sys::die_by(i32::from(sig)),
     }
 }
 
@@ -110,8 +155,9 @@ pub fn run(inside: Inside, confine_and_exec: impl FnOnce() -> i32) -> ! {
             std::process::exit(super::EXIT_NAMESPACES)
         }
     };
-    // Capabilities in the cage's user namespace are of no use from here.
-    let _ = super::helper::drop_capabilities();
+    // Of the capabilities only the one to kill what the program leaves
+    // behind is of use from here (root's body is nobody).
+    let _ = super::helper::keep_only(CapabilitySet::KILL);
     loop {
         let sig = match crate::sys::wait_signal() {
             Ok(sig) => sig,
@@ -123,13 +169,32 @@ pub fn run(inside: Inside, confine_and_exec: impl FnOnce() -> i32) -> ! {
         }
         while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
             if pid.as_raw_nonzero().get() == program {
-                let sig = status.terminating_signal().unwrap_or(0);
-                let byte = u8::try_from(sig).unwrap_or(0);
-                let _ = rustix::io::write(&inside.report, &[byte]);
-                end_as(status)
+                report_and_wait(&inside.report, status)
             }
         }
     }
+}
+
+/// The program ended with `status`: what it left behind is killed, the
+/// helper told, and this process waits for the helper's end to end it
+/// (its parent-death signal), reaping what dies meanwhile. It ends by
+/// itself if the helper has gone already, or within a second.
+fn report_and_wait(report: &OwnedFd, status: WaitStatus) -> ! {
+    super::sys::kill_namespace();
+    let end = match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => [0, u8::try_from(code).unwrap_or(u8::MAX)],
+        (None, Some(sig)) => [1, u8::try_from(sig).unwrap_or(0)],
+        (None, None) => [0, u8::try_from(super::EXIT_NAMESPACES).unwrap_or(u8::MAX)],
+    };
+    if !matches!(rustix::io::write(report, &end), Ok(2)) {
+        end_as(status)
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while std::time::Instant::now() < deadline {
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    end_as(status)
 }
 
 fn end_as(status: WaitStatus) -> ! {

@@ -33,6 +33,7 @@ pub mod plan;
 mod relay;
 mod root;
 mod ruleset;
+mod sys;
 
 use std::ffi::OsString;
 use std::io;

@@ -126,34 +126,43 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
         Rule { path: home.to_owned(), access: Access::List },
         at(".teneral/owner", Access::Consume),
     ]);
-    Plan {
-        profile: "generation".into(),
-        rules,
-        readonly: vec![home.join(crate::journal::JOURNAL_PATH)],
-        // Its network goes through the kernel: the model and the egress
-        // proxy are forwarded in (`Profile::Generation`'s ports).
-        net: Net::Loopback,
-        socket_dirs: Vec::new(),
-        forward: Vec::new(),
-        pretend_missing: Vec::new(),
+    // Its network goes through the kernel: the model and the egress proxy
+    // are forwarded in (`Profile::Generation`'s ports).
+    let mut plan = Plan::empty("generation", Net::Loopback);
+    plan.rules = rules;
+    plan.readonly = vec![home.join(crate::journal::JOURNAL_PATH)];
+    plan
+}
+
+/// The profiles other than a generation's, as a table: what each grants of
+/// the paths it is given, beside the system rows every profile has, and its
+/// network. One row per profile; [`gate`], [`organ`], [`smoke`], [`model`]
+/// and [`pack`] read it through [`of`].
+const PROFILES: &[(&str, Net)] = &[
+    ("gate", Net::Loopback),
+    ("smoke", Net::Loopback),
+    ("organ", Net::Loopback),
+    ("pack", Net::Loopback),
+    // The kernel and the bodies reach the stand-in on the host's loopback.
+    ("model", Net::Open),
+];
+
+/// The plan of `profile`: the system rows, then `grants` (each path with
+/// its rights), and the profile's network from [`PROFILES`].
+pub fn of(profile: &str, grants: &[(&[PathBuf], Access)], host: &Host) -> Plan {
+    let net = PROFILES.iter().find(|(p, _)| *p == profile).map_or(Net::Loopback, |(_, n)| *n);
+    let mut plan = Plan::empty(profile, net);
+    plan.rules = system(host);
+    for (paths, access) in grants {
+        plan.rules.extend(paths.iter().map(|p| Rule { path: p.clone(), access: *access }));
     }
+    plan
 }
 
 /// A check of a mutation: its checkout and the caches it is given, nothing
 /// of any individual, loopback only.
 pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
-    let mut rules = system(host);
-    rules.push(Rule { path: checkout.to_owned(), access: Access::Write });
-    rules.extend(writable.iter().map(|p| Rule { path: p.clone(), access: Access::Write }));
-    Plan {
-        profile: "gate".into(),
-        rules,
-        readonly: Vec::new(),
-        net: Net::Loopback,
-        socket_dirs: Vec::new(),
-        forward: Vec::new(),
-        pretend_missing: Vec::new(),
-    }
+    of("gate", &[(&[checkout.to_owned()], Access::Write), (writable, Access::Write)], host)
 }
 
 /// An organ's check: the organ's root to read and execute (the unpacked
@@ -161,28 +170,23 @@ pub fn gate(checkout: &Path, writable: &[PathBuf], host: &Host) -> Plan {
 /// the places given to write (a temp dir), nothing of any individual,
 /// loopback only.
 pub fn organ(root: &Path, writable: &[PathBuf], host: &Host) -> Plan {
-    let mut rules = system(host);
-    rules.push(Rule { path: root.to_owned(), access: Access::Exec });
-    rules.extend(writable.iter().map(|p| Rule { path: p.clone(), access: Access::Write }));
-    Plan {
-        profile: "organ".into(),
-        rules,
-        readonly: Vec::new(),
-        net: Net::Loopback,
-        socket_dirs: Vec::new(),
-        forward: Vec::new(),
-        pretend_missing: Vec::new(),
-    }
+    of("organ", &[(&[root.to_owned()], Access::Exec), (writable, Access::Write)], host)
 }
 
 /// The smoke run: the candidate's checkout, a throwaway individual and the
 /// caches given, loopback only (the stand-in model is forwarded in, see
 /// `confine::Options::forward`).
 pub fn smoke(checkout: &Path, individual: &Path, writable: &[PathBuf], host: &Host) -> Plan {
-    let mut plan = gate(checkout, writable, host);
-    plan.profile = "smoke".into();
-    plan.rules.push(Rule { path: individual.to_owned(), access: Access::Write });
-    plan
+    let given = [checkout.to_owned()];
+    of(
+        "smoke",
+        &[
+            (&given, Access::Write),
+            (writable, Access::Write),
+            (&[individual.to_owned()], Access::Write),
+        ],
+        host,
+    )
 }
 
 /// The stand-in model: the kernel's own program to execute, the files given
@@ -190,36 +194,18 @@ pub fn smoke(checkout: &Path, individual: &Path, writable: &[PathBuf], host: &Ho
 /// individual; the host's network as it is, since the kernel and the bodies
 /// reach it on the host's loopback.
 pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &Host) -> Plan {
-    let mut rules = system(host);
-    rules.push(Rule { path: program.to_owned(), access: Access::Exec });
-    rules.extend(readable.iter().map(|p| Rule { path: p.clone(), access: Access::Read }));
-    rules.extend(writable.iter().map(|p| Rule { path: p.clone(), access: Access::Write }));
-    Plan {
-        profile: "model".into(),
-        rules,
-        readonly: Vec::new(),
-        net: Net::Open,
-        socket_dirs: Vec::new(),
-        forward: Vec::new(),
-        pretend_missing: Vec::new(),
-    }
+    let program = [program.to_owned()];
+    of(
+        "model",
+        &[(&program, Access::Exec), (readable, Access::Read), (writable, Access::Write)],
+        host,
+    )
 }
 
 /// Packing a mutation's objects: the agent's clone `source` to read (and
 /// nothing it links to elsewhere), `out` to write the pack in, loopback only.
 pub fn pack(source: &Path, out: &Path, host: &Host) -> Plan {
-    let mut rules = system(host);
-    rules.push(Rule { path: source.to_owned(), access: Access::Read });
-    rules.push(Rule { path: out.to_owned(), access: Access::Write });
-    Plan {
-        profile: "pack".into(),
-        rules,
-        readonly: Vec::new(),
-        net: Net::Loopback,
-        socket_dirs: Vec::new(),
-        forward: Vec::new(),
-        pretend_missing: Vec::new(),
-    }
+    of("pack", &[(&[source.to_owned()], Access::Read), (&[out.to_owned()], Access::Write)], host)
 }
 
 fn system(host: &Host) -> Vec<Rule> {
@@ -231,6 +217,19 @@ fn system(host: &Host) -> Vec<Rule> {
 }
 
 impl Plan {
+    /// A plan of `profile` that grants nothing yet.
+    pub fn empty(profile: &str, net: Net) -> Plan {
+        Plan {
+            profile: profile.into(),
+            rules: Vec::new(),
+            readonly: Vec::new(),
+            net,
+            socket_dirs: Vec::new(),
+            forward: Vec::new(),
+            pretend_missing: Vec::new(),
+        }
+    }
+
     /// The helper's arguments for this plan (before `--` and the program).
     pub fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec!["--profile".into(), self.profile.clone().into()];
@@ -264,15 +263,7 @@ impl Plan {
     /// Reads what [`Plan::to_args`] wrote, followed by `--` and the program
     /// with its arguments. Returns the plan and the program's argv.
     pub fn from_args(args: &[OsString]) -> Result<(Plan, Vec<OsString>), String> {
-        let mut plan = Plan {
-            profile: String::new(),
-            rules: Vec::new(),
-            readonly: Vec::new(),
-            net: Net::Open,
-            socket_dirs: Vec::new(),
-            forward: Vec::new(),
-            pretend_missing: Vec::new(),
-        };
+        let mut plan = Plan::empty("", Net::Open);
         let mut it = args.iter();
         while let Some(flag) = it.next() {
             if flag == "--" {
@@ -316,150 +307,4 @@ impl Plan {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn host() -> Host {
-        Host {
-            exec: vec!["/usr".into(), "/root/.cargo".into()],
-            read: vec!["/etc".into()],
-            devices: vec!["/dev/null".into()],
-        }
-    }
-
-    fn access_of(plan: &Plan, path: &str) -> Vec<Access> {
-        plan.rules.iter().filter(|r| r.path == Path::new(path)).map(|r| r.access).collect()
-    }
-
-    #[test]
-    fn generation_grants_each_part_as_the_design_table_says() {
-        let tracked: Vec<String> =
-            ["body", "src", "Cargo.toml", "BACKLOG.md", ".env", ".env.local", "memory", ".teneral"]
-                .map(String::from)
-                .to_vec();
-        let plan = generation(Path::new("/i"), &tracked, &host());
-        let table = [
-            ("/i/body", vec![Access::Read]),
-            ("/i/src", vec![Access::Read]),
-            ("/i/Cargo.toml", vec![Access::Read]),
-            ("/i/.git", vec![Access::Read]),
-            ("/i/.teneral/live", vec![Access::Exec]),
-            ("/i/.teneral/candidate", vec![Access::Write]),
-            ("/i/soul", vec![Access::Write]),
-            ("/i/inbox", vec![Access::Write]),
-            ("/i/memory", vec![Access::Write]),
-            ("/i/BACKLOG.md", vec![Access::Read]),
-            ("/i/.teneral/owner", vec![Access::Consume]),
-            ("/i/.env", vec![]),
-            ("/i/.env.local", vec![]),
-            ("/i/.teneral", vec![]),
-            ("/i/.teneral/auth", vec![]),
-            ("/i/.teneral/state.json", vec![]),
-            ("/i", vec![Access::List]),
-            ("/usr", vec![Access::Exec]),
-            ("/dev/null", vec![Access::ReadWrite]),
-        ];
-        for (path, want) in table {
-            assert_eq!(access_of(&plan, path), want, "{path}");
-        }
-        assert_eq!(plan.readonly, vec![PathBuf::from("/i/memory/journal.jsonl")]);
-        assert_eq!(plan.net, Net::Loopback);
-    }
-
-    #[test]
-    fn gate_and_smoke_get_nothing_of_the_individual_and_only_loopback() {
-        let plan = gate(Path::new("/c"), &["/cache".into()], &host());
-        assert_eq!(access_of(&plan, "/c"), vec![Access::Write]);
-        assert_eq!(access_of(&plan, "/cache"), vec![Access::Write]);
-        assert_eq!(plan.net, Net::Loopback);
-        assert!(plan.rules.iter().all(|r| !r.path.starts_with("/i")));
-        let plan = smoke(Path::new("/c"), Path::new("/t"), &[], &host());
-        assert_eq!(plan.profile, "smoke");
-        assert_eq!(access_of(&plan, "/t"), vec![Access::Write]);
-        assert_eq!(plan.net, Net::Loopback);
-    }
-
-    #[test]
-    fn the_model_gets_its_program_script_and_log_and_nothing_else_of_the_individual() {
-        let plan = model(
-            Path::new("/k/teneral"),
-            &["/i/script.jsonl".into()],
-            &["/i/standin.jsonl".into()],
-            &host(),
-        );
-        let table = [
-            ("/k/teneral", vec![Access::Exec]),
-            ("/i/script.jsonl", vec![Access::Read]),
-            ("/i/standin.jsonl", vec![Access::Write]),
-            ("/i", vec![]),
-            ("/i/.env", vec![]),
-            ("/i/memory", vec![]),
-            ("/i/soul", vec![]),
-            ("/i/.teneral", vec![]),
-            ("/i/.teneral/state.json", vec![]),
-            ("/usr", vec![Access::Exec]),
-            ("/etc", vec![Access::Read]),
-            ("/dev/null", vec![Access::ReadWrite]),
-        ];
-        for (path, want) in table {
-            assert_eq!(access_of(&plan, path), want, "{path}");
-        }
-        let individual: Vec<&Rule> =
-            plan.rules.iter().filter(|r| r.path.starts_with("/i")).collect();
-        assert_eq!(individual.len(), 2, "only the script and the log: {individual:?}");
-        assert_eq!(plan.profile, "model");
-        assert_eq!(
-            plan.net,
-            Net::Open,
-            "the kernel and the bodies reach it on the host's loopback"
-        );
-        assert!(plan.readonly.is_empty());
-        let bare = model(Path::new("/k/teneral"), &[], &[], &host());
-        assert!(bare.rules.iter().all(|r| !r.path.starts_with("/i")));
-        let mut args = plan.to_args();
-        args.extend(["--".into(), "/k/teneral".into(), "standin".into()]);
-        assert_eq!(Plan::from_args(&args).map(|(p, _)| p), Ok(plan));
-    }
-
-    #[test]
-    fn pack_reads_the_clone_writes_only_its_output_and_has_loopback() {
-        let plan = pack(Path::new("/i/.teneral/candidate"), Path::new("/i/.teneral/f"), &host());
-        assert_eq!(access_of(&plan, "/i/.teneral/candidate"), vec![Access::Read]);
-        assert_eq!(access_of(&plan, "/i/.teneral/f"), vec![Access::Write]);
-        assert_eq!(access_of(&plan, "/i/.git"), vec![]);
-        assert_eq!(access_of(&plan, "/i"), vec![]);
-        assert_eq!(plan.net, Net::Loopback);
-    }
-
-    #[test]
-    fn a_plan_survives_the_command_line() {
-        let mut plan = generation(Path::new("/i"), &["src".into()], &host());
-        plan.pretend_missing.push("landlock".into());
-        plan.forward.push(8080);
-        let mut args = plan.to_args();
-        args.extend(["--".into(), "/bin/true".into(), "x".into()]);
-        let (back, argv) = Plan::from_args(&args).unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(back, plan);
-        assert_eq!(argv, vec![OsString::from("/bin/true"), OsString::from("x")]);
-        let gate = gate(Path::new("/c"), &[], &host());
-        let mut args = gate.to_args();
-        args.extend(["--".into(), "true".into()]);
-        assert_eq!(Plan::from_args(&args).map(|(p, _)| p), Ok(gate));
-    }
-
-    #[test]
-    fn malformed_command_lines_are_refused() {
-        let bad: &[&[&str]] = &[
-            &["--profile", "gate", "--write", "/c"],
-            &["--profile", "gate", "--"],
-            &["--write", "/c", "--", "true"],
-            &["--profile", "gate", "--net", "wide", "--", "true"],
-            &["--profile", "gate", "--bogus", "x", "--", "true"],
-            &["--profile"],
-        ];
-        for args in bad {
-            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-            assert!(Plan::from_args(&args).is_err(), "{args:?}");
-        }
-    }
-}
+mod tests;

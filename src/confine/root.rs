@@ -21,13 +21,14 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{Mode, StatVfsMountFlags};
+use rustix::fs::Mode;
 use rustix::mount::{
     mount, mount_bind_recursive, mount_change, mount_remount, unmount, MountFlags,
     MountPropagationFlags, UnmountFlags,
 };
 
 use super::plan::{Access, Plan};
+use super::sys::attach_tree;
 
 /// Where the old root is while the new one is filled.
 const OLD: &str = "/.old-root";
@@ -148,43 +149,24 @@ fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> 
     // A socket's directory too: nobody connects only to a socket it may
     // write, in a directory it may search.
     let writable = socket || matches!(access, Access::Write | Access::Consume);
+    let read_only = matches!(access, Access::Read | Access::Exec);
     match idmap {
         // Root's body is nobody: what it may write shows root's files as
         // its own, and what it makes is root's on disk.
-        Some(userns) if writable => crate::sys::idmapped_bind(&source, path, userns)?,
-        _ => mount_bind_recursive(&source, path)?,
-    }
-    match access {
-        Access::Read | Access::Exec => remount_read_only(path),
-        Access::Write | Access::Consume | Access::ReadWrite | Access::List => Ok(()),
+        Some(userns) if writable => attach_tree(&source, path, read_only, Some(userns)),
+        _ if read_only => attach_tree(&source, path, true, None),
+        _ => Ok(mount_bind_recursive(&source, path)?),
     }
 }
 
-/// Bind-mounts `path` on itself read-only (a file beneath a writable
-/// grant, the journal), keeping the flags Linux
-/// locks on it (nosuid, nodev, noexec), or a user namespace may not.
+/// Mounts `path` on itself read-only, and every mount beneath it (a file
+/// beneath a writable grant, the journal). The flags Linux locks on it
+/// (nosuid, nodev, noexec) stay as they are.
 fn read_only(path: &Path) -> io::Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    mount_bind_recursive(path, path)?;
-    remount_read_only(path)
-}
-
-/// Makes the bind mount at `path` read-only.
-fn remount_read_only(path: &Path) -> io::Result<()> {
-    let kept = rustix::fs::statvfs(path)?.f_flag;
-    let mut flags = MountFlags::BIND | MountFlags::RDONLY;
-    for (st, ms) in [
-        (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
-        (StatVfsMountFlags::NODEV, MountFlags::NODEV),
-        (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
-    ] {
-        if kept.contains(st) {
-            flags |= ms;
-        }
-    }
-    Ok(mount_remount(path, flags, "")?)
+    attach_tree(path, path, true, None)
 }
 
 /// The links of a minimal `/dev` (its device files are grants of the plan).

@@ -7,6 +7,7 @@
 //!   an address of the host's own networks.
 //! - [`request`]: the request head, read strictly.
 //! - [`server`]: the proxy itself (CONNECT and plain HTTP, bounded).
+//! - [`refusals`]: one log line per refused host per minute, with a count.
 //!
 //! The proxy runs inside the kernel's process, on a thread and runtime of
 //! its own ([`shared`]): it holds no secret (the model's key stays in the
@@ -22,6 +23,7 @@
 //! connects fails; through the proxy the name is resolved by the proxy).
 
 pub mod policy;
+pub mod refusals;
 pub mod request;
 pub mod server;
 #[cfg(test)]

@@ -9,7 +9,9 @@
 //! Bounds: a head of at most [`MAX_HEAD`] bytes read within [`HEAD_TIME`];
 //! resolution and connection within [`DIAL_TIME`]; at most
 //! [`MAX_CONNECTIONS`] at once (the next ones get a 503). A tunnel, once
-//! open, lives as long as both ends keep it.
+//! open, lives as long as both ends keep it and something goes through it
+//! at least every [`TUNNEL_IDLE`]. Refusals are logged at most once per
+//! host per minute, with a count ([`super::refusals`]).
 
 use std::collections::HashMap;
 use std::io;
@@ -22,6 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::policy::{decide, Policy, Verdict};
+use super::refusals::Refusals;
 use super::request::{self, Request};
 use crate::log;
 
@@ -35,6 +38,9 @@ pub const DIAL_TIME: Duration = Duration::from_secs(10);
 const BUFFER: usize = 256 * 1024;
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
+/// A tunnel (or a plain request's answer) through which nothing went for
+/// this long, either way, is closed.
+pub const TUNNEL_IDLE: Duration = Duration::from_secs(300);
 
 /// What one egress proxy enforces.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -55,6 +61,8 @@ struct Shared {
     policy: Policy,
     stand_ins: HashMap<String, SocketAddr>,
     slots: Semaphore,
+    idle: Duration,
+    refusals: std::sync::Mutex<Refusals>,
 }
 
 impl Egress {
@@ -62,9 +70,23 @@ impl Egress {
         let listener = TcpListener::bind(addr).await?;
         let stand_ins =
             config.stand_ins.into_iter().map(|(n, a)| (n.to_ascii_lowercase(), a)).collect();
-        let shared =
-            Shared { policy: config.policy, stand_ins, slots: Semaphore::new(MAX_CONNECTIONS) };
+        let shared = Shared {
+            policy: config.policy,
+            stand_ins,
+            slots: Semaphore::new(MAX_CONNECTIONS),
+            idle: TUNNEL_IDLE,
+            refusals: std::sync::Mutex::new(Refusals::default()),
+        };
         Ok(Egress { listener, shared: Arc::new(shared) })
+    }
+
+    /// The same proxy closing tunnels idle for `idle` instead of
+    /// [`TUNNEL_IDLE`] (tests). Only before it serves.
+    pub fn idle_after(mut self, idle: Duration) -> Egress {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.idle = idle;
+        }
+        self
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -112,13 +134,13 @@ async fn serve_one(shared: &Shared, mut client: TcpStream) {
         Ok(found) => found,
         Err(e) => {
             let reason = format!("cannot resolve {}: {e}", request.host);
-            refused(&request, &reason);
+            refused(shared, &request, &reason);
             let _ = answer(client, 502, &reason).await;
             return;
         }
     };
     if let Verdict::Refuse(reason) = decide(&request.host, &addrs, &shared.policy, stand_in) {
-        refused(&request, &reason);
+        refused(shared, &request, &reason);
         let _ = answer(client, 403, &reason).await;
         return;
     }
@@ -137,10 +159,39 @@ async fn serve_one(shared: &Shared, mut client: TcpStream) {
     if sent.is_err() || upstream.write_all(&early).await.is_err() {
         return;
     }
-    // Large buffers: with the default 8 KiB a download through the tunnel
-    // costs many more reads and writes than a direct one.
-    let _ =
-        tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, BUFFER, BUFFER).await;
+    tunnel(client, upstream, shared.idle).await;
+}
+
+/// Copies both ways until both ends have closed, or nothing went through
+/// for `idle`. Large buffers: with 8 KiB a download through the tunnel
+/// costs many more reads and writes than a direct one.
+async fn tunnel(mut client: TcpStream, mut upstream: TcpStream, idle: Duration) {
+    let (mut client_in, mut client_out) = client.split();
+    let (mut upstream_in, mut upstream_out) = upstream.split();
+    let mut up = vec![0u8; BUFFER];
+    let mut down = vec![0u8; BUFFER];
+    let (mut client_open, mut upstream_open) = (true, true);
+    while client_open || upstream_open {
+        let step = async {
+            tokio::select! {
+                n = client_in.read(&mut up), if client_open => match n {
+                    Ok(n) if n > 0 => upstream_out.write_all(&up[..n]).await.map(|()| None),
+                    _ => upstream_out.shutdown().await.map(|()| Some(true)),
+                },
+                n = upstream_in.read(&mut down), if upstream_open => match n {
+                    Ok(n) if n > 0 => client_out.write_all(&down[..n]).await.map(|()| None),
+                    _ => client_out.shutdown().await.map(|()| Some(false)),
+                },
+            }
+        };
+        match tokio::time::timeout(idle, step).await {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(true))) => client_open = false,
+            Ok(Ok(Some(false))) => upstream_open = false,
+            // A write failed, or nothing went through for `idle`.
+            Ok(Err(_)) | Err(_) => return,
+        }
+    }
 }
 
 /// Reads up to the blank line that ends the head; the head without it, and
@@ -195,11 +246,17 @@ async fn dial(addrs: &[SocketAddr]) -> io::Result<TcpStream> {
     Err(last)
 }
 
-fn refused(request: &Request, reason: &str) {
-    log::at(
-        log::Priority::Warning,
-        format!("egress refused {} {}:{}: {reason}", request.method, request.host, request.port),
+fn refused(shared: &Shared, request: &Request, reason: &str) {
+    let line =
+        format!("egress refused {} {}:{}: {reason}", request.method, request.host, request.port);
+    let logged = shared.refusals.lock().unwrap_or_else(|p| p.into_inner()).note(
+        &request.host,
+        &line,
+        std::time::Instant::now(),
     );
+    if let Some(line) = logged {
+        log::at(log::Priority::Warning, line);
+    }
 }
 
 /// A short answer with `reason` on one line, then the connection closes.

@@ -107,3 +107,38 @@ async fn malformed_and_oversized_heads_get_a_400() {
     let answer = exchange(proxy, &huge).await;
     assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("longer than"), "{answer}");
 }
+
+/// A tunnel through which nothing goes is closed after the idle time, both
+/// ends still open: the client reads the end of its connection.
+#[tokio::test]
+async fn an_idle_tunnel_is_closed() {
+    let silent = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let addr = silent.local_addr().expect("its address");
+    // Accepts and holds each connection, saying nothing.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let config = Config { policy: Policy::Public, stand_ins: vec![("quiet.test".into(), addr)] };
+    let egress = Egress::bind("127.0.0.1:0".parse().expect("an address"), config)
+        .await
+        .expect("the proxy binds")
+        .idle_after(std::time::Duration::from_millis(300));
+    let proxy = egress.local_addr().expect("its address");
+    tokio::spawn(egress.serve());
+    let mut s = TcpStream::connect(proxy).await.expect("the proxy answers");
+    s.write_all(b"CONNECT quiet.test:443 HTTP/1.1\r\nHost: quiet.test:443\r\n\r\n")
+        .await
+        .expect("the request is sent");
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), s.read_to_end(&mut answer))
+        .await
+        .expect("the proxy closes the idle tunnel well within 10 s");
+    assert!(read.is_ok(), "{read:?}");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200"), "the tunnel was open: {text}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300), "not before the idle time");
+}

@@ -32,9 +32,20 @@ fn main() {
         std::os::unix::net::UnixDatagram::unbound()
             .and_then(|s| s.connect("/run/systemd/journal/socket")),
     );
+    // A credentials file planted in the kernel's cargo home (the test
+    // plants one there): never there for a build. With no home to look in
+    // it reports -1, which no test takes for a refusal.
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
+    let credentials = match cargo_home {
+        Some(home) => errno(std::fs::File::open(home.join("credentials.toml")).map(|_| ())),
+        None => -1,
+    };
     let code = format!(
         "const BUILD_DOORS: &[(&str, i32)] = &[(\"build.env_read\", {env}), (\"build.network\", {net}), \
-         (\"build.ssh_agent\", {agent}), (\"build.journald\", {journald})];\n"
+         (\"build.ssh_agent\", {agent}), (\"build.journald\", {journald}), \
+         (\"build.cargo_credentials\", {credentials})];\n"
     );
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
     std::fs::write(out.join("build_doors.rs"), code).unwrap_or_default();

@@ -1,0 +1,134 @@
+//! The cage's raw system calls that rustix does not wrap: `mount_setattr`
+//! on a detached copy of a granted tree, a child cloned into a user
+//! namespace, `fcntl` for SIGIO on a pipe, and killing a PID namespace.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use rustix::mount::{move_mount, open_tree, MoveMountFlags, OpenTreeFlags};
+
+/// Copies the tree at `source` and mounts the copy at `target`: one
+/// `open_tree`, one `mount_setattr`, one `move_mount`. `read_only` makes it
+/// read-only with every mount beneath it (recursively: a mount nested below
+/// a read-only grant is read-only as well). `idmap` shows its ids through
+/// that user namespace (root's files as the body's own); such a copy is of
+/// the top mount alone, as Linux maps no tree whose mounts it cannot all map.
+pub fn attach_tree(
+    source: &Path,
+    target: &Path,
+    read_only: bool,
+    idmap: Option<&OwnedFd>,
+) -> io::Result<()> {
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+    if idmap.is_none() {
+        flags |= OpenTreeFlags::AT_RECURSIVE;
+    }
+    let tree = open_tree(rustix::fs::CWD, source, flags)?;
+    let mut set = 0;
+    let mut userns = 0u64;
+    if read_only {
+        set |= libc::MOUNT_ATTR_RDONLY;
+    }
+    if let Some(fd) = idmap {
+        set |= libc::MOUNT_ATTR_IDMAP;
+        userns = u64::try_from(fd.as_raw_fd()).map_err(io::Error::other)?;
+    }
+    let recursive = idmap.is_none();
+    let attr = libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: userns };
+    let at = libc::AT_EMPTY_PATH | if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: `attr` lives across the call and its size is passed with it;
+    // the path is a valid empty C string; the fd is open.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            at,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    move_mount(&tree, "", rustix::fs::CWD, target, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)?;
+    Ok(())
+}
+
+/// Has Linux send this process SIGIO when `fd` (a pipe's read end) becomes
+/// readable, and makes reading it never block: the helper learns the
+/// program's end from the cage's first process without waiting for that
+/// process to exit (and to tear its namespaces down).
+pub fn signal_when_readable(fd: &OwnedFd) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    unsafe {
+        if libc::fcntl(raw, libc::F_SETOWN, libc::getpid()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let flags = libc::fcntl(raw, libc::F_GETFL);
+        if flags < 0
+            || libc::fcntl(raw, libc::F_SETFL, flags | libc::O_ASYNC | libc::O_NONBLOCK) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Sends SIGKILL to every process of this PID namespace but the caller
+/// (the cage's first process). None left is no error.
+pub fn kill_namespace() {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    let _ = unsafe { libc::kill(-1, libc::SIGKILL) };
+}
+
+/// A user namespace whose only mapping is `inside` to `outside` (uid and
+/// gid alike), as a file descriptor for an id-mapped mount. The caller must
+/// be root of the machine's user namespace.
+///
+/// A child is cloned straight into a new user namespace (`clone` with
+/// CLONE_NEWUSER makes it before the child ever runs), so this process
+/// writes its maps and opens its namespace without waiting for it to be
+/// scheduled; then it is killed. It is left for the caller to reap (its
+/// exit status means nothing).
+pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
+    // SAFETY: a fork-like clone (no CLONE_VM: the child has its own copy of
+    // memory); the child makes only raw, async-signal-safe system calls
+    // (pause, _exit) and never returns into Rust code.
+    let child = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_NEWUSER | libc::SIGCHLD,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if child == 0 {
+        // SAFETY: see above.
+        unsafe {
+            loop {
+                libc::pause();
+            }
+        }
+    }
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let made = (|| {
+        let map = format!("{inside} {outside} 1");
+        std::fs::write(format!("/proc/{child}/uid_map"), &map)?;
+        std::fs::write(format!("/proc/{child}/gid_map"), &map)?;
+        let ns = std::fs::File::open(format!("/proc/{child}/ns/user"))?;
+        Ok(OwnedFd::from(ns))
+    })();
+    let pid = i32::try_from(child).unwrap_or(0);
+    if pid > 0 {
+        // SAFETY: kill takes two integers and touches no memory of ours.
+        let _ = unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    made
+}
