@@ -176,6 +176,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     if let Some(warming) = k.warming.take() {
         warming.abort();
     }
+    crate::crash::point("stop.sweeping");
     spawn::sweep_leftover_groups(&k.home);
     k.state.body = None;
     k.state.save(&k.home)?;
