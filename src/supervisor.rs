@@ -106,10 +106,11 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
             ),
         );
     }
-    let runner = Runner::choose(settings.runner, cage).await?;
+    let runner = Runner::choose(settings.runner, cage).await?.for_individual(&home);
     if let Some(body) = state.body.take() {
         runner.stop_leftover(&body).await;
     }
+    runner.sweep_units().await;
     spawn::sweep_leftover_groups(&home);
     start::sweep_files(&home);
     let git = repo::open(&home)?;

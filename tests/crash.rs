@@ -275,9 +275,7 @@ fn a_kill_during_the_clean_stop_sweep_leaves_nothing_behind() -> TestResult {
     }
     assert!(left.is_empty(), "left running after the kill: {left:?}");
     let mut again = ind.start()?;
-    ind.wait_for("the restart's body ready", SHORT, |_| {
-        ind.events("generation.ready").len() >= 2
-    })?;
+    ind.wait_for("the restart's body ready", SHORT, |_| ind.events("generation.ready").len() >= 2)?;
     again.signal(15);
     assert_eq!(again.wait(SHORT)?, Some(0), "a clean stop:\n{}", ind.kernel_log());
     assert!(processes_under(ind.path()).is_empty(), "{:?}", processes_under(ind.path()));

@@ -95,17 +95,21 @@ fn ready(ind: &Individual, run: &mut Run, readies: usize) -> bool {
     run.until(Duration::from_secs(120), || count(ind, "generation.ready") > readies)
 }
 
-/// Writes `text` as an owner line and waits for the turn it starts to end
-/// (or its request to be refused).
-fn line(ind: &Individual, run: &mut Run, text: &str, written: &mut Vec<String>) -> bool {
-    let before = count(ind, "turn.ended") + count(ind, "mutation.rejected");
+/// Writes `text` as an owner line and waits for one more `until` event
+/// (the end of the turn it starts, or the verdict on what it asks for).
+fn line(
+    ind: &Individual,
+    run: &mut Run,
+    text: &str,
+    until: &str,
+    written: &mut Vec<String>,
+) -> bool {
+    let before = count(ind, until);
     match teneral::owner::write_line(ind.path(), text) {
         Ok(name) => written.push(name),
         Err(_) => return false,
     }
-    run.until(Duration::from_secs(60), || {
-        count(ind, "turn.ended") + count(ind, "mutation.rejected") > before
-    })
+    run.until(Duration::from_secs(60), || count(ind, until) > before)
 }
 
 /// Drives `run` through `scenario`; `readies` is the count of
@@ -129,8 +133,13 @@ fn talk(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<Strin
     if !ready(ind, run, readies) {
         return;
     }
-    for text in ["hello".to_owned(), unknown_commit(1), "still there?".to_owned()] {
-        if !line(ind, run, &text, written) {
+    let lines = [
+        ("hello".to_owned(), "turn.ended"),
+        (unknown_commit(1), "mutation.rejected"),
+        ("still there?".to_owned(), "turn.ended"),
+    ];
+    for (text, until) in lines {
+        if !line(ind, run, &text, until, written) {
             return;
         }
     }
@@ -185,7 +194,7 @@ fn seed(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<Strin
         return;
     }
     for text in ["hello, seed", "what do you see?"] {
-        if !line(ind, run, text, written) {
+        if !line(ind, run, text, "turn.ended", written) {
             return;
         }
     }
@@ -200,7 +209,7 @@ pub fn leave_a_request(ind: &Individual, written: &mut Vec<String>) -> TestResul
     let kernel = ind.start_with(&[("TENERAL_TEST_CRASH_AT", "request.journaled")])?;
     let mut run = Run::new(kernel, None);
     if ready(ind, &mut run, readies) {
-        line(ind, &mut run, &unknown_commit(2), written);
+        line(ind, &mut run, &unknown_commit(2), "mutation.rejected", written);
         run.until(Duration::from_secs(30), || false);
     }
     if run.alive() {

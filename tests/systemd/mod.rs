@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
+mod leftover;
 mod runner;
 
 const LONG: Duration = Duration::from_secs(240);
