@@ -95,8 +95,9 @@ fn ready(ind: &Individual, run: &mut Run, readies: usize) -> bool {
     run.until(Duration::from_secs(120), || count(ind, "generation.ready") > readies)
 }
 
-/// Writes `text` as an owner line and waits for one more `until` event
-/// (the end of the turn it starts, or the verdict on what it asks for).
+/// Writes `text` as an owner line and waits for an `until` event after the
+/// line's own `owner.line` (the end of the turn it starts, or the verdict on
+/// what it asks for): one of an earlier line, answered late, does not count.
 fn line(
     ind: &Individual,
     run: &mut Run,
@@ -104,12 +105,21 @@ fn line(
     until: &str,
     written: &mut Vec<String>,
 ) -> bool {
-    let before = count(ind, until);
-    match teneral::owner::write_line(ind.path(), text) {
-        Ok(name) => written.push(name),
+    let name = match teneral::owner::write_line(ind.path(), text) {
+        Ok(name) => name,
         Err(_) => return false,
-    }
-    run.until(Duration::from_secs(60), || count(ind, until) > before)
+    };
+    written.push(name.clone());
+    run.until(Duration::from_secs(60), || {
+        let journal = ind.journal();
+        let taken = journal
+            .iter()
+            .find(|e| e["type"] == "owner.line" && e["file"] == name.as_str())
+            .and_then(|e| e["seq"].as_u64());
+        taken.is_some_and(|seq| {
+            journal.iter().any(|e| e["type"] == until && e["seq"].as_u64() > Some(seq))
+        })
+    })
 }
 
 /// Drives `run` through `scenario`; `readies` is the count of
