@@ -17,6 +17,8 @@ pub struct Counts {
     /// The others: the kernel outlived its scenario and was killed after.
     pub not_mid_action: Vec<String>,
     pub random: usize,
+    /// Random moments drawn again because the scenario ended before them.
+    pub redrawn: usize,
     pub lines_lost: usize,
     pub lines_duplicated: usize,
     pub unanswered_or_twice: usize,
@@ -30,14 +32,24 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// The last round was a random moment after its scenario's end: it is
+    /// not counted as a point, and its moment is drawn again.
+    pub fn redraw(&mut self) {
+        self.tried -= 1;
+        self.random -= 1;
+        self.not_mid_action.pop();
+        self.redrawn += 1;
+    }
+
     /// Prints the figures; fails unless every count is 0.
     pub fn report(&self, took: Duration) {
         let names: Vec<&str> = teneral::crash::POINTS.iter().map(|(n, _)| *n).collect();
         println!(
-            "points tried: {} (named: {}, random moments: {})",
+            "points tried: {} (named: {}, random moments: {}, drawn again: {})",
             self.tried,
             self.tried - self.random,
-            self.random
+            self.random,
+            self.redrawn
         );
         println!(
             "mid-action kills: {}; after the scenario had ended: {} {:?}",
