@@ -106,10 +106,11 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
             ),
         );
     }
-    let runner = Runner::choose(settings.runner, cage).await?;
+    let runner = Runner::choose(settings.runner, cage).await?.for_individual(&home);
     if let Some(body) = state.body.take() {
         runner.stop_leftover(&body).await;
     }
+    runner.sweep_units().await;
     spawn::sweep_leftover_groups(&home);
     start::sweep_files(&home);
     let git = repo::open(&home)?;
@@ -176,6 +177,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     if let Some(warming) = k.warming.take() {
         warming.abort();
     }
+    crate::crash::point("stop.sweeping");
     spawn::sweep_leftover_groups(&k.home);
     k.state.body = None;
     k.state.save(&k.home)?;

@@ -4,6 +4,8 @@
 //! docs/design.md ("Crashes") must hold after the start.
 
 mod bench;
+mod check;
+mod scenario;
 
 use std::path::Path;
 use std::time::Duration;
@@ -224,5 +226,66 @@ fn no_compiler_of_a_gate_check_outlives_the_kernel() -> TestResult {
         left = processes_under(ind.path());
     }
     assert!(left.is_empty(), "left running 10 s after the kernel died: {left:?}");
+    Ok(())
+}
+
+#[test]
+fn a_start_killed_as_it_answers_a_left_request_answers_it_once() -> TestResult {
+    // The first kernel dies between the request and its verdict; the second
+    // answers it at start ("nothing decided") and dies right after; the
+    // third must neither answer it again nor leave it unanswered.
+    let ind = Individual::with_mode("mutate", "", &[])?;
+    let candidate = "fedcba0987654321fedcba0987654321fedcba09";
+    die_at(&ind, "request.journaled", || {
+        ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+        teneral::owner::write_line(ind.path(), candidate)?;
+        Ok(())
+    })?;
+    let request = ind.events("mutation.requested").pop().expect("the request was journaled");
+    die_at(&ind, "undecided.journaled", || Ok(()))?;
+    let verdicts = verdicts_of(&ind.journal(), &request["seq"]);
+    assert_eq!(verdicts.len(), 1, "answered before the kill: {verdicts:?}");
+    let readies = ind.events("generation.ready").len();
+    let _kernel = ind.start()?;
+    ind.wait_for("the third kernel's body ready", SHORT, |_| {
+        ind.events("generation.ready").len() > readies
+    })?;
+    std::thread::sleep(Duration::from_secs(1));
+    let verdicts = verdicts_of(&ind.journal(), &request["seq"]);
+    assert_eq!(verdicts.len(), 1, "answered exactly once: {verdicts:?}");
+    assert_eq!(verdicts[0]["check"], "undecided", "{}", verdicts[0]);
+    Ok(())
+}
+
+#[test]
+fn a_kill_during_the_clean_stop_sweep_leaves_nothing_behind() -> TestResult {
+    let ind = Individual::new("", &[])?;
+    let mut kernel = ind.start_with(&[("TENERAL_TEST_CRASH_AT", "stop.sweeping")])?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    kernel.signal(15);
+    let status = kernel.wait(SHORT)?;
+    assert_eq!(status, None, "killed in its stop's sweep:\n{}", ind.kernel_log());
+    assert!(ind.kernel_log().contains("crash point stop.sweeping"), "{}", ind.kernel_log());
+    // The keeper kills what the list still named.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut left = processes_under(ind.path());
+    while !left.is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+        left = processes_under(ind.path());
+    }
+    assert!(left.is_empty(), "left running after the kill: {left:?}");
+    let mut again = ind.start()?;
+    ind.wait_for("the restart's body ready", SHORT, |_| ind.events("generation.ready").len() >= 2)?;
+    again.signal(15);
+    assert_eq!(again.wait(SHORT)?, Some(0), "a clean stop:\n{}", ind.kernel_log());
+    assert!(processes_under(ind.path()).is_empty(), "{:?}", processes_under(ind.path()));
+    assert!(event_sockets(ind.path()).is_empty(), "{:?}", event_sockets(ind.path()));
+    assert!(!ind.path().join(teneral::spawn::CHILDREN_PATH).exists(), "the list is removed");
+    let temps: Vec<_> = std::fs::read_dir(ind.path().join(".teneral"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(temps.is_empty(), "{temps:?}");
     Ok(())
 }

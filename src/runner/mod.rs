@@ -143,6 +143,35 @@ impl Runner {
         }
     }
 
+    /// The same, with every unit started for the individual in `home`
+    /// (named in its description, so [`Runner::sweep_units`] finds it).
+    pub fn for_individual(self, home: &std::path::Path) -> Runner {
+        let backend = match self.backend {
+            Backend::Systemd(systemd) => Backend::Systemd(systemd.for_individual(home)),
+            direct => direct,
+        };
+        Runner { backend, ..self }
+    }
+
+    /// Stops the gate, build and generation units a killed kernel of this
+    /// individual left running (under systemd; run directly, the groups'
+    /// keeper and the start's sweep do it), and says so.
+    pub async fn sweep_units(&self) {
+        let Backend::Systemd(systemd) = &self.backend else { return };
+        match systemd.sweep().await {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => log::info(format!(
+                "stopped {} unit(s) that a killed supervisor left behind: {}",
+                names.len(),
+                names.join(", ")
+            )),
+            Err(e) => log::info(format!(
+                "cannot look for units a killed supervisor left behind: {e}; \
+                 systemctl --user list-units 'teneral-*' shows them"
+            )),
+        }
+    }
+
     /// Children as the kernel's own, with `cage`.
     pub fn direct(cage: Cage) -> Runner {
         Runner { backend: Backend::Direct, cage }

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::common::*;
 
 mod journald;
+mod leftover;
 mod runner;
 
 const LONG: Duration = Duration::from_secs(240);

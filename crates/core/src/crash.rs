@@ -9,13 +9,19 @@
 //! costs one load of a value read once.
 //!
 //! Every point is listed in [`POINTS`] (`teneral crash-points` prints them),
-//! so the kill -9 suite can try each one.
+//! so the kill -9 suite can try each one. With `TENERAL_TEST_CRASH_TRACE=
+//! <file>` the kernel appends `<pid> <point>` to `file` at every point it
+//! passes, so the suite can count the passes a scenario makes and ask only
+//! for those (a kill at a pass the scenario never makes is no kill at all).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// The variable that names the point to die at.
 pub const CRASH_VAR: &str = "TENERAL_TEST_CRASH_AT";
+
+/// The variable that names a file to trace every point passed to.
+pub const TRACE_VAR: &str = "TENERAL_TEST_CRASH_TRACE";
 
 /// Every durability point, with what has just been made durable there.
 pub const POINTS: &[(&str, &str)] = &[
@@ -41,6 +47,10 @@ pub const POINTS: &[(&str, &str)] = &[
     ("socket.bound", "a run's event socket was bound and renamed into place"),
     ("socket.removed", "a run's event socket was removed"),
     ("reconciled", "the start finished or undid what the last kernel left half done"),
+    (
+        "stop.sweeping",
+        "a clean stop ended the stand-in; its listed process groups are not yet killed",
+    ),
 ];
 
 /// The point to die at and at which passing, read once.
@@ -60,6 +70,7 @@ fn parse(text: &str) -> Option<(String, u32)> {
 
 /// A durability point: dies here when [`CRASH_VAR`] names it (see the module doc).
 pub fn point(name: &'static str) {
+    trace(name);
     let Some((want, at)) = target() else { return };
     if want != name {
         return;
@@ -69,6 +80,20 @@ pub fn point(name: &'static str) {
         crate::log::at(crate::log::Priority::Notice, format!("crash point {name}@{at}: dying"));
         let me = rustix::process::getpid();
         let _ = rustix::process::kill_process(me, rustix::process::Signal::KILL);
+    }
+}
+
+/// Appends `<pid> <name>` to the trace file, when [`TRACE_VAR`] names one.
+fn trace(name: &str) {
+    static FILE: OnceLock<Option<std::fs::File>> = OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let path = std::env::var_os(TRACE_VAR)?;
+        std::fs::OpenOptions::new().create(true).append(true).open(path).ok()
+    });
+    if let Some(mut file) = file.as_ref() {
+        use std::io::Write;
+        // One write of one line: O_APPEND keeps lines of processes whole.
+        let _ = file.write_all(format!("{} {name}\n", std::process::id()).as_bytes());
     }
 }
 

@@ -18,7 +18,9 @@
 mod names;
 mod unit;
 
-pub use names::{build_unit, gate_unit, generation_unit, instance_for, unit_path};
+pub use names::{
+    build_unit, description, gate_unit, generation_unit, instance_for, leftovers, unit_path,
+};
 pub use unit::{Unit, BACKGROUND_NICE};
 
 use std::time::Duration;
@@ -71,6 +73,28 @@ pub trait Manager {
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
 
+    /// Units loaded whose names match `patterns` (every state when `states`
+    /// is empty): name, description, load, active and sub state, and more.
+    #[allow(clippy::type_complexity)]
+    fn list_units_by_patterns(
+        &self,
+        states: &[&str],
+        patterns: &[&str],
+    ) -> zbus::Result<
+        Vec<(
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            OwnedObjectPath,
+            u32,
+            String,
+            OwnedObjectPath,
+        )>,
+    >;
+
     #[zbus(name = "GetUnitByPID")]
     fn get_unit_by_pid(&self, pid: u32) -> zbus::Result<OwnedObjectPath>;
 
@@ -88,6 +112,13 @@ pub trait Manager {
     ) -> zbus::Result<()>;
 }
 
+/// The names of the units the kernel starts for an individual.
+const UNIT_PATTERNS: &[&str] = &["teneral-gate-*", "teneral-build-*", "teneral-gen-*"];
+
+fn sigkill() -> i32 {
+    rustix::process::Signal::KILL.as_raw()
+}
+
 /// A connection to the user manager.
 #[derive(Clone)]
 pub struct Systemd {
@@ -98,6 +129,10 @@ pub struct Systemd {
     /// (`BindsTo=`, and `Before=` so that on a stop the kernel goes first and
     /// stops its children itself), so none outlives a killed kernel.
     own_unit: Option<String>,
+    /// The individual (its directory) every unit is started for: each unit's
+    /// `Description=` names it, so the next start can find the units of a
+    /// killed kernel of this individual and of no other ([`Systemd::sweep`]).
+    individual: Option<String>,
 }
 
 impl Systemd {
@@ -110,7 +145,7 @@ impl Systemd {
                 .build()
                 .await?;
             manager.subscribe().await?;
-            let mut systemd = Systemd { conn, manager, own_unit: None };
+            let mut systemd = Systemd { conn, manager, own_unit: None, individual: None };
             systemd.own_unit = systemd.own_unit().await;
             Ok::<_, zbus::Error>(systemd)
         };
@@ -137,6 +172,34 @@ impl Systemd {
         let id = props.get(iface, "Id").await.ok()?;
         let id = id.downcast_ref::<String>().ok()?;
         (id == "teneral.service" || id.starts_with("teneral@")).then_some(id)
+    }
+
+    /// The same, starting every unit for the individual in `home`.
+    pub fn for_individual(self, home: &std::path::Path) -> Systemd {
+        Systemd { individual: Some(home.display().to_string()), ..self }
+    }
+
+    /// The `Description=` of unit `name`, naming the individual.
+    pub(crate) fn describe(&self, name: &str) -> String {
+        description(name, self.individual.as_deref())
+    }
+
+    /// Stops every gate, build and generation unit that a killed kernel of
+    /// this individual left running (each process SIGKILLed, then the unit
+    /// stopped and its failure forgotten); returns their names. Nothing
+    /// without an individual. Call at start, before any unit is started.
+    pub async fn sweep(&self) -> Result<Vec<String>, SystemdError> {
+        let Some(individual) = self.individual.as_deref() else { return Ok(Vec::new()) };
+        let listed = self.manager.list_units_by_patterns(&[], UNIT_PATTERNS).await?;
+        let listed: Vec<(String, String, String)> =
+            listed.into_iter().map(|u| (u.0, u.1, u.3)).collect();
+        let found = leftovers(&listed, individual);
+        for name in &found {
+            let _ = self.manager.kill_unit(name, "all", sigkill()).await;
+            let _ = self.manager.stop_unit(name, "replace").await;
+            let _ = self.manager.reset_failed_unit(name).await;
+        }
+        Ok(found)
     }
 
     /// The kernel's own unit, if it runs in one of teneral's units.

@@ -64,9 +64,63 @@ pub fn gate_unit(candidate: &str, check: &str) -> String {
     format!("teneral-gate-{}-{check}.service", crate::commit::short(candidate))
 }
 
+/// What a unit's `Description=` says: its name, and the individual (its
+/// directory) it was started for, when there is one.
+pub fn description(unit: &str, individual: Option<&str>) -> String {
+    match individual {
+        Some(home) => format!("teneral: {unit} for {home}"),
+        None => format!("teneral: {unit}"),
+    }
+}
+
+/// Of the units listed as (name, description, active state), those still
+/// running (or starting, or stopping) that were started for `individual`:
+/// the description must be exactly the one [`description`] gives.
+pub fn leftovers(listed: &[(String, String, String)], individual: &str) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|(name, desc, _)| *desc == description(name, Some(individual)))
+        .filter(|(_, _, state)| {
+            matches!(state.as_str(), "active" | "activating" | "reloading" | "deactivating")
+        })
+        .map(|(name, _, _)| name.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_this_individuals_running_units_are_leftovers() {
+        let unit = |name: &str, home: Option<&str>, state: &str| {
+            (name.to_owned(), description(name, home), state.to_owned())
+        };
+        let table = [
+            (unit("teneral-gate-abc-clippy.service", Some("/a/me"), "active"), true),
+            (unit("teneral-build-abc-cargo-x.service", Some("/a/me"), "activating"), true),
+            (unit("teneral-gen-abc.service", Some("/a/me"), "deactivating"), true),
+            (unit("teneral-gen-abc.service", Some("/a/me"), "failed"), false),
+            (unit("teneral-gen-abc.service", Some("/a/me"), "inactive"), false),
+            (unit("teneral-gen-abc.service", Some("/a/other"), "active"), false),
+            (unit("teneral-gen-abc.service", Some("/b/a/me"), "active"), false),
+            (unit("teneral-gen-abc.service", Some("/a/me/sub"), "active"), false),
+            (unit("teneral-gen-abc.service", None, "active"), false),
+            // A description made for another unit's name does not count.
+            (
+                (
+                    "teneral-gen-abc.service".to_owned(),
+                    description("teneral-gen-xyz.service", Some("/a/me")),
+                    "active".to_owned(),
+                ),
+                false,
+            ),
+        ];
+        for (row, want) in table {
+            let got = leftovers(std::slice::from_ref(&row), "/a/me");
+            assert_eq!(got.len() == 1, want, "{row:?}");
+        }
+    }
 
     #[test]
     fn object_paths_as_systemd_makes_them() {

@@ -189,7 +189,7 @@ async fn ask(
         .collect();
     let usec = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     let mut props: Vec<(&str, Value<'_>)> = vec![
-        ("Description", Value::from(format!("teneral: {name}"))),
+        ("Description", Value::from(systemd.describe(name))),
         ("Type", Value::from("exec")),
         ("ExecStart", Value::from(exec)),
         ("WorkingDirectory", Value::from(text(spec.cwd.as_os_str()))),

@@ -1,0 +1,159 @@
+//! The kill -9 suite's checks of the invariants of docs/design.md
+//! ("Crashes") over a quiet individual, and its counts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use super::scenario::Scenario;
+use super::{lineage_of, state_of, verdicts_of};
+use crate::common::*;
+
+#[derive(Default, Debug)]
+pub struct Counts {
+    pub tried: usize,
+    /// Kills made while the scenario was under way.
+    pub mid_action: usize,
+    /// The others: the kernel outlived its scenario and was killed after.
+    pub not_mid_action: Vec<String>,
+    pub random: usize,
+    /// Random moments drawn again because the scenario ended before them.
+    pub redrawn: usize,
+    pub lines_lost: usize,
+    pub lines_duplicated: usize,
+    pub unanswered_or_twice: usize,
+    pub disagreements: usize,
+    pub leftover_processes: usize,
+    pub leftover_files: usize,
+    /// The named points the kernel died at.
+    pub reached: BTreeSet<String>,
+    /// The dry run's passes of each point, by scenario.
+    pub passes: BTreeMap<Scenario, BTreeMap<String, u32>>,
+}
+
+impl Counts {
+    /// The last round was a random moment after its scenario's end: it is
+    /// not counted as a point, and its moment is drawn again.
+    pub fn redraw(&mut self) {
+        self.tried -= 1;
+        self.random -= 1;
+        self.not_mid_action.pop();
+        self.redrawn += 1;
+    }
+
+    /// Prints the figures; fails unless every count is 0.
+    pub fn report(&self, took: Duration) {
+        let names: Vec<&str> = teneral::crash::POINTS.iter().map(|(n, _)| *n).collect();
+        println!(
+            "points tried: {} (named: {}, random moments: {}, drawn again: {})",
+            self.tried,
+            self.tried - self.random,
+            self.random,
+            self.redrawn
+        );
+        println!(
+            "mid-action kills: {}; after the scenario had ended: {} {:?}",
+            self.mid_action,
+            self.not_mid_action.len(),
+            self.not_mid_action
+        );
+        let missed: Vec<&str> =
+            names.iter().copied().filter(|n| !self.reached.contains(*n)).collect();
+        println!(
+            "named points reached: {} of {}; not reached: {missed:?}",
+            self.reached.len(),
+            names.len()
+        );
+        println!("lines lost: {}", self.lines_lost);
+        println!("lines duplicated: {}", self.lines_duplicated);
+        println!("mutations without exactly one verdict: {}", self.unanswered_or_twice);
+        println!("state/lineage disagreements: {}", self.disagreements);
+        println!("leftover processes: {}", self.leftover_processes);
+        println!("leftover files: {}", self.leftover_files);
+        println!("time: {took:?}");
+        let bad = self.lines_lost
+            + self.lines_duplicated
+            + self.unanswered_or_twice
+            + self.disagreements
+            + self.leftover_processes
+            + self.leftover_files;
+        assert_eq!(bad, 0, "{self:?}");
+    }
+}
+
+fn kill_all(found: &[(u32, String)]) {
+    for (pid, _) in found {
+        let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+}
+
+fn leftover_files(home: &Path) -> Vec<String> {
+    let mut files = event_sockets(home);
+    for entry in std::fs::read_dir(home.join(".teneral")).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name.contains(".tmp-") {
+            files.push(name);
+        }
+    }
+    let children = std::fs::read_to_string(home.join(".teneral/run/children")).unwrap_or_default();
+    if !children.trim().is_empty() {
+        files.push(format!(".teneral/run/children: {}", children.trim()));
+    }
+    files
+}
+
+/// What the dead kernel started must be gone (the keeper's work).
+pub fn after_kill(ind: &Individual, c: &mut Counts, what: &str) {
+    std::thread::sleep(Duration::from_millis(1000));
+    let left = processes_under(ind.path());
+    if !left.is_empty() {
+        c.leftover_processes += left.len();
+        eprintln!("{what}: after the kill, left running: {left:?}");
+        kill_all(&left);
+    }
+}
+
+/// Checks the invariants over a quiet individual (its kernel stopped).
+pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
+    std::thread::sleep(Duration::from_millis(300));
+    let left = processes_under(ind.path());
+    if !left.is_empty() {
+        c.leftover_processes += left.len();
+        eprintln!("{what}: after a clean stop, left running: {left:?}");
+        kill_all(&left);
+    }
+    let journal = ind.journal();
+    let waiting = ind.owner_files();
+    for name in written {
+        let n = journal
+            .iter()
+            .filter(|e| e["type"] == "owner.line" && e["file"] == name.as_str())
+            .count();
+        if n > 1 {
+            c.lines_duplicated += 1;
+            eprintln!("{what}: line {name} journaled {n} times");
+        }
+        if n == 0 && !waiting.contains(name) {
+            c.lines_lost += 1;
+            eprintln!("{what}: line {name} lost");
+        }
+    }
+    for request in journal.iter().filter(|e| e["type"] == "mutation.requested") {
+        let n = verdicts_of(&journal, &request["seq"]).len();
+        if n != 1 {
+            c.unanswered_or_twice += 1;
+            eprintln!("{what}: request {} has {n} verdicts", request["seq"]);
+        }
+    }
+    let state = state_of(ind.path());
+    let generation = state["generation"].as_str().map(str::to_owned);
+    if generation != lineage_of(ind.path()) {
+        c.disagreements += 1;
+        eprintln!("{what}: state {generation:?}, lineage {:?}", lineage_of(ind.path()));
+    }
+    let files = leftover_files(ind.path());
+    if !files.is_empty() {
+        c.leftover_files += files.len();
+        eprintln!("{what}: files left: {files:?}");
+    }
+}

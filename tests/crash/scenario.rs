@@ -1,0 +1,230 @@
+//! What the kill -9 suite (`scripts/bench-crash`) makes a kernel do while it
+//! waits for the kill: talk, promoted-generation trials that fail or go
+//! well, a start that must answer a request its killed predecessor left,
+//! and the seed body's own talk. Every wait goes through [`Run::until`],
+//! which also carries out a kill at a random moment, so such a kill always
+//! lands while the scenario is still under way.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// A kernel being driven, and the moment to kill it at (random kills).
+pub struct Run {
+    pub kernel: Kernel,
+    pub kill_at: Option<Instant>,
+    /// The random kill was made while the scenario ran.
+    pub killed: bool,
+}
+
+impl Run {
+    pub fn new(kernel: Kernel, kill_at: Option<Instant>) -> Self {
+        Run { kernel, kill_at, killed: false }
+    }
+
+    /// Polls until `pred` holds (true), or the kernel exits, the random
+    /// moment comes (the kernel is then killed) or `within` passes (false).
+    pub fn until(&mut self, within: Duration, mut pred: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if pred() {
+                return true;
+            }
+            if !self.alive() {
+                return false;
+            }
+            if self.kill_at.is_some_and(|at| Instant::now() >= at) {
+                self.kernel.signal(9);
+                self.killed = true;
+                let _ = self.kernel.wait(Duration::from_secs(10));
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    /// Whether the kernel still runs (reaps it when not).
+    pub fn alive(&mut self) -> bool {
+        let Some(child) = self.kernel.child.as_mut() else { return false };
+        if let Ok(Some(_)) = child.try_wait() {
+            self.kernel.child = None;
+            return false;
+        }
+        true
+    }
+
+    /// A clean stop (SIGTERM), waited for.
+    fn stop(&mut self) {
+        if self.alive() {
+            self.kernel.signal(15);
+            self.until(Duration::from_secs(30), || false);
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub enum Scenario {
+    /// Lines and mutation requests the gate refuses, then a clean stop.
+    Talk,
+    /// A silent generation on trial is rolled back.
+    Trial,
+    /// A promoted generation answers, ends its trial, is sent back.
+    Promoted,
+    /// A start after a kill between a request and its verdict, then Talk.
+    Undecided,
+    /// The seed body (`body/`, scripted stand-in) talks, then a clean stop.
+    Seed,
+}
+
+pub fn count(ind: &Individual, kind: &str) -> usize {
+    ind.events(kind).len()
+}
+
+/// A 40-hex commit no repository holds: the fixture asks for it, the gate
+/// refuses it at once.
+fn unknown_commit(i: u64) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(7);
+    format!("{:016x}{:016x}{:08x}", nanos, nanos.wrapping_mul(0x9e37_79b9_7f4a_7c15), i)
+}
+
+fn ready(ind: &Individual, run: &mut Run, readies: usize) -> bool {
+    run.until(Duration::from_secs(120), || count(ind, "generation.ready") > readies)
+}
+
+/// Writes `text` as an owner line and waits for an `until` event after the
+/// line's own `owner.line` (the end of the turn it starts, or the verdict on
+/// what it asks for): one of an earlier line, answered late, does not count.
+fn line(
+    ind: &Individual,
+    run: &mut Run,
+    text: &str,
+    until: &str,
+    written: &mut Vec<String>,
+) -> bool {
+    let name = match teneral::owner::write_line(ind.path(), text) {
+        Ok(name) => name,
+        Err(_) => return false,
+    };
+    written.push(name.clone());
+    run.until(Duration::from_secs(60), || {
+        let journal = ind.journal();
+        let taken = journal
+            .iter()
+            .find(|e| e["type"] == "owner.line" && e["file"] == name.as_str())
+            .and_then(|e| e["seq"].as_u64());
+        taken.is_some_and(|seq| {
+            journal.iter().any(|e| e["type"] == until && e["seq"].as_u64() > Some(seq))
+        })
+    })
+}
+
+/// Drives `run` through `scenario`; `readies` is the count of
+/// `generation.ready` before the kernel started.
+pub fn drive(
+    scenario: Scenario,
+    ind: &Individual,
+    run: &mut Run,
+    readies: usize,
+    written: &mut Vec<String>,
+) {
+    match scenario {
+        Scenario::Talk | Scenario::Undecided => talk(ind, run, readies, written),
+        Scenario::Trial => trial(ind, run, written),
+        Scenario::Promoted => promoted(ind, run, readies, written),
+        Scenario::Seed => seed(ind, run, readies, written),
+    }
+}
+
+fn talk(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<String>) {
+    if !ready(ind, run, readies) {
+        return;
+    }
+    let lines = [
+        ("hello".to_owned(), "turn.ended"),
+        (unknown_commit(1), "mutation.rejected"),
+        ("still there?".to_owned(), "turn.ended"),
+    ];
+    for (text, until) in lines {
+        if !line(ind, run, &text, until, written) {
+            return;
+        }
+    }
+    run.stop();
+}
+
+fn trial(ind: &Individual, run: &mut Run, written: &mut Vec<String>) {
+    let before = count(ind, "generation.rolledback");
+    if !run.until(Duration::from_secs(60), || count(ind, "generation.rolledback") > before) {
+        return;
+    }
+    let replies = count(ind, "reply");
+    match teneral::owner::write_line(ind.path(), "after the rollback") {
+        Ok(name) => written.push(name),
+        Err(_) => return,
+    }
+    run.until(Duration::from_secs(30), || count(ind, "reply") > replies);
+}
+
+fn promoted(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<String>) {
+    if !ready(ind, run, readies) {
+        return;
+    }
+    let replies = count(ind, "reply");
+    match teneral::owner::write_line(ind.path(), "how is the trial?") {
+        Ok(name) => written.push(name),
+        Err(_) => return,
+    }
+    if !run.until(Duration::from_secs(30), || count(ind, "reply") > replies) {
+        return;
+    }
+    let back = std::process::Command::new(teneralctl())
+        .args(["back", "--wait", "20", "--dir"])
+        .arg(ind.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let sent = count(ind, "generation.sentback");
+    let readies = count(ind, "generation.ready");
+    if run.until(Duration::from_secs(20), || count(ind, "generation.sentback") > sent) {
+        // The generation gone back to comes up.
+        ready(ind, run, readies);
+    }
+    if let Ok(mut back) = back {
+        let _ = back.kill();
+        let _ = back.wait();
+    }
+}
+
+fn seed(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<String>) {
+    if !ready(ind, run, readies) {
+        return;
+    }
+    for text in ["hello, seed", "what do you see?"] {
+        if !line(ind, run, text, "turn.ended", written) {
+            return;
+        }
+    }
+    run.stop();
+}
+
+/// For [`Scenario::Undecided`]: a kernel killed right after it journaled a
+/// mutation request, so the next start must answer it ("nothing decided").
+/// Not a point of the suite: the point is the start that follows.
+pub fn leave_a_request(ind: &Individual, written: &mut Vec<String>) -> TestResult {
+    let readies = count(ind, "generation.ready");
+    let kernel = ind.start_with(&[("TENERAL_TEST_CRASH_AT", "request.journaled")])?;
+    let mut run = Run::new(kernel, None);
+    if ready(ind, &mut run, readies) {
+        line(ind, &mut run, &unknown_commit(2), "mutation.rejected", written);
+        run.until(Duration::from_secs(30), || false);
+    }
+    if run.alive() {
+        run.kernel.signal(9);
+        let _ = run.kernel.wait(Duration::from_secs(10));
+    }
+    Ok(())
+}
