@@ -112,7 +112,7 @@ pub async fn build(
 /// Copies the built body out of the target directory, which the body's
 /// build scripts could write: opened beneath it, following no link, a
 /// regular file only, and kept executable by its owner alone.
-fn copy_built(target: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_built(target: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut built = crate::fsutil::open_beneath(target, Path::new("release/teneral-body"))?;
     let mut out =

@@ -64,8 +64,9 @@ pub struct PlannedCheck {
     pub reused: bool,
 }
 
-/// The checks of `inputs`, in the order they run: the cheap ones first, so
-/// a candidate that does not even compile is refused before any test runs.
+/// The checks of `inputs`, in plan order: the cheap ones first. They run
+/// side by side, but a refusal names the first failure in this order, so a
+/// candidate that does not even compile is refused for that.
 pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
     let checkout = inputs.checkout;
     let body = checkout.join("body");
@@ -101,7 +102,8 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
             true,
             Reads::Kernel,
         ),
-        ("body-tests", &body, offline(&["test"]), body_test_env, true, Reads::Body),
+        // In release: the smoke run's build then finds the binary built.
+        ("body-tests", &body, offline(&["test", "--release"]), body_test_env, true, Reads::Body),
     ];
     checks
         .into_iter()
