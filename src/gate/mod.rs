@@ -11,13 +11,14 @@
 //! 3. in that checkout, with a bare environment and a temp dir inside the
 //!    checkout, each in the cage and limited by the check limit, the checks
 //!    [`plan`] lists: the kernel's type check, the body's format and lints
-//!    (`clippy -D warnings`), the kernel's tests, the body's tests (in
-//!    release, the profile its generation runs in), all `--offline
-//!    --locked`; a check whose tree already passed is reused ([`memo`]).
-//!    They run side by side ([`parallel`]); the refusal is the first failure
-//!    in plan order, and the checks after it are stopped;
-//! 4. `smoke`: the candidate's release build (the binary its tests built)
-//!    started on a throwaway individual ([`smoke`]).
+//!    (`clippy -D warnings`), the kernel's tests, the body's tests, all
+//!    `--offline --locked`; a check whose tree already passed is reused
+//!    ([`memo`]). They run side by side ([`parallel`]), and beside them the
+//!    body's release build ([`build`]); the refusal is the first failure in
+//!    plan order (the build's counts as the smoke run's), and the jobs after
+//!    it are stopped;
+//! 4. `smoke`: the built candidate started on a throwaway individual
+//!    ([`smoke`]).
 //!
 //! The organ set, when the candidate pins organs, is `TENERAL_ORGANS` for its
 //! tests and its smoke run.
@@ -198,8 +199,8 @@ impl Gate<'_> {
             ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
         }
         let planned = self.plan(candidate, oid, checkout, &ground).await?;
-        self.run_planned(candidate, checkout, &ground, &planned, true).await?;
-        self.smoke(candidate, checkout, &ground, organ_set.as_deref()).await
+        let built = self.run_planned(candidate, checkout, &ground, &planned, true).await?;
+        self.smoke(candidate, checkout, &ground, organ_set.as_deref(), built).await
     }
 
     /// Runs the kernel's checks of the running generation's tree that no

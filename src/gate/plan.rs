@@ -102,8 +102,7 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
             true,
             Reads::Kernel,
         ),
-        // In release: the smoke run's build then finds the binary built.
-        ("body-tests", &body, offline(&["test", "--release"]), body_test_env, true, Reads::Body),
+        ("body-tests", &body, offline(&["test"]), body_test_env, true, Reads::Body),
     ];
     checks
         .into_iter()

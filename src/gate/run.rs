@@ -1,6 +1,7 @@
 //! Running what the gate planned: the checks side by side
-//! ([`super::parallel`]), each pass kept in the memo and each step journaled
-//! in plan order; then the candidate's release build and its smoke run.
+//! ([`super::parallel`]) and, beside them, the candidate's release build,
+//! each pass kept in the memo and each step journaled in plan order; then
+//! the smoke run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,8 +19,8 @@ impl Gate<'_> {
     /// Runs the checks of `planned` that no kept pass covers, side by side,
     /// each pass kept in the memo; the first failure in plan order refuses
     /// and stops the checks after it. `judging` a candidate (not warming),
-    /// each step is journaled and said, and the body's crates are fetched
-    /// for its build even when its checks are reused.
+    /// each step is journaled and said, and the body's release build runs
+    /// beside the checks, last in plan order; returns how long it took.
     pub(super) async fn run_planned(
         &self,
         candidate: &str,
@@ -27,7 +28,7 @@ impl Gate<'_> {
         ground: &Ground,
         planned: &[PlannedCheck],
         judging: bool,
-    ) -> Result<(), Verdict> {
+    ) -> Result<Option<f64>, Verdict> {
         let to_run: Vec<usize> = (0..planned.len()).filter(|&i| !planned[i].reused).collect();
         let reads = |tree| to_run.iter().any(|&i| planned[i].reads == tree);
         self.fetch(candidate, checkout, ground, reads(Reads::Kernel), reads(Reads::Body) || judging)
@@ -39,7 +40,7 @@ impl Gate<'_> {
                 self.doing(candidate, &names.join(", "));
             }
         }
-        let jobs = to_run
+        let mut jobs: Vec<Job> = to_run
             .iter()
             .map(|&i| {
                 let check = &planned[i];
@@ -58,12 +59,28 @@ impl Gate<'_> {
                 Job { unit, launch }
             })
             .collect();
+        let build_limits = Limits::for_build(self.settings);
+        let (env, target, caged) = (&ground.env, &ground.target, self.runner.caged());
+        jobs.extend(
+            judging
+                .then(|| build::job(self.home, checkout, candidate, env, target, build_limits, caged))
+                .flatten(),
+        );
+        let mut built: Option<(Result<(), String>, f64)> = None;
         let mut outcomes: Vec<Option<Outcome>> = vec![None; planned.len()];
         let mut said = 0;
         let mut memo = Memo::load(self.home);
         let grace = ground.limits.stop_timeout;
         parallel::run_all(self.runner, jobs, grace, |job, ending| {
-            let i = to_run[job];
+            let Some(&i) = to_run.get(job) else {
+                let end = match ending {
+                    Ok((ended, running, seconds)) => (build::ended(candidate, ended, running), seconds),
+                    Err(e) => (Err(format!("cannot start cargo to build the body: {e}")), 0.0),
+                };
+                let passed = end.0.is_ok();
+                built = Some(end);
+                return passed;
+            };
             let outcome = match ending {
                 Ok((ended, running, seconds)) => {
                     checks::outcome(&planned[i], ended, running, seconds)
@@ -82,11 +99,18 @@ impl Gate<'_> {
         })
         .await;
         let passed: Vec<Option<bool>> = outcomes.iter().map(|o| o.as_ref().map(Outcome::passed)).collect();
-        match parallel::first_failure(&passed).and_then(|i| Some((i, outcomes[i].take()?))) {
-            Some((i, Outcome::Failed { output, .. } | Outcome::OverTime { output, .. })) => {
-                Err(reject(planned[i].name, output))
+        if let Some((i, Outcome::Failed { output, .. } | Outcome::OverTime { output, .. })) =
+            parallel::first_failure(&passed).and_then(|i| Some((i, outcomes[i].take()?)))
+        {
+            return Err(reject(planned[i].name, output));
+        }
+        match built {
+            Some((Err(why), seconds)) => {
+                self.step(candidate, "smoke", Step::Failed, Duration::from_secs_f64(seconds));
+                Err(reject("smoke", why))
             }
-            _ => Ok(()),
+            Some((Ok(()), seconds)) => Ok(Some(seconds)),
+            None => Ok(None),
         }
     }
 
@@ -152,14 +176,16 @@ impl Gate<'_> {
         }
     }
 
-    /// Builds the candidate's body in release (the binary its tests already
-    /// built, when they ran) and runs it once on a throwaway individual.
+    /// Runs the candidate's body, built beside the checks in
+    /// `build_seconds` (`None`: it was kept before), once on a throwaway
+    /// individual.
     pub(super) async fn smoke(
         &self,
         candidate: &str,
         checkout: &Path,
         ground: &Ground,
         organs: Option<&Path>,
+        build_seconds: Option<f64>,
     ) -> Result<Verdict, Verdict> {
         let started = Instant::now();
         self.doing(candidate, "smoke");
@@ -167,12 +193,7 @@ impl Gate<'_> {
             self.step(candidate, "smoke", Step::Failed, started.elapsed());
             reject("smoke", why)
         };
-        let limits = Limits::for_build(self.settings);
-        let env = &ground.env;
-        let built =
-            build::release(self.runner, self.home, checkout, candidate, env, &ground.target, limits);
-        let binary = built.await.map_err(failed)?;
-        let build_seconds = started.elapsed().as_secs_f64();
+        let binary = build::keep(self.home, candidate, &ground.target).map_err(failed)?;
         let limit = match self.settings.smoke_seconds {
             0 => None,
             s => Some(Duration::from_secs(u64::from(s))),
@@ -190,11 +211,11 @@ impl Gate<'_> {
         };
         let timeline = run.run().await.map_err(failed)?;
         let mut extra = vec![
-            ("build_seconds", build_seconds),
             ("started_seconds", timeline.started),
             ("answered_seconds", timeline.answered),
         ];
         extra.extend(timeline.ready.map(|r| ("ready_seconds", r)));
+        extra.extend(build_seconds.map(|b| ("build_seconds", b)));
         self.step_with(candidate, "smoke", Step::Passed, started.elapsed(), &extra);
         Ok(Verdict::Accepted { binary })
     }

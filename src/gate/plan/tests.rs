@@ -63,7 +63,7 @@ fn every_check_in_order_with_its_place_and_command() {
             Reads::Kernel,
             false,
         ),
-        ("body-tests", "body", "test --release --offline --locked".into(), true, Reads::Body, false),
+        ("body-tests", "body", "test --offline --locked".into(), true, Reads::Body, false),
     ];
     assert_eq!(table, want);
     assert!(plan.iter().all(|c| c.limits.runtime_max == Some(Duration::from_secs(600))));
