@@ -152,7 +152,7 @@ pub fn touch_tree(dir: &Path) -> std::io::Result<()> {
 /// Holds the target directory for one build and the copy of its result, so
 /// that kernels sharing a cache never copy each other's binary. Contention
 /// is rare (one cache, several individuals), so waiting is a short sleep.
-async fn lock_target(target: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) async fn lock_target(target: &Path) -> std::io::Result<std::fs::File> {
     use rustix::fs::{flock, FlockOperation};
     std::fs::create_dir_all(target)?;
     let file = std::fs::OpenOptions::new()

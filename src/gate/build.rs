@@ -10,6 +10,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::parallel::Job;
+use super::plan::Lane;
 use crate::commit::short;
 use crate::generation::{copy_built, BIN_DIR};
 use crate::runner::{self, Ended, Launch, Limits, Profile, Running};
@@ -50,7 +51,8 @@ pub fn job(
         let writable = vec![target.to_owned()];
         launch = launch.caged(Profile::Gate { checkout: checkout.to_owned(), writable });
     }
-    Some(Job { unit: runner::systemd::gate_unit(candidate, "build"), launch })
+    let unit = runner::systemd::gate_unit(candidate, "build");
+    Some(Job { unit, launch, lane: Lane::Build as usize })
 }
 
 /// Whether the build ended well; `Err` says how it did not.

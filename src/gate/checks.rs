@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::plan::PlannedCheck;
+use super::plan::{Lane, PlannedCheck, CHECK_TARGET};
 use super::profile::Took;
 use super::rules::{check_test_count, count_tests};
 use crate::runner::{self, Ended, Launch, Limits, Profile, Runner, Running};
@@ -50,7 +50,7 @@ pub fn bare_env(tmp: &Path, target: &Path) -> Vec<(String, OsString)> {
 
 /// What starts `check` of `candidate` with `env`: its unit and its launch
 /// in the `gate` profile over `checkout` with `writable` (the cargo target
-/// directory).
+/// directory, of which a [`Lane::Check`] check uses [`CHECK_TARGET`]).
 pub fn launch(
     candidate: &str,
     check: &PlannedCheck,
@@ -61,6 +61,13 @@ pub fn launch(
     let mut spec = Spec::new("cargo", &check.dir);
     spec.args = check.args.iter().map(OsString::from).collect();
     spec.env = env.to_vec();
+    if check.lane == Lane::Check {
+        for (name, value) in &mut spec.env {
+            if name == "CARGO_TARGET_DIR" {
+                *value = Path::new(value).join(CHECK_TARGET).into_os_string();
+            }
+        }
+    }
     spec.env.extend(check.env.iter().cloned());
     let profile = Profile::Gate { checkout: checkout.to_owned(), writable: writable.to_vec() };
     let unit = runner::systemd::gate_unit(candidate, check.name);

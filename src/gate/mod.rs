@@ -199,8 +199,16 @@ impl Gate<'_> {
             ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
         }
         let planned = self.plan(candidate, oid, checkout, &ground).await?;
+        // Cargo judges freshness by modification times, and the gate's target
+        // directory may be shared (by tests, by individuals of one owner):
+        // one judgement at a time builds the body in it, its files touched
+        // once it holds the lock, until its binary is kept.
+        let lock = generation::lock_target(&ground.target)
+            .await
+            .and_then(|lock| generation::touch_tree(&checkout.join("body")).map(|()| lock))
+            .map_err(|e| reject("checkout", format!("cannot lock the gate's target dir: {e}")))?;
         let built = self.run_planned(candidate, checkout, &ground, &planned, true).await?;
-        self.smoke(candidate, checkout, &ground, organ_set.as_deref(), built).await
+        self.smoke(candidate, checkout, &ground, organ_set.as_deref(), (built, lock)).await
     }
 
     /// Runs the kernel's checks of the running generation's tree that no

@@ -56,7 +56,7 @@ impl Gate<'_> {
                 );
                 let (unit, launch) =
                     checks::launch(candidate, check, &ground.env, checkout, &writable);
-                Job { unit, launch }
+                Job { unit, launch, lane: check.lane as usize }
             })
             .collect();
         let build_limits = Limits::for_build(self.settings);
@@ -176,16 +176,17 @@ impl Gate<'_> {
         }
     }
 
-    /// Runs the candidate's body, built beside the checks in
-    /// `build_seconds` (`None`: it was kept before), once on a throwaway
-    /// individual.
+    /// Keeps the candidate's body, built beside the checks in
+    /// `build_seconds` (`None`: it was kept before), then lets go of the
+    /// gate's target directory (`lock`) and runs the body once on a
+    /// throwaway individual.
     pub(super) async fn smoke(
         &self,
         candidate: &str,
         checkout: &Path,
         ground: &Ground,
         organs: Option<&Path>,
-        build_seconds: Option<f64>,
+        (build_seconds, lock): (Option<f64>, std::fs::File),
     ) -> Result<Verdict, Verdict> {
         let started = Instant::now();
         self.doing(candidate, "smoke");
@@ -194,6 +195,7 @@ impl Gate<'_> {
             reject("smoke", why)
         };
         let binary = build::keep(self.home, candidate, &ground.target).map_err(failed)?;
+        drop(lock);
         let limit = match self.settings.smoke_seconds {
             0 => None,
             s => Some(Duration::from_secs(u64::from(s))),

@@ -27,10 +27,12 @@ fn the_rules_of_side_by_side_checks() {
     }
 }
 
-fn sh(script: &str) -> Job {
+/// A job of `script` in `lane`.
+fn sh_in(script: &str, lane: usize) -> Job {
     let spec = Spec::new("/bin/sh", "/").arg("-c").arg(script);
     let limits = Limits::none(Duration::from_secs(2));
-    Job { unit: "teneral-gate-x-check.service".into(), launch: Launch::new(spec, limits) }
+    let unit = "teneral-gate-x-check.service".into();
+    Job { unit, launch: Launch::new(spec, limits), lane }
 }
 
 #[test]
@@ -43,12 +45,13 @@ fn side_by_side_the_first_failure_in_plan_order_is_reported_and_later_checks_are
         let mark = dir.path().join("still-running");
         let jobs = vec![
             // Fails last: still the one reported, being first in plan order.
-            sh("sleep 1; echo first; exit 3"),
+            sh_in("sleep 1; echo first; exit 3", 0),
             // Fails at once, while the first still runs.
-            sh("echo second; exit 4"),
+            sh_in("echo second; exit 4", 1),
             // Would run for ten minutes unless stopped.
-            sh(&format!("sleep 600; touch {}", mark.display())),
-            sh(&format!("sleep 600; : {}", mark.display())),
+            sh_in(&format!("sleep 600; touch {}", mark.display()), 2),
+            // Waits for the one before it in its lane: never started.
+            sh_in(&format!("touch {}", mark.display()), 2),
         ];
         let began = Instant::now();
         let mut ends: Vec<Option<(Exit, String)>> = vec![None; jobs.len()];
@@ -82,12 +85,13 @@ fn side_by_side_a_check_that_cannot_start_refuses_without_starting_the_rest() {
         spawn::start_reaper().expect("the reaper starts");
         let missing = Spec::new("/nonexistent/cargo", "/");
         let jobs = vec![
-            sh("exit 0"),
+            sh_in("exit 0", 0),
             Job {
                 unit: "teneral-gate-x-missing.service".into(),
                 launch: Launch::new(missing, Limits::none(Duration::from_secs(2))),
+                lane: 1,
             },
-            sh("exec sleep 600"),
+            sh_in("exec sleep 600", 2),
         ];
         let mut why = String::new();
         let stopped = run_all(&Runner::direct(Cage::Off), jobs, Duration::from_secs(2), |i, e| {
@@ -113,4 +117,32 @@ fn processes_naming(what: &str) -> Vec<String> {
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .filter(|c| c.contains(what))
         .collect()
+}
+
+#[test]
+fn the_jobs_of_one_lane_run_one_after_the_other_in_plan_order() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let rt = rt.expect("a current-thread runtime builds");
+    rt.block_on(async {
+        spawn::start_reaper().expect("the reaper starts");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let log = dir.path().join("log");
+        let say = |what: &str, lane| {
+            let log = log.display();
+            sh_in(&format!("echo {what}-start >> {log}; sleep 0.3; echo {what}-end >> {log}"), lane)
+        };
+        let jobs = vec![say("a", 0), say("b", 1), say("c", 0)];
+        let mut order = Vec::new();
+        let stopped = run_all(&Runner::direct(Cage::Off), jobs, Duration::from_secs(2), |i, e| {
+            order.push(i);
+            e.is_ok_and(|(ended, ..)| ended.exit.success())
+        })
+        .await;
+        assert!(stopped.is_empty());
+        let log = std::fs::read_to_string(&log).expect("the jobs wrote their log");
+        let at = |line: &str| log.lines().position(|l| l == line).expect(line);
+        assert!(at("a-end") < at("c-start"), "one lane, one after the other:\n{log}");
+        assert!(at("b-start") < at("a-end"), "two lanes, side by side:\n{log}");
+        assert_eq!(order.last(), Some(&2));
+    });
 }
