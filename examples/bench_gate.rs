@@ -121,7 +121,8 @@ fn report(total: f64, steps: &[Value]) {
     let cell = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
     let (mut serial, mut side_by_side) = (0.0, 0.0_f64);
     for e in steps {
-        let (check, result) = (e["check"].as_str().unwrap_or(""), e["result"].as_str().unwrap_or(""));
+        let (check, result) =
+            (e["check"].as_str().unwrap_or(""), e["result"].as_str().unwrap_or(""));
         let seconds = figure(e, "seconds").unwrap_or(0.0);
         let (compile, tests) = (figure(e, "compile_seconds"), figure(e, "tests_seconds"));
         let rest = (compile.is_some() || tests.is_some())

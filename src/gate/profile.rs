@@ -71,11 +71,41 @@ mod tests {
         let finished = "   Compiling teneral-body v0.1.0\n    Finished `release` profile [optimized] target(s) in 4.50s\n     Running tests/all.rs";
         let results = "test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.25s\ntest result: ok. 9 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.25s";
         let cases: [(&str, f64, &str, &str, Took); 5] = [
-            ("compile and tests", 7.0, finished, results, Took { seconds: 7.0, compile: Some(4.5), tests: Some(1.5) }),
-            ("a lint: compile only", 3.0, "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 1m 05s", "", Took { seconds: 3.0, compile: Some(65.0), tests: None }),
-            ("rustfmt prints nothing", 0.4, "", "", Took { seconds: 0.4, compile: None, tests: None }),
-            ("a garbled span is no figure", 2.0, "    Finished dev in soon", "test result: ok. finished in ages", Took { seconds: 2.0, compile: None, tests: None }),
-            ("the last Finished counts", 9.0, "    Finished a in 1.00s\n    Finished b in 2.00s", "", Took { seconds: 9.0, compile: Some(2.0), tests: None }),
+            (
+                "compile and tests",
+                7.0,
+                finished,
+                results,
+                Took { seconds: 7.0, compile: Some(4.5), tests: Some(1.5) },
+            ),
+            (
+                "a lint: compile only",
+                3.0,
+                "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 1m 05s",
+                "",
+                Took { seconds: 3.0, compile: Some(65.0), tests: None },
+            ),
+            (
+                "rustfmt prints nothing",
+                0.4,
+                "",
+                "",
+                Took { seconds: 0.4, compile: None, tests: None },
+            ),
+            (
+                "a garbled span is no figure",
+                2.0,
+                "    Finished dev in soon",
+                "test result: ok. finished in ages",
+                Took { seconds: 2.0, compile: None, tests: None },
+            ),
+            (
+                "the last Finished counts",
+                9.0,
+                "    Finished a in 1.00s\n    Finished b in 2.00s",
+                "",
+                Took { seconds: 9.0, compile: Some(2.0), tests: None },
+            ),
         ];
         for (what, seconds, stderr, results, want) in cases {
             assert_eq!(Took::read(seconds, stderr, results), want, "{what}");

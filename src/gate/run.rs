@@ -31,8 +31,14 @@ impl Gate<'_> {
     ) -> Result<Option<f64>, Verdict> {
         let to_run: Vec<usize> = (0..planned.len()).filter(|&i| !planned[i].reused).collect();
         let reads = |tree| to_run.iter().any(|&i| planned[i].reads == tree);
-        self.fetch(candidate, checkout, ground, reads(Reads::Kernel), reads(Reads::Body) || judging)
-            .await?;
+        self.fetch(
+            candidate,
+            checkout,
+            ground,
+            reads(Reads::Kernel),
+            reads(Reads::Body) || judging,
+        )
+        .await?;
         let names: Vec<&str> = to_run.iter().map(|&i| planned[i].name).collect();
         if !names.is_empty() {
             log::info(format!("gate: {} of {}", names.join(", "), short(candidate)));
@@ -63,7 +69,9 @@ impl Gate<'_> {
         let (env, target, caged) = (&ground.env, &ground.target, self.runner.caged());
         jobs.extend(
             judging
-                .then(|| build::job(self.home, checkout, candidate, env, target, build_limits, caged))
+                .then(|| {
+                    build::job(self.home, checkout, candidate, env, target, build_limits, caged)
+                })
                 .flatten(),
         );
         let mut built: Option<(Result<(), String>, f64)> = None;
@@ -74,7 +82,9 @@ impl Gate<'_> {
         parallel::run_all(self.runner, jobs, grace, |job, ending| {
             let Some(&i) = to_run.get(job) else {
                 let end = match ending {
-                    Ok((ended, running, seconds)) => (build::ended(candidate, ended, running), seconds),
+                    Ok((ended, running, seconds)) => {
+                        (build::ended(candidate, ended, running), seconds)
+                    }
                     Err(e) => (Err(format!("cannot start cargo to build the body: {e}")), 0.0),
                 };
                 let passed = end.0.is_ok();
@@ -85,7 +95,9 @@ impl Gate<'_> {
                 Ok((ended, running, seconds)) => {
                     checks::outcome(&planned[i], ended, running, seconds)
                 }
-                Err(e) => Outcome::Failed { seconds: 0.0, output: format!("cannot start cargo: {e}") },
+                Err(e) => {
+                    Outcome::Failed { seconds: 0.0, output: format!("cannot start cargo: {e}") }
+                }
             };
             let passed = outcome.passed();
             if passed {
@@ -98,7 +110,8 @@ impl Gate<'_> {
             passed
         })
         .await;
-        let passed: Vec<Option<bool>> = outcomes.iter().map(|o| o.as_ref().map(Outcome::passed)).collect();
+        let passed: Vec<Option<bool>> =
+            outcomes.iter().map(|o| o.as_ref().map(Outcome::passed)).collect();
         if let Some((i, Outcome::Failed { output, .. } | Outcome::OverTime { output, .. })) =
             parallel::first_failure(&passed).and_then(|i| Some((i, outcomes[i].take()?)))
         {
@@ -139,10 +152,8 @@ impl Gate<'_> {
                 checks::fetch(self.runner, &unit, &dir, &ground.env, ground.limits).await
             }
         };
-        let (k, b) = tokio::join!(
-            one(kernel, checkout, "fetch-kernel"),
-            one(body, &body_dir, "fetch-body")
-        );
+        let (k, b) =
+            tokio::join!(one(kernel, checkout, "fetch-kernel"), one(body, &body_dir, "fetch-body"));
         k.and(b).map_err(|why| reject("fetch", why))
     }
 
@@ -212,10 +223,8 @@ impl Gate<'_> {
             kernel_exe: self.kernel_exe,
         };
         let timeline = run.run().await.map_err(failed)?;
-        let mut extra = vec![
-            ("started_seconds", timeline.started),
-            ("answered_seconds", timeline.answered),
-        ];
+        let mut extra =
+            vec![("started_seconds", timeline.started), ("answered_seconds", timeline.answered)];
         extra.extend(timeline.ready.map(|r| ("ready_seconds", r)));
         extra.extend(build_seconds.map(|b| ("build_seconds", b)));
         self.step_with(candidate, "smoke", Step::Passed, started.elapsed(), &extra);

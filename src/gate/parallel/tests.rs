@@ -63,7 +63,11 @@ fn side_by_side_the_first_failure_in_plan_order_is_reported_and_later_checks_are
             ended.exit.success()
         })
         .await;
-        assert!(began.elapsed() < Duration::from_secs(20), "stopped promptly: {:?}", began.elapsed());
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "stopped promptly: {:?}",
+            began.elapsed()
+        );
         assert_eq!(order, [1, 0], "the second ended first, the first was left to end");
         assert_eq!(stopped, [2, 3], "the checks after the failure were stopped");
         let passed: Vec<Option<bool>> =
@@ -94,16 +98,15 @@ fn side_by_side_a_check_that_cannot_start_refuses_without_starting_the_rest() {
             sh_in("exec sleep 600", 2),
         ];
         let mut why = String::new();
-        let stopped = run_all(&Runner::direct(Cage::Off), jobs, Duration::from_secs(2), |i, e| {
-            match e {
+        let stopped =
+            run_all(&Runner::direct(Cage::Off), jobs, Duration::from_secs(2), |i, e| match e {
                 Ok((ended, ..)) => ended.exit.success(),
                 Err(e) => {
                     why = format!("{i}: {e}");
                     false
                 }
-            }
-        })
-        .await;
+            })
+            .await;
         assert_eq!(stopped, [2]);
         assert!(why.starts_with("1: "), "{why}");
     });
