@@ -41,10 +41,10 @@ pub async fn run_all(
     loop {
         // Start the first waiting job of every idle lane.
         let mut busy: Vec<usize> = live.iter().map(|(_, lane, ..)| *lane).collect();
-        for index in 0..queued.len() {
-            let Some(lane) = queued[index].as_ref().map(|j| j.lane) else { continue };
+        for (index, slot) in queued.iter_mut().enumerate() {
+            let Some(lane) = slot.as_ref().map(|j| j.lane) else { continue };
             if index > cut {
-                queued[index] = None;
+                *slot = None;
                 stopped.push(index);
                 continue;
             }
@@ -52,7 +52,7 @@ pub async fn run_all(
                 continue;
             }
             busy.push(lane);
-            let Some(job) = queued[index].take() else { continue };
+            let Some(job) = slot.take() else { continue };
             let started = Instant::now();
             match runner.start(&job.unit, job.launch).await {
                 Ok(running) => live.push((index, lane, running, started)),

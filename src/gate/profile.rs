@@ -49,7 +49,7 @@ fn test_run_in(line: &str) -> Option<f64> {
 /// `3.21s`, `1m 05s` or `1h 02m 03s` (how cargo and libtest print spans).
 fn duration(text: &str) -> Option<f64> {
     let mut total = 0.0;
-    for part in text.trim().split_whitespace() {
+    for part in text.split_whitespace() {
         let (number, scale) = if let Some(n) = part.strip_suffix('h') {
             (n, 3600.0)
         } else if let Some(n) = part.strip_suffix('m') {

@@ -15,7 +15,8 @@ fn the_rules_of_side_by_side_checks() {
         assert_eq!(to_stop(cut, live), want, "{what}");
     }
     // (what, passed, reported)
-    let reports: [(&str, &[Option<bool>], Option<usize>); 5] = [
+    type Report<'a> = (&'a str, &'a [Option<bool>], Option<usize>);
+    let reports: [Report; 5] = [
         ("all passed", &[Some(true), Some(true)], None),
         ("one failed", &[Some(true), Some(false)], Some(1)),
         ("two failed: the first in plan order", &[Some(false), Some(false)], Some(0)),
