@@ -96,10 +96,11 @@ async fn bench(root: &Path, target: &Path, rounds: usize) -> Result<()> {
         let started = Instant::now();
         let verdict = gate.judge(&candidate).await;
         let total = started.elapsed().as_secs_f64();
+        // Kept even after a refusal: the memo holds only passes.
+        let _ = std::fs::copy(&memo, cache.join("memo.json"));
         if let Verdict::Rejected { check, output } = &verdict {
             bail!("the gate refused the change at {check}:\n{output}");
         }
-        let _ = std::fs::copy(&memo, cache.join("memo.json"));
         if round == 0 {
             println!("warm-up (kernel checks run once, then memoized): {total:.1} s");
             continue;
