@@ -80,7 +80,10 @@ async fn bench(root: &Path, target: &Path, rounds: usize) -> Result<()> {
         teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct, cage).await?;
 
     for round in 0..=rounds {
-        let candidate = one_line_change(&home, &format!("round {round}"))?;
+        // A label never used before: a tree judged by an earlier run would
+        // find its body's checks in the kept memo.
+        let label = format!("round {round} of {:?}", std::time::SystemTime::now());
+        let candidate = one_line_change(&home, &label)?;
         let before = journal_len(&home);
         let kernel_exe = target.join("debug/teneral");
         let gate = Gate {
