@@ -112,7 +112,7 @@ pub async fn build(
 /// Copies the built body out of the target directory, which the body's
 /// build scripts could write: opened beneath it, following no link, a
 /// regular file only, and kept executable by its owner alone.
-fn copy_built(target: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_built(target: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut built = crate::fsutil::open_beneath(target, Path::new("release/teneral-body"))?;
     let mut out =
@@ -152,7 +152,7 @@ pub fn touch_tree(dir: &Path) -> std::io::Result<()> {
 /// Holds the target directory for one build and the copy of its result, so
 /// that kernels sharing a cache never copy each other's binary. Contention
 /// is rare (one cache, several individuals), so waiting is a short sleep.
-async fn lock_target(target: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) async fn lock_target(target: &Path) -> std::io::Result<std::fs::File> {
     use rustix::fs::{flock, FlockOperation};
     std::fs::create_dir_all(target)?;
     let file = std::fs::OpenOptions::new()

@@ -11,19 +11,32 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use super::plan::PlannedCheck;
+use super::plan::{Lane, PlannedCheck, CHECK_TARGET};
+use super::profile::Took;
 use super::rules::{check_test_count, count_tests};
-use crate::runner::{self, Launch, Limits, Profile, Runner};
+use crate::runner::{self, Ended, Launch, Limits, Profile, Runner, Running};
 use crate::spawn::Spec;
 
 /// How a check ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Passed { seconds: f64 },
+    Passed { took: Took },
     Failed { seconds: f64, output: String },
     OverTime { seconds: f64, output: String },
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        matches!(self, Outcome::Passed { .. })
+    }
+
+    pub fn seconds(&self) -> f64 {
+        match self {
+            Outcome::Passed { took } => took.seconds,
+            Outcome::Failed { seconds, .. } | Outcome::OverTime { seconds, .. } => *seconds,
+        }
+    }
 }
 
 /// The environment of every check: the toolchain's variables and nothing
@@ -35,31 +48,34 @@ pub fn bare_env(tmp: &Path, target: &Path) -> Vec<(String, OsString)> {
     env
 }
 
-/// Runs `check` of `candidate` with `env` through `runner`, in the `gate`
-/// profile over `checkout` with `writable` (the cargo target directory).
-pub async fn run(
-    runner: &Runner,
+/// What starts `check` of `candidate` with `env`: its unit and its launch
+/// in the `gate` profile over `checkout` with `writable` (the cargo target
+/// directory, of which a [`Lane::Check`] check uses [`CHECK_TARGET`]).
+pub fn launch(
     candidate: &str,
     check: &PlannedCheck,
     env: &[(String, OsString)],
     checkout: &Path,
     writable: &[PathBuf],
-) -> Outcome {
-    let started = Instant::now();
+) -> (String, Launch) {
     let mut spec = Spec::new("cargo", &check.dir);
     spec.args = check.args.iter().map(OsString::from).collect();
     spec.env = env.to_vec();
+    if check.lane == Lane::Check {
+        for (name, value) in &mut spec.env {
+            if name == "CARGO_TARGET_DIR" {
+                *value = Path::new(value).join(CHECK_TARGET).into_os_string();
+            }
+        }
+    }
     spec.env.extend(check.env.iter().cloned());
     let profile = Profile::Gate { checkout: checkout.to_owned(), writable: writable.to_vec() };
-    let launch = Launch::new(spec, check.limits).caged(profile);
     let unit = runner::systemd::gate_unit(candidate, check.name);
-    let (ended, running) = match runner.run(&unit, launch).await {
-        Ok(run) => run,
-        Err(e) => {
-            return Outcome::Failed { seconds: 0.0, output: format!("cannot start cargo: {e}") }
-        }
-    };
-    let seconds = started.elapsed().as_secs_f64();
+    (unit, Launch::new(spec, check.limits).caged(profile))
+}
+
+/// How `check`, which ended as `ended` after `seconds`, went.
+pub fn outcome(check: &PlannedCheck, ended: &Ended, running: &Running, seconds: f64) -> Outcome {
     let output = running.output_tail();
     if ended.over_time {
         let limit = check.limits.runtime_max.map(|l| l.as_secs()).unwrap_or_default();
@@ -75,12 +91,13 @@ pub async fn run(
             output: format!("{output}\n{} ({}{cage})", check.name, ended.exit),
         };
     }
+    let results = running.test_results();
     if check.counts_tests {
-        if let Err(why) = check_test_count(count_tests(&running.test_results())) {
+        if let Err(why) = check_test_count(count_tests(&results)) {
             return Outcome::Failed { seconds, output: format!("{output}\n{why}") };
         }
     }
-    Outcome::Passed { seconds }
+    Outcome::Passed { took: Took::read(seconds, &running.stderr_tail(), &results) }
 }
 
 /// Fetches and unpacks the crates the lockfile of the checkout at `dir`

@@ -1,7 +1,8 @@
 //! The gate: what a candidate commit must pass before it may run.
 //!
-//! In order, each step timed and journaled as `mutation.check`, the first
-//! failure ending the gate with its name and the tail of its output:
+//! In order, each step timed and journaled as `mutation.check` (with where
+//! its time went: [`profile`]), the first failure ending the gate with its
+//! name and the tail of its output:
 //! 1. `paths`: only `body/` and `BACKLOG.md` changed; `body/` holds only
 //!    regular files ([`rules`]);
 //! 2. `organs`: in a fresh checkout of exactly that commit, each pinned organ
@@ -12,18 +13,26 @@
 //!    [`plan`] lists: the kernel's type check, the body's format and lints
 //!    (`clippy -D warnings`), the kernel's tests, the body's tests, all
 //!    `--offline --locked`; a check whose tree already passed is reused
-//!    ([`memo`]);
-//! 4. `smoke`: the candidate started on a throwaway individual ([`smoke`]).
+//!    ([`memo`]). They run side by side ([`parallel`]), and beside them the
+//!    body's release build ([`build`]); the refusal is the first failure in
+//!    plan order (the build's counts as the smoke run's), and the jobs after
+//!    it are stopped;
+//! 4. `smoke`: the built candidate started on a throwaway individual
+//!    ([`smoke`]).
 //!
 //! The organ set, when the candidate pins organs, is `TENERAL_ORGANS` for its
 //! tests and its smoke run.
 
+mod build;
 pub mod checks;
 pub mod fetch;
 pub mod memo;
+pub mod parallel;
 mod places;
 pub mod plan;
+pub mod profile;
 pub mod rules;
+mod run;
 pub mod smoke;
 
 use std::path::{Path, PathBuf};
@@ -38,7 +47,6 @@ use crate::runner::{self, Limits, Runner};
 use crate::settings::Settings;
 use crate::status::{Doing, Reporter};
 use crate::{generation, log, repo};
-use checks::Outcome;
 use memo::Memo;
 
 /// The gate's working directories.
@@ -191,8 +199,16 @@ impl Gate<'_> {
             ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
         }
         let planned = self.plan(candidate, oid, checkout, &ground).await?;
-        self.run_planned(candidate, checkout, &ground, &planned, true).await?;
-        self.smoke(candidate, checkout, organ_set.as_deref()).await
+        // Cargo judges freshness by modification times, and the gate's target
+        // directory may be shared (by tests, by individuals of one owner):
+        // one judgement at a time builds the body in it, its files touched
+        // once it holds the lock, until its binary is kept.
+        let lock = generation::lock_target(&ground.target)
+            .await
+            .and_then(|lock| generation::touch_tree(&checkout.join("body")).map(|()| lock))
+            .map_err(|e| reject("checkout", format!("cannot lock the gate's target dir: {e}")))?;
+        let built = self.run_planned(candidate, checkout, &ground, &planned, true).await?;
+        self.smoke(candidate, checkout, &ground, organ_set.as_deref(), (built, lock)).await
     }
 
     /// Runs the kernel's checks of the running generation's tree that no
@@ -271,102 +287,6 @@ impl Gate<'_> {
         Ok(plan::plan(&inputs, &Memo::load(self.home)))
     }
 
-    /// Runs `planned` in order, each pass kept in the memo; the first
-    /// failure refuses. With `journal`, each step is journaled and said.
-    async fn run_planned(
-        &self,
-        candidate: &str,
-        checkout: &Path,
-        ground: &Ground,
-        planned: &[plan::PlannedCheck],
-        journal: bool,
-    ) -> Result<(), Verdict> {
-        if self.runner.caged() && planned.iter().any(|c| !c.reused) {
-            for (dir, name) in [(checkout, "fetch-kernel"), (&checkout.join("body"), "fetch-body")]
-            {
-                let unit = self.unit(candidate, name);
-                checks::fetch(self.runner, &unit, dir, &ground.env, ground.limits)
-                    .await
-                    .map_err(|why| reject("fetch", why))?;
-            }
-        }
-        let mut memo = Memo::load(self.home);
-        for check in planned {
-            let step = |result, seconds| {
-                if journal {
-                    self.step(candidate, check.name, result, Duration::from_secs_f64(seconds));
-                }
-            };
-            if check.reused {
-                step(Step::Reused, 0.0);
-                continue;
-            }
-            log::info(format!("gate: {} of {}", check.name, short(candidate)));
-            if journal {
-                self.doing(candidate, check.name);
-            }
-            let env = &ground.env;
-            // The short link the kernel's tests make their sockets through
-            // (TENERAL_SOCKET_DIR) must exist in the check's new root too.
-            let mut writable = vec![ground.target.clone()];
-            writable.extend(
-                check
-                    .env
-                    .iter()
-                    .filter(|(k, _)| k == crate::events::SOCKET_DIR_VAR)
-                    .map(|(_, v)| PathBuf::from(v)),
-            );
-            match checks::run(self.runner, candidate, check, env, checkout, &writable).await {
-                Outcome::Passed { seconds } => {
-                    step(Step::Passed, seconds);
-                    memo.record(check.memo_key.clone());
-                }
-                Outcome::Failed { seconds, output } | Outcome::OverTime { seconds, output } => {
-                    step(Step::Failed, seconds);
-                    return Err(reject(check.name, output));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Builds the candidate's body and runs it once on a throwaway individual.
-    async fn smoke(
-        &self,
-        candidate: &str,
-        checkout: &Path,
-        organs: Option<&Path>,
-    ) -> Result<Verdict, Verdict> {
-        let started = Instant::now();
-        self.doing(candidate, "smoke");
-        let limits = Limits::for_build(self.settings);
-        let failed = |why: String| {
-            self.step(candidate, "smoke", Step::Failed, started.elapsed());
-            reject("smoke", why)
-        };
-        let binary = generation::build(self.runner, self.home, checkout, candidate, &limits)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let limit = match self.settings.smoke_seconds {
-            0 => None,
-            s => Some(Duration::from_secs(u64::from(s))),
-        };
-        let run = smoke::Smoke {
-            home: self.home,
-            checkout,
-            binary: &binary,
-            commit: candidate,
-            settings: self.settings,
-            runner: self.runner,
-            organs,
-            limit,
-            kernel_exe: self.kernel_exe,
-        };
-        run.run().await.map_err(failed)?;
-        self.step(candidate, "smoke", Step::Passed, started.elapsed());
-        Ok(Verdict::Accepted { binary })
-    }
-
     /// The unit a step of the gate other than a check runs in.
     fn unit(&self, candidate: &str, what: &str) -> String {
         runner::systemd::gate_unit(candidate, what)
@@ -380,12 +300,23 @@ impl Gate<'_> {
     }
 
     fn step(&self, candidate: &str, check: &str, step: Step, took: Duration) {
-        let seconds = (took.as_secs_f64() * 100.0).round() / 100.0;
-        kernel_event(
-            self.journal,
-            self.running,
-            "mutation.check",
-            json!({"candidate": candidate, "check": check, "result": step.word(), "seconds": seconds}),
-        );
+        self.step_with(candidate, check, step, took, &[]);
+    }
+
+    /// Journals a step with `extra` figures: where its time went, in seconds.
+    fn step_with(
+        &self,
+        candidate: &str,
+        check: &str,
+        step: Step,
+        took: Duration,
+        extra: &[(&str, f64)],
+    ) {
+        let round = |s: f64| (s * 100.0).round() / 100.0;
+        let mut fields = json!({"candidate": candidate, "check": check, "result": step.word(), "seconds": round(took.as_secs_f64())});
+        for (name, seconds) in extra {
+            fields[*name] = json!(round(*seconds));
+        }
+        kernel_event(self.journal, self.running, "mutation.check", fields);
     }
 }

@@ -24,6 +24,25 @@ pub enum Reads {
     Body,
 }
 
+/// Which cargo lock a check would wait on. Checks of one lane run one after
+/// the other; lanes run side by side ([`super::parallel`]). The check-mode
+/// lints and type checks build in a target directory of their own
+/// ([`CHECK_TARGET`] in the gate's), so they need not wait for the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// `cargo fmt`: no target directory.
+    Format,
+    /// `cargo check` and `cargo clippy`.
+    Check,
+    /// `cargo test`, in the dev profile.
+    Test,
+    /// The body's release build (not a planned check; [`super::build`]).
+    Build,
+}
+
+/// The directory, in the gate's target directory, of the [`Lane::Check`] checks.
+pub const CHECK_TARGET: &str = "check";
+
 /// What the plan is made from.
 #[derive(Debug, Clone)]
 pub struct Inputs<'a> {
@@ -58,14 +77,16 @@ pub struct PlannedCheck {
     /// Whether its output must show tests that ran and none that failed.
     pub counts_tests: bool,
     pub reads: Reads,
+    pub lane: Lane,
     pub memo_key: String,
     pub limits: Limits,
     /// A pass under `memo_key` is kept: the check need not run.
     pub reused: bool,
 }
 
-/// The checks of `inputs`, in the order they run: the cheap ones first, so
-/// a candidate that does not even compile is refused before any test runs.
+/// The checks of `inputs`, in plan order: the cheap ones first. They run
+/// side by side, but a refusal names the first failure in this order, so a
+/// candidate that does not even compile is refused for that.
 pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
     let checkout = inputs.checkout;
     let body = checkout.join("body");
@@ -115,8 +136,14 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
                 ),
                 Reads::Body => memo::key(name, inputs.body_tree, inputs.toolchain),
             };
+            let lane = match args.first().copied() {
+                Some("fmt") => Lane::Format,
+                Some("test") => Lane::Test,
+                _ => Lane::Check,
+            };
             PlannedCheck {
                 name,
+                lane,
                 dir: dir.to_path_buf(),
                 args,
                 env,

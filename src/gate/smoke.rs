@@ -45,6 +45,16 @@ pub struct Progress {
     pub line_taken: bool,
 }
 
+/// When, in seconds from the smoke run's start, the body was started (after
+/// the throwaway individual and the stand-in model were set up), reported
+/// ready, and answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timeline {
+    pub started: f64,
+    pub ready: Option<f64>,
+    pub answered: f64,
+}
+
 /// Something that happened during the smoke run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Happened {
@@ -79,7 +89,7 @@ pub fn rule(progress: &mut Progress, happened: Happened) -> Option<Result<(), St
 
 impl Smoke<'_> {
     /// `Err` holds what went wrong and what the body last wrote to stderr.
-    pub async fn run(&self) -> Result<(), String> {
+    pub async fn run(&self) -> Result<Timeline, String> {
         let dir = self.home.join(SMOKE_DIR);
         let _ = std::fs::remove_dir_all(&dir);
         let result = self.smoke(&dir).await;
@@ -87,7 +97,8 @@ impl Smoke<'_> {
         result
     }
 
-    async fn smoke(&self, dir: &Path) -> Result<(), String> {
+    async fn smoke(&self, dir: &Path) -> Result<Timeline, String> {
+        let began = Instant::now();
         let setup =
             |e: std::io::Error| format!("cannot set up the smoke run in {}: {e}", dir.display());
         std::fs::create_dir_all(dir.join("memory")).map_err(setup)?;
@@ -174,6 +185,8 @@ impl Smoke<'_> {
         }
 
         let started = Instant::now();
+        let mut timeline =
+            Timeline { started: began.elapsed().as_secs_f64(), ..Timeline::default() };
         let deadline = self.limit.map(|l| tokio::time::Instant::from_std(started + l));
         let mut progress = Progress::default();
         let outcome = loop {
@@ -189,7 +202,11 @@ impl Smoke<'_> {
                 ended = body.wait() => Happened::Ended(ended.exit.to_string()),
                 () = sleep => Happened::TimeUp(self.limit.map(|l| l.as_secs()).unwrap_or_default()),
             };
+            if happened == Happened::Seen(Seen::Ready) && timeline.ready.is_none() {
+                timeline.ready = Some(began.elapsed().as_secs_f64());
+            }
             if let Some(outcome) = rule(&mut progress, happened) {
+                timeline.answered = began.elapsed().as_secs_f64();
                 break outcome;
             }
         };
@@ -197,7 +214,7 @@ impl Smoke<'_> {
         channel_task.abort();
         model.stop().await;
         let _ = std::fs::remove_file(&socket);
-        outcome.map_err(|why| {
+        outcome.map(|()| timeline).map_err(|why| {
             let tail = body.stderr_tail();
             if tail.is_empty() {
                 why
