@@ -237,11 +237,12 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
 /// ([`groups`]). Not through [`spawn`]: the keeper must outlive the kernel,
 /// so it has no death signal, and a group of its own that no one else
 /// signals. Its exit is collected by the reaper like an adopted orphan's.
-fn start_keeper(file: &std::path::Path, stdin: OwnedFd) -> io::Result<()> {
+fn start_keeper(file: &std::path::Path, kernel: &str, stdin: OwnedFd) -> io::Result<()> {
     let exe = std::env::current_exe()?;
     Command::new(exe)
         .arg("keep-children")
         .arg(file)
+        .arg(kernel)
         .env_clear()
         .stdin(Stdio::from(stdin))
         .stdout(Stdio::null())

@@ -68,9 +68,10 @@ enum Command {
     /// TENERAL_TEST_CRASH_AT=<name>[@<n>], which kills the kernel there).
     CrashPoints,
     /// Kill what is left of the process groups FILE lists once stdin ends
-    /// (the kernel starts this keeper; its stdin ends with the kernel).
+    /// (the kernel starts this keeper; its stdin ends with the kernel), if
+    /// FILE is still the list of the kernel KERNEL (`<pid>:<start time>`).
     #[command(hide = true)]
-    KeepChildren { file: PathBuf },
+    KeepChildren { file: PathBuf, kernel: String },
     /// Run the kernel's event channel alone, for testing a body against it.
     #[command(hide = true)]
     ServeEvents {
@@ -93,8 +94,10 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match &cli.command {
-        Command::KeepChildren { file } => {
-            return ExitCode::from(u8::try_from(teneral::spawn::keeper_main(file)).unwrap_or(1))
+        Command::KeepChildren { file, kernel } => {
+            return ExitCode::from(
+                u8::try_from(teneral::spawn::keeper_main(file, kernel)).unwrap_or(1),
+            )
         }
         Command::CrashPoints => {
             for (name, what) in teneral::crash::POINTS {

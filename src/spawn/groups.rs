@@ -14,6 +14,10 @@
 //!
 //! A process is killed only when its group is a listed one and it started
 //! no earlier than the group's leader, so a pid reused since is left alone.
+//! The list's first line names the kernel it belongs to (pid and start
+//! time): a keeper that wakes late, after the next kernel has started and
+//! listed its own children, finds another kernel named there and kills
+//! nothing (the next kernel's sweep took care of what it left).
 
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
@@ -27,7 +31,31 @@ pub const CHILDREN_PATH: &str = ".teneral/run/children";
 
 struct Kept {
     file: PathBuf,
+    /// This kernel, as the list's first line names it.
+    kernel: Kernel,
     live: Vec<(u32, u64)>,
+}
+
+/// A kernel process: its pid and start time, `<pid>:<start>` as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Kernel(u32, u64);
+
+impl Kernel {
+    fn this() -> Kernel {
+        let pid = std::process::id();
+        Kernel(pid, super::process_start_time(pid).unwrap_or_default())
+    }
+
+    fn parse(text: &str) -> Option<Kernel> {
+        let (pid, start) = text.split_once(':')?;
+        Some(Kernel(pid.parse().ok()?, start.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.0, self.1)
+    }
 }
 
 fn kept() -> &'static Mutex<Option<Kept>> {
@@ -49,13 +77,14 @@ pub fn keep_groups(home: &Path) -> io::Result<()> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    let kernel = Kernel::this();
     let mut guard = kept().lock().unwrap_or_else(|p| p.into_inner());
     let live = guard.take().map(|k| k.live).unwrap_or_default();
-    write_list(&file, &live)?;
-    *guard = Some(Kept { file: file.clone(), live });
+    write_list(&file, kernel, &live)?;
+    *guard = Some(Kept { file: file.clone(), kernel, live });
     drop(guard);
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    super::start_keeper(&file, read)?;
+    super::start_keeper(&file, &kernel.to_string(), read)?;
     let _ = keeper_pipe().set(write);
     Ok(())
 }
@@ -75,7 +104,7 @@ fn change(edit: impl FnOnce(&mut Vec<(u32, u64)>)) {
     let mut guard = kept().lock().unwrap_or_else(|p| p.into_inner());
     let Some(kept) = guard.as_mut() else { return };
     edit(&mut kept.live);
-    if let Err(e) = write_list(&kept.file, &kept.live) {
+    if let Err(e) = write_list(&kept.file, kept.kernel, &kept.live) {
         crate::log::info(format!("cannot write {}: {e}", kept.file.display()));
         return;
     }
@@ -84,28 +113,35 @@ fn change(edit: impl FnOnce(&mut Vec<(u32, u64)>)) {
 
 /// Replaces the list. No sync: the list matters only while the machine
 /// runs (a reboot ends every group anyway).
-fn write_list(file: &Path, live: &[(u32, u64)]) -> io::Result<()> {
-    let text: String = live.iter().map(|(pid, start)| format!("{pid} {start}\n")).collect();
+fn write_list(file: &Path, kernel: Kernel, live: &[(u32, u64)]) -> io::Result<()> {
+    let mut text = format!("kernel {kernel}\n");
+    text.extend(live.iter().map(|(pid, start)| format!("{pid} {start}\n")));
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, file)
 }
 
-fn read_list(file: &Path) -> Vec<(u32, u64)> {
+/// The kernel a list names (none in a list of an older kernel) and its
+/// groups.
+fn read_list(file: &Path) -> (Option<Kernel>, Vec<(u32, u64)>) {
     let text = std::fs::read_to_string(file).unwrap_or_default();
-    text.lines()
+    let kernel =
+        text.lines().next().and_then(|l| l.strip_prefix("kernel ")).and_then(Kernel::parse);
+    let groups = text
+        .lines()
         .filter_map(|l| {
             let (pid, start) = l.split_once(' ')?;
             Some((pid.parse().ok()?, start.parse().ok()?))
         })
-        .collect()
+        .collect();
+    (kernel, groups)
 }
 
 /// Kills what remains of the groups a dead kernel of `home` listed, and
 /// empties the list. Returns how many processes were killed.
 pub fn sweep_leftover_groups(home: &Path) -> usize {
     let file = home.join(CHILDREN_PATH);
-    let killed = kill_listed(&file);
+    let killed = kill_listed(&file, None);
     if killed > 0 {
         crate::log::info(format!(
             "killed {killed} process(es) that a killed kernel's children left running"
@@ -115,9 +151,11 @@ pub fn sweep_leftover_groups(home: &Path) -> usize {
     killed
 }
 
-fn kill_listed(file: &Path) -> usize {
-    let groups = read_list(file);
-    if groups.is_empty() {
+/// Kills the groups `file` lists; with `only_of`, only if the list is still
+/// that kernel's.
+fn kill_listed(file: &Path, only_of: Option<Kernel>) -> usize {
+    let (kernel, groups) = read_list(file);
+    if only_of.is_some_and(|mine| kernel != Some(mine)) || groups.is_empty() {
         return 0;
     }
     let mut killed = 0;
@@ -156,9 +194,14 @@ fn processes() -> Vec<(u32, u32, u64)> {
     out
 }
 
-/// `teneral keep-children <file>`: waits for the end of its stdin (the
-/// kernel's death), then kills what is left of the groups `file` lists.
-pub fn keeper_main(file: &Path) -> i32 {
+/// `teneral keep-children <file> <pid>:<start>`: waits for the end of its
+/// stdin (the kernel's death), then kills what is left of the groups `file`
+/// lists, if it still lists that kernel's.
+pub fn keeper_main(file: &Path, kernel: &str) -> i32 {
+    let Some(kernel) = Kernel::parse(kernel) else {
+        eprintln!("teneral keep-children: {kernel:?} is not <pid>:<start time>");
+        return 2;
+    };
     let mut sink = [0u8; 64];
     let mut stdin = io::stdin();
     loop {
@@ -169,21 +212,48 @@ pub fn keeper_main(file: &Path) -> i32 {
             Err(_) => break,
         }
     }
-    kill_listed(file);
+    kill_listed(file, Some(kernel));
     0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
 
     #[test]
     fn the_list_round_trips() {
         let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let file = dir.path().join("children");
-        write_list(&file, &[(12, 345), (67, 8)]).expect("the list is written");
-        assert_eq!(read_list(&file), vec![(12, 345), (67, 8)]);
-        assert_eq!(read_list(&dir.path().join("none")), vec![]);
+        write_list(&file, Kernel(9, 10), &[(12, 345), (67, 8)]).expect("the list is written");
+        assert_eq!(read_list(&file), (Some(Kernel(9, 10)), vec![(12, 345), (67, 8)]));
+        assert_eq!(read_list(&dir.path().join("none")), (None, vec![]));
+        assert_eq!(Kernel::parse(&Kernel(9, 10).to_string()), Some(Kernel(9, 10)));
+    }
+
+    /// A keeper that wakes after the next kernel listed its children kills
+    /// none of them; the list's own kernel's keeper, or a sweep, does.
+    #[test]
+    fn a_late_keeper_leaves_the_next_kernels_children_alone() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let file = dir.path().join("children");
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .expect("sleep starts");
+        let start = super::super::process_start_time(child.id()).expect("sleep has a start time");
+        let next = Kernel(child.id(), start);
+        write_list(&file, next, &[(child.id(), start)]).expect("the list is written");
+        let earlier = Kernel(1, 1);
+        assert_eq!(kill_listed(&file, Some(earlier)), 0, "a keeper of another kernel killed");
+        assert!(child.try_wait().expect("sleep can be asked").is_none(), "sleep was killed");
+        assert!(
+            kill_listed(&file, Some(next)) >= 1,
+            "the list's own kernel's keeper killed nothing"
+        );
+        let status = child.wait().expect("sleep is waited for");
+        assert_eq!(status.signal(), Some(9));
     }
 
     #[test]

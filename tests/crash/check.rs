@@ -95,9 +95,11 @@ fn leftover_files(home: &Path) -> Vec<String> {
             files.push(name);
         }
     }
+    // Groups still listed; the first line names the kernel the list is of.
     let children = std::fs::read_to_string(home.join(".teneral/run/children")).unwrap_or_default();
-    if !children.trim().is_empty() {
-        files.push(format!(".teneral/run/children: {}", children.trim()));
+    let groups: Vec<&str> = children.lines().filter(|l| !l.starts_with("kernel ")).collect();
+    if !groups.is_empty() {
+        files.push(format!(".teneral/run/children: {}", groups.join("; ")));
     }
     files
 }

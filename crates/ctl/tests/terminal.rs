@@ -2,6 +2,11 @@
 //! journal the test writes, `send-keys` types and `capture-pane` reads the
 //! screen. Each test has a tmux server of its own (`tmux -L`), killed when
 //! the test ends.
+//!
+//! They are system tests: they need tmux (`scripts/deps` installs it) and
+//! run when `TENERAL_SYSTEM_TESTS` is set, as `scripts/test` sets it. A
+//! gate's check of a species commit leaves them out, as it leaves out the
+//! kernel's other system tests.
 #![allow(clippy::expect_used, clippy::panic)]
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -12,6 +17,8 @@ const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 /// One tmux server running one client.
 struct Tmux {
     socket: String,
+    /// tmux's own directory for its socket (TMUX_TMPDIR), not /tmp's.
+    dir: tempfile::TempDir,
 }
 
 impl Tmux {
@@ -20,7 +27,8 @@ impl Tmux {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let socket = format!("talk-test-{}-{n}", std::process::id());
-        let tmux = Tmux { socket };
+        let dir = tempfile::tempdir().expect("a temp dir for tmux");
+        let tmux = Tmux { socket, dir };
         let mut line = String::from("env -u NO_COLOR LANG=C.UTF-8 LC_ALL= LC_CTYPE=");
         for (k, v) in env {
             line.push_str(&format!(" {k}={v}"));
@@ -38,6 +46,7 @@ impl Tmux {
 
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
+            .env("TMUX_TMPDIR", self.dir.path())
             .arg("-L")
             .arg(&self.socket)
             .args(args)
@@ -88,6 +97,17 @@ impl Drop for Tmux {
 
 /// An individual with a soul, settings and a journal of `events` (JSON
 /// objects without `ts`, `seq` and `commit`, which are added).
+/// Whether system tests run; says why not when they do not.
+fn system_tests(name: &str) -> bool {
+    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
+    if !on {
+        eprintln!(
+            "{name}: skipped, a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)"
+        );
+    }
+    on
+}
+
 fn individual(events: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temp dir");
     let home = dir.path();
@@ -141,6 +161,9 @@ const CONVERSATION: &[&str] = &[
 
 #[test]
 fn the_panel_a_markdown_reply_and_a_tool_line() {
+    if !system_tests("the_panel_a_markdown_reply_and_a_tool_line") {
+        return;
+    }
     let dir = individual(CONVERSATION);
     let tmux = Tmux::start(dir.path(), &[]);
     let screen = tmux.wait_for("talking with Ada");
@@ -169,6 +192,9 @@ fn the_panel_a_markdown_reply_and_a_tool_line() {
 
 #[test]
 fn the_command_list_filters_and_completes() {
+    if !system_tests("the_command_list_filters_and_completes") {
+        return;
+    }
     let dir = individual(CONVERSATION);
     let tmux = Tmux::start(dir.path(), &[]);
     tmux.wait_for("lists the commands");
@@ -193,6 +219,9 @@ fn the_command_list_filters_and_completes() {
 
 #[test]
 fn two_slashes_send_a_slash_line_and_an_unknown_command_is_refused() {
+    if !system_tests("two_slashes_send_a_slash_line_and_an_unknown_command_is_refused") {
+        return;
+    }
     let dir = individual(CONVERSATION);
     let tmux = Tmux::start(dir.path(), &[]);
     tmux.wait_for("lists the commands");
@@ -225,6 +254,9 @@ fn has_colour(screen: &str) -> bool {
 
 #[test]
 fn no_color_and_an_ascii_locale() {
+    if !system_tests("no_color_and_an_ascii_locale") {
+        return;
+    }
     let dir = individual(CONVERSATION);
     let coloured = Tmux::start(dir.path(), &[]);
     coloured.wait_for("See the docs");
@@ -245,6 +277,9 @@ fn no_color_and_an_ascii_locale() {
 
 #[test]
 fn hostile_text_is_shown_inert() {
+    if !system_tests("hostile_text_is_shown_inert") {
+        return;
+    }
     let dir = individual(&[
         r#"{"type":"owner.line","file":"a.txt","text":"hello"}"#,
         r#"{"type":"reply","text":"safe\u001b]0;pwned-title\u0007 \u001b]52;c;cHduZWQ=\u0007clip \u001b[2J\u001b[Hclear \u001b]8;;http://evil.example\u001b\\link\u001b]8;;\u001b\\ \u009b31mc1"}"#,
@@ -272,6 +307,9 @@ fn hostile_text_is_shown_inert() {
 
 #[test]
 fn leaving_leaves_the_conversation_in_the_scrollback() {
+    if !system_tests("leaving_leaves_the_conversation_in_the_scrollback") {
+        return;
+    }
     let dir = individual(CONVERSATION);
     for leave in [&["C-d"][..], &["C-c"][..], &["/quit", "Enter"][..]] {
         let tmux = Tmux::start(dir.path(), &[]);
@@ -290,6 +328,9 @@ fn leaving_leaves_the_conversation_in_the_scrollback() {
 
 #[test]
 fn new_events_are_printed_and_esc_interrupts_a_turn() {
+    if !system_tests("new_events_are_printed_and_esc_interrupts_a_turn") {
+        return;
+    }
     let dir = individual(CONVERSATION);
     let home = dir.path();
     let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
