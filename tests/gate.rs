@@ -425,3 +425,39 @@ fn a_kernel_stopped_during_a_check_says_nothing_was_decided_at_its_next_start() 
     );
     Ok(())
 }
+
+/// A kernel edit from a species that cannot be fetched gets no verdict:
+/// the answer says nothing was decided, and asking three times does not
+/// stop the kernel (only counted refusals do).
+#[test]
+fn a_species_that_cannot_be_fetched_decides_nothing_and_counts_nothing() -> TestResult {
+    let (ind, _kernel, base) = started(&[])?;
+    // An origin no one answers at: the species is origin/main, fetched on
+    // every judgement of a change outside body/.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git").args(args).current_dir(ind.path()).status()
+    };
+    assert!(git(&["remote", "add", "origin", "http://127.0.0.1:9/species.git"])?.success());
+    let kernel_edit = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "a new letter\n"))?;
+    let mut after = 0;
+    for round in 1..=3 {
+        teneral::owner::write_line(ind.path(), &kernel_edit)?;
+        let answer = ind.wait_for("the answer", LONG, |e| {
+            e["type"] == "mutation.rejected"
+                && e["candidate"] == kernel_edit.as_str()
+                && e["seq"].as_u64() > Some(after)
+        })?;
+        assert_eq!(answer["undecided"], true, "round {round}: {answer}");
+        assert_eq!(answer["check"], "undecided", "round {round}: {answer}");
+        let out = answer["output"].as_str().unwrap_or_default();
+        assert!(out.contains("could not be fetched"), "round {round}: {out}");
+        after = answer["seq"].as_u64().unwrap_or_default();
+        ind.wait_for("the same generation again", LONG, |e| {
+            e["type"] == "generation.ready"
+                && e["commit"] == base.as_str()
+                && e["seq"].as_u64() > Some(after)
+        })?;
+    }
+    assert!(!ind.kernel_log().contains("refused 3 times"), "{}", ind.kernel_log());
+    Ok(())
+}

@@ -72,6 +72,10 @@ pub enum Verdict {
     Accepted { binary: PathBuf },
     /// `check` failed; `output` ends with what it printed.
     Rejected { check: String, output: String },
+    /// Nothing was decided, and the refusal does not count toward the
+    /// three of one commit: the species rule waits for its owner's consent
+    /// or could not fetch the species. `output` says what to do.
+    Undecided { check: String, output: String },
 }
 
 /// One judgement of a candidate against the running generation.
@@ -139,10 +143,35 @@ impl Gate<'_> {
             Err(e) => return reject("fetch", e.to_string()),
         };
         self.doing(candidate, "paths");
-        let paths = repo::changed_paths(self.repo, self.home, running, oid)
+        // The paths outside body/ and BACKLOG.md, and the species they may
+        // come from, before anything of the candidate runs.
+        let signers = self.home.join(crate::species::SIGNERS_FILE);
+        let species = crate::species::SpeciesContext {
+            home: self.home,
+            repo: self.repo,
+            settings: self.settings,
+            journal: self.journal,
+            signers: &signers,
+            fetch_limit: crate::species::FETCH_LIMIT,
+        };
+        match crate::species::judge(&species, running, oid).await {
+            Ok(judgement) => {
+                if judgement != crate::species::Judgement::Ordinary {
+                    log::info(format!("gate: {} {judgement:?}", short(candidate)));
+                }
+            }
+            Err(refusal) => {
+                self.step(candidate, refusal.check, Step::Failed, started.elapsed());
+                let (check, output) = (refusal.check.to_owned(), refusal.message);
+                return if refusal.counts {
+                    Verdict::Rejected { check, output }
+                } else {
+                    Verdict::Undecided { check, output }
+                };
+            }
+        }
+        let paths = repo::body_entries(self.repo, self.home, oid)
             .map_err(|e| e.to_string())
-            .and_then(|changed| rules::check_paths(&changed))
-            .and_then(|()| repo::body_entries(self.repo, self.home, oid).map_err(|e| e.to_string()))
             .and_then(|entries| rules::check_body_entries(&entries));
         self.step(candidate, "paths", Step::of(paths.is_ok()), started.elapsed());
         if let Err(why) = paths {
@@ -164,6 +193,7 @@ impl Gate<'_> {
             match &verdict {
                 Verdict::Accepted { .. } => "accepted".to_owned(),
                 Verdict::Rejected { check, .. } => format!("rejected at {check}"),
+                Verdict::Undecided { check, .. } => format!("nothing decided at {check}"),
             },
             short(candidate),
             started.elapsed().as_secs_f64()
@@ -222,7 +252,9 @@ impl Gate<'_> {
         repo::checkout_at(self.repo, &checkout, oid).map_err(|e| e.to_string())?;
         generation::touch_tree(&checkout).map_err(|e| e.to_string())?;
         let words = |v: Verdict| match v {
-            Verdict::Rejected { check, output } => format!("{check}: {output}"),
+            Verdict::Rejected { check, output } | Verdict::Undecided { check, output } => {
+                format!("{check}: {output}")
+            }
             Verdict::Accepted { .. } => String::new(),
         };
         let limits = Limits::for_check(self.settings).in_background();

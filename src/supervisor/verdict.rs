@@ -154,6 +154,18 @@ impl Kernel {
                 crate::crash::point("verdict.journaled");
                 Ok(Next::Switch { to: candidate, trial: true })
             }
+            Verdict::Undecided { check, output } => {
+                // Not counted: the agent waits for its owner or the network.
+                self.state.pending = None;
+                answer_undecided(&self.journal, commit, &candidate, Some(request), &output);
+                self.state.save(&self.home)?;
+                log::info(format!("gate: nothing decided about {} at {check}", short(&candidate)));
+                Ok(if self.pause(self.settings.timing.backoff_unit).await {
+                    Next::End(EXIT_STOPPED, "asked to stop".into())
+                } else {
+                    Next::Same
+                })
+            }
             Verdict::Rejected { check, output } => {
                 self.state.pending = None;
                 kernel_event(
