@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use super::turn::{Newest, Turn, Usage};
 use super::wire::{
-    check_function_name, check_no_stream, index, non_empty, ApiError, Fields, EFFORTS,
+    check_function_name, check_no_stream, index, non_empty, tool_choice, ApiError, Fields, EFFORTS,
 };
 
 /// Top-level fields of a chat completions request.
@@ -163,26 +163,15 @@ fn check_tool_choice(top: &Fields, has_tools: bool) -> Result<(), ApiError> {
             ));
         }
     }
-    match top.opt("tool_choice") {
-        None => Ok(()),
-        Some(Value::String(choice)) => match choice.as_str() {
-            "none" | "auto" | "required" => Ok(()),
-            other => Err(ApiError::bad_value("tool_choice", other, &["none", "auto", "required"])),
-        },
-        Some(choice) => {
-            let choice = Fields::of(choice, "tool_choice")?;
-            let kind = choice.req_str("type")?;
-            if kind != "function" {
-                return Err(ApiError::bad_value("tool_choice.type", kind, &["function"]));
-            }
-            choice.only(&["type", "function"])?;
-            let Some(function) = choice.opt_object("function")? else {
-                return Err(ApiError::missing("tool_choice.function"));
-            };
-            function.only(&["name"])?;
-            function.req_str("name").map(|_| ())
-        }
-    }
+    // Chat completions name the function in an object of its own.
+    tool_choice(top, |choice| {
+        choice.only(&["type", "function"])?;
+        let Some(function) = choice.opt_object("function")? else {
+            return Err(ApiError::missing("tool_choice.function"));
+        };
+        function.only(&["name"])?;
+        function.req_str("name").map(|_| ())
+    })
 }
 
 /// Checks every message and the pairing of tool calls with tool messages;

@@ -19,7 +19,9 @@
 use serde_json::{json, Value};
 
 use super::turn::{Newest, Turn, Usage};
-use super::wire::{check_function_name, check_no_stream, index, ApiError, Fields, EFFORTS};
+use super::wire::{
+    check_function_name, check_no_stream, index, tool_choice, ApiError, Fields, EFFORTS,
+};
 use input::{check_input, check_pairs};
 
 mod input;
@@ -196,22 +198,11 @@ fn check_tool(tool: &Value, path: &str) -> Result<(), ApiError> {
 }
 
 fn check_tool_choice(top: &Fields) -> Result<(), ApiError> {
-    match top.opt("tool_choice") {
-        None => Ok(()),
-        Some(Value::String(choice)) => match choice.as_str() {
-            "none" | "auto" | "required" => Ok(()),
-            other => Err(ApiError::bad_value("tool_choice", other, &["none", "auto", "required"])),
-        },
-        Some(choice) => {
-            let choice = Fields::of(choice, "tool_choice")?;
-            let kind = choice.req_str("type")?;
-            if kind != "function" {
-                return Err(ApiError::bad_value("tool_choice.type", kind, &["function"]));
-            }
-            choice.only(&["type", "name"])?;
-            choice.req_str("name").map(|_| ())
-        }
-    }
+    // The Responses API names the function beside its type.
+    tool_choice(top, |choice| {
+        choice.only(&["type", "name"])?;
+        choice.req_str("name").map(|_| ())
+    })
 }
 
 /// The non-streaming answer for `turn`; `n` numbers the response and its items.

@@ -309,6 +309,55 @@ pub fn check_function_name(name: &str, path: &str) -> Result<(), ApiError> {
 /// The `reasoning_effort` / `reasoning.effort` values current models accept.
 pub const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
 
+/// Checks `tool_choice` as both protocols take it: absent, one of the words
+/// `none`, `auto`, `required`, or an object of `type: function` whose other
+/// fields `function` checks (the protocols name the function differently).
+pub fn tool_choice(
+    top: &Fields,
+    function: impl FnOnce(&Fields) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    match top.opt("tool_choice") {
+        None => Ok(()),
+        Some(Value::String(choice)) => match choice.as_str() {
+            "none" | "auto" | "required" => Ok(()),
+            other => Err(ApiError::bad_value("tool_choice", other, &["none", "auto", "required"])),
+        },
+        Some(choice) => {
+            let choice = Fields::of(choice, "tool_choice")?;
+            let kind = choice.req_str("type")?;
+            if kind != "function" {
+                return Err(ApiError::bad_value("tool_choice.type", kind, &["function"]));
+            }
+            function(&choice)
+        }
+    }
+}
+
+/// For the protocols' tests: each request of `table` is refused as the
+/// provider refuses it (400, `invalid_request_error`, the message holding
+/// the given words, the parameter named).
+#[cfg(test)]
+pub fn assert_refusals<T: std::fmt::Debug>(
+    table: Vec<(Value, &str, Option<&str>)>,
+    validate: impl Fn(&Value) -> Result<T, ApiError>,
+) {
+    for (body, message, param) in table {
+        match validate(&body) {
+            Ok(checked) => unreachable!("accepted {body}: {checked:?}"),
+            Err(e) => {
+                assert_eq!(e.status, 400, "{body}");
+                assert_eq!(e.kind, "invalid_request_error", "{body}");
+                assert!(
+                    e.message.contains(message),
+                    "{body}\n  got: {}\n  want: {message}",
+                    e.message
+                );
+                assert_eq!(e.param.as_deref(), param, "{body}: {}", e.message);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

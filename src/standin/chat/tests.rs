@@ -68,21 +68,7 @@ fn refusals() {
         (with(json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]})), "Invalid type for 'tools[0].function.parameters'", Some("tools[0].function.parameters")),
         (with(json!({"tools": [{"type": "web_search"}]})), "Invalid value: 'web_search'.", Some("tools[0].type")),
     ];
-    for (body, message, param) in table {
-        match validate(&body) {
-            Ok(checked) => unreachable!("accepted {body}: {checked:?}"),
-            Err(e) => {
-                assert_eq!(e.status, 400, "{body}");
-                assert_eq!(e.kind, "invalid_request_error", "{body}");
-                assert!(
-                    e.message.contains(message),
-                    "{body}\n  got: {}\n  want: {message}",
-                    e.message
-                );
-                assert_eq!(e.param.as_deref(), param, "{body}: {}", e.message);
-            }
-        }
-    }
+    crate::standin::wire::assert_refusals(table.to_vec(), validate);
 }
 
 #[test]
