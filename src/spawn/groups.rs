@@ -219,7 +219,6 @@ pub fn keeper_main(file: &Path, kernel: &str) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
 
     #[test]
     fn the_list_round_trips() {
@@ -237,23 +236,32 @@ mod tests {
     fn a_late_keeper_leaves_the_next_kernels_children_alone() {
         let dir = tempfile::tempdir().expect("a temporary directory can be made");
         let file = dir.path().join("children");
-        let mut child = std::process::Command::new("sleep")
-            .arg("600")
-            .process_group(0)
-            .spawn()
+        let child = super::super::spawn(super::super::Spec::new("/bin/sleep", "/").arg("600"))
             .expect("sleep starts");
-        let start = super::super::process_start_time(child.id()).expect("sleep has a start time");
-        let next = Kernel(child.id(), start);
-        write_list(&file, next, &[(child.id(), start)]).expect("the list is written");
-        let earlier = Kernel(1, 1);
-        assert_eq!(kill_listed(&file, Some(earlier)), 0, "a keeper of another kernel killed");
-        assert!(child.try_wait().expect("sleep can be asked").is_none(), "sleep was killed");
+        let pid = child.pid;
+        let start = super::super::process_start_time(pid).expect("sleep has a start time");
+        let next = Kernel(pid, start);
+        write_list(&file, next, &[(pid, start)]).expect("the list is written");
+        let state = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_owned))
+        };
+        assert_eq!(kill_listed(&file, Some(Kernel(1, 1))), 0, "a keeper of another kernel killed");
+        assert_ne!(state().as_deref(), Some("Z"), "sleep was killed");
         assert!(
             kill_listed(&file, Some(next)) >= 1,
             "the list's own kernel's keeper killed nothing"
         );
-        let status = child.wait().expect("sleep is waited for");
-        assert_eq!(status.signal(), Some(9));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // Dead: a zombie, or gone if another test's reaper collected it.
+        while !matches!(state().as_deref(), Some("Z") | None) {
+            assert!(std::time::Instant::now() < deadline, "sleep outlived its kill");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Collected here: no reaper runs in this test.
+        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty());
+        }
     }
 
     #[test]
