@@ -41,7 +41,7 @@ fn side_by_side_the_first_failure_in_plan_order_is_reported_and_later_checks_are
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let rt = rt.expect("a current-thread runtime builds");
     rt.block_on(async {
-        spawn::start_reaper().expect("the reaper starts");
+        spawn::start_reaper_of_own_children().expect("the reaper starts");
         let dir = tempfile::tempdir().expect("a temp dir");
         let mark = dir.path().join("still-running");
         let jobs = vec![
@@ -87,7 +87,7 @@ fn side_by_side_a_check_that_cannot_start_refuses_without_starting_the_rest() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let rt = rt.expect("a current-thread runtime builds");
     rt.block_on(async {
-        spawn::start_reaper().expect("the reaper starts");
+        spawn::start_reaper_of_own_children().expect("the reaper starts");
         let missing = Spec::new("/nonexistent/cargo", "/");
         let jobs = vec![
             sh_in("exit 0", 0),
@@ -128,7 +128,7 @@ fn the_jobs_of_one_lane_run_one_after_the_other_in_plan_order() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let rt = rt.expect("a current-thread runtime builds");
     rt.block_on(async {
-        spawn::start_reaper().expect("the reaper starts");
+        spawn::start_reaper_of_own_children().expect("the reaper starts");
         let dir = tempfile::tempdir().expect("a temp dir");
         let log = dir.path().join("log");
         let say = |what: &str, lane| {
