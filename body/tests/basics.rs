@@ -105,6 +105,7 @@ fn a_line_written_during_a_turn_waits_for_the_next() {
     rig.start_ready();
     rig.say(1, "before");
     rig.wait_for("the first line", |j| count(j, "owner.line") == 1);
+    rig.wait_asking_model(); // the stand-in holds the answer 800 ms
     rig.say(2, "during");
     let journal = rig.wait_turns(2);
     let replies: Vec<&Value> = of(&journal, "reply").into_iter().skip(1).collect();
@@ -123,7 +124,8 @@ fn sigterm_stops_an_idle_body_at_once_with_status_zero() {
     let mut rig = Rig::new(Wire::Chat, &[]);
     rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
     rig.start_ready();
-    thread::sleep(Duration::from_millis(200));
+    let rest = rig.wait_rest();
+    assert!(!rest.is_empty(), "the body ended by itself: {}", rig.report());
     let (status, took) = rig.terminate();
     assert_eq!(status.code(), Some(0), "{}", rig.report());
     assert!(took < Duration::from_secs(1), "took {took:?}");
@@ -134,7 +136,10 @@ fn an_idle_body_is_not_woken() {
     let mut rig = Rig::new(Wire::Chat, &[]);
     rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
     rig.start_ready();
-    thread::sleep(Duration::from_millis(300));
+    let rest = rig.wait_rest();
+    // Only an event can wake a body at rest: no thread sleeps with a timer.
+    let timed: Vec<&Thread> = rest.iter().filter(|t| t.has_deadline()).collect();
+    assert!(timed.is_empty(), "threads that wake by themselves: {timed:?}\n{}", rig.report());
     let switches = |pid: u32| -> u64 {
         let mut total = 0;
         for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
