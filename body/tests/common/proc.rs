@@ -189,14 +189,18 @@ impl Rig {
         });
     }
 
-    /// Waits until the body's main thread is reading a TCP socket: its
-    /// request to the model is sent and waits for the answer.
-    pub fn wait_asking_model(&self) {
+    /// True while the body's main thread reads a TCP socket: its request to
+    /// the model is sent and waits for the answer.
+    pub fn asking_model(&self) -> bool {
         let pid = self.body_pid();
-        wait_until(WAIT, "the body to wait on the model", || {
-            let main = threads(pid).into_iter().next()?;
-            main.reading().filter(|&fd| is_tcp(pid, fd)).map(drop)
-        });
+        let main = threads(pid).into_iter().next();
+        main.and_then(|main| main.reading()).is_some_and(|fd| is_tcp(pid, fd))
+    }
+
+    /// Waits until the body waits on the model (for an answer held long
+    /// enough that it cannot come first).
+    pub fn wait_asking_model(&self) {
+        wait_until(WAIT, "the body to wait on the model", || self.asking_model().then_some(()));
     }
 
     /// Waits until a thread of the body sleeps opening a file.
