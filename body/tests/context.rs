@@ -216,7 +216,7 @@ fn what_the_kernel_wrote_while_the_body_was_down_is_answered_at_start() {
     assert_eq!(status.code(), Some(0));
     rig.start();
     rig.wait_for("the second start", |j| count(j, "generation.ready") == 2);
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!rig.wait_rest().is_empty(), "the body ended: {}", rig.report());
     assert_eq!(rig.requests().len(), 1, "{}", rig.report());
 }
 

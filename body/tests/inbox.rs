@@ -1,8 +1,6 @@
 //! The sensors other than the owner: the inbox and the clock.
 
 use std::fs;
-use std::thread;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -59,10 +57,12 @@ fn envelopes_waiting_at_start_are_taken_in() {
 #[test]
 fn the_clock_is_silent_until_the_soul_is_written_then_ticks() {
     let mut rig = Rig::new(Wire::Chat, &[r#"{"reply":"tick noted"}"#]);
-    rig.set_env("TENERAL_HEARTBEAT_MINUTES", "0.005"); // 0.3 s
+    rig.set_env("TENERAL_HEARTBEAT_MINUTES", "0.001"); // 60 ms
     rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
     rig.start_ready();
-    thread::sleep(Duration::from_millis(1200));
+    rig.wait_rest();
+    // At rest, the main thread sleeps again after each tick of the clock.
+    rig.wait_main_sleeps(5);
     assert!(!has(&rig.journal(), "stimulus"), "the clock spoke before the soul existed");
     fs::create_dir_all(rig.home.join("soul")).unwrap();
     fs::write(rig.home.join("soul/SOUL.md"), "I am.").unwrap();
@@ -85,7 +85,9 @@ fn the_clock_is_off_when_told() {
         fs::create_dir_all(rig.home.join("soul")).unwrap();
         fs::write(rig.home.join("soul/SOUL.md"), "I am.").unwrap();
         rig.start_ready();
-        thread::sleep(Duration::from_millis(1000));
+        // A clock would show as a deadline on the main loop's wait.
+        let main = rig.wait_rest().into_iter().next().expect("the body is still running");
+        assert!(!main.has_deadline(), "{minutes} {clock}: a clock is set: {main:?}");
         assert!(!has(&rig.journal(), "stimulus"), "{minutes} {clock}: {}", rig.report());
     }
 }

@@ -113,7 +113,7 @@ fn an_interrupt_cancels_the_request_to_the_model() {
     rig.start_ready();
     rig.say(1, "think hard");
     rig.wait_for("the line", |j| has(j, "owner.line"));
-    std::thread::sleep(Duration::from_millis(300));
+    rig.wait_asking_model();
     let asked = Instant::now();
     rig.interrupt(2);
     let journal = rig.wait_for("turn.interrupted", |j| has(j, "turn.interrupted"));
@@ -154,7 +154,7 @@ fn a_tool_that_does_not_stop_is_left_behind_after_two_seconds() {
     rig.start_ready();
     rig.say(1, "read it");
     rig.wait_for("the call", |j| has(j, "tool.call"));
-    std::thread::sleep(Duration::from_millis(200));
+    rig.wait_opening();
     let asked = Instant::now();
     rig.interrupt(2);
     let journal = rig.wait_for("turn.interrupted", |j| has(j, "turn.interrupted"));

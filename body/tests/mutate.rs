@@ -5,8 +5,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::thread;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -102,7 +100,7 @@ fn mutate_with_nothing_to_commit_is_an_error_and_the_body_lives_on() {
     assert!(!has(&journal, "mutation.requested"), "{}", rig.report());
     assert_eq!(git(&candidate, &["rev-parse", "HEAD"]), birth, "no commit is made");
 
-    thread::sleep(Duration::from_millis(300));
+    rig.wait_rest(); // or the body's end
     assert!(alive(rig.body_pid() as i32), "the body goes on: {}", rig.report());
     let (status, _) = rig.terminate();
     assert_eq!(status.code(), Some(0));

@@ -1,6 +1,6 @@
 //! Retries of a model request: the schedule, the reasons in the kernel's
 //! log, giving up on an interrupt, and failures not worth retrying.
-//! `TENERAL_TEST_RETRY_SCALE` shortens the waits (0.001: 10 s is 10 ms).
+//! `TENERAL_TEST_RETRY_SCALE` shortens the waits (0.0001: 10 s is 1 ms).
 
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ fn retries_follow_the_schedule_and_then_answer() {
             r#"{"reply":"at last"}"#,
         ],
     );
-    rig.set_env("TENERAL_TEST_RETRY_SCALE", "0.001");
+    rig.set_env("TENERAL_TEST_RETRY_SCALE", "0.0001");
     rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
     rig.start_ready();
     rig.say(1, "hello");
@@ -34,10 +34,10 @@ fn retries_follow_the_schedule_and_then_answer() {
     let lines = retry_lines(&rig);
     assert_eq!(lines.len(), 4, "{lines:?}");
     for (line, (wait, reason)) in lines.iter().zip([
-        ("0.010 s", "HTTP 429: slow down"),
-        ("0.060 s", "HTTP 503: busy"),
-        ("0.300 s", "HTTP 500: oops"),
-        ("0.900 s", "HTTP 502: gateway"),
+        ("in 0.001 s", "HTTP 429: slow down"),
+        ("in 0.006 s", "HTTP 503: busy"),
+        ("in 0.030 s", "HTTP 500: oops"),
+        ("in 0.090 s", "HTTP 502: gateway"),
     ]) {
         assert!(line.contains(wait) && line.contains(reason), "{line}");
     }

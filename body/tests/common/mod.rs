@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod proc;
+pub use proc::Thread;
+
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 pub const KEY: &str = "test-key-123";
 /// The longest any test waits for one thing.
