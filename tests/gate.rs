@@ -461,3 +461,39 @@ fn a_species_that_cannot_be_fetched_decides_nothing_and_counts_nothing() -> Test
     assert!(!ind.kernel_log().contains("refused 3 times"), "{}", ind.kernel_log());
     Ok(())
 }
+
+/// A kernel asked to stop while it judges a mutation answers the request
+/// before it ends ("nothing decided"): a clean stop leaves no request open,
+/// and the next start answers nothing twice.
+#[test]
+fn a_stop_during_the_gate_answers_the_request_once() -> TestResult {
+    let (ind, mut kernel, _) = started(&[])?;
+    let v2 = candidate(&ind, |w| {
+        body_edit(w, "const REPLY_PREFIX: &str = \"\";", "const REPLY_PREFIX: &str = \"s: \";")
+    })?;
+    teneral::owner::write_line(ind.path(), &v2)?;
+    ind.wait_for("the gate under way", LONG, |e| {
+        e["type"] == "mutation.check" && e["candidate"] == v2.as_str() && e["check"] == "paths"
+    })?;
+    kernel.signal(15);
+    kernel.wait(LONG)?;
+    let answers = |ind: &Individual| {
+        ind.events("mutation.rejected")
+            .into_iter()
+            .chain(ind.events("mutation.accepted"))
+            .filter(|e| e["candidate"] == v2.as_str() || e["to"] == v2.as_str())
+            .collect::<Vec<_>>()
+    };
+    let first = answers(&ind);
+    assert_eq!(first.len(), 1, "{first:?}\n{}", ind.kernel_log());
+    assert_eq!(first[0]["undecided"], true, "{:?}", first[0]);
+    let _again = ind.start()?;
+    ind.wait_for("the next start", LONG, |e| {
+        e["type"] == "kernel.started" && e["seq"].as_u64() > first[0]["seq"].as_u64()
+    })?;
+    ind.wait_for("its generation ready", LONG, |e| {
+        e["type"] == "generation.ready" && e["seq"].as_u64() > first[0]["seq"].as_u64()
+    })?;
+    assert_eq!(answers(&ind).len(), 1, "answered again at the next start");
+    Ok(())
+}

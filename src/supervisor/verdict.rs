@@ -123,8 +123,8 @@ impl Kernel {
             log::info("gate: waiting for the warm-up's checks of the running kernel to end");
             tokio::select! {
                 _ = warming => {}
-                _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
-                _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+                _ = self.sigterm.recv() => return self.stopped_while_checking(commit, &candidate, request),
+                _ = self.sigint.recv() => return self.stopped_while_checking(commit, &candidate, request),
             }
         }
         let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
@@ -140,8 +140,8 @@ impl Kernel {
         };
         let verdict = tokio::select! {
             v = gate.judge(&candidate) => v,
-            _ = self.sigterm.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
-            _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into())),
+            _ = self.sigterm.recv() => return self.stopped_while_checking(commit, &candidate, request),
+            _ = self.sigint.recv() => return self.stopped_while_checking(commit, &candidate, request),
         };
         match verdict {
             Verdict::Accepted { .. } => {
@@ -200,6 +200,21 @@ impl Kernel {
                 })
             }
         }
+    }
+
+    /// Asked to stop in the middle of a judgement: the request is answered
+    /// now ("nothing decided"), so a clean stop leaves none open.
+    fn stopped_while_checking(
+        &mut self,
+        commit: &str,
+        candidate: &str,
+        request: u64,
+    ) -> Result<Next, KernelError> {
+        self.state.pending = None;
+        let why = "the kernel was asked to stop while it checked the mutation";
+        answer_undecided(&self.journal, commit, candidate, Some(request), why);
+        self.state.save(&self.home)?;
+        Ok(Next::End(EXIT_STOPPED, "asked to stop while checking a mutation".into()))
     }
 
     /// The owner's request to go back, if SIGHUP brought one that may be
