@@ -75,6 +75,21 @@ impl Tmux {
         String::from_utf8_lossy(&self.run(&args).stdout).into_owned()
     }
 
+    /// Waits until the screen contains every one of `texts` (lines are
+    /// printed one after the other, and the live region drawn apart);
+    /// returns the screen.
+    fn wait_for_all(&self, texts: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen(false);
+            if texts.iter().all(|t| screen.contains(t)) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "{texts:?} never all showed; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits until the screen contains `text`; returns the screen.
     fn wait_for(&self, text: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -166,10 +181,7 @@ fn the_panel_a_markdown_reply_and_a_tool_line() {
     }
     let dir = individual(CONVERSATION);
     let tmux = Tmux::start(dir.path(), &[]);
-    let screen = tmux.wait_for("talking with Ada");
-    let screen =
-        if screen.contains("See the docs") { screen } else { tmux.wait_for("See the docs") };
-    for want in [
+    let wants = [
         "model        gpt-test",
         "› What are you working on?",
         "▪ bash  command: ls -la ✓ 0.4s",
@@ -179,9 +191,8 @@ fn the_panel_a_markdown_reply_and_a_tool_line() {
         "  │ a quote",
         "  See the docs (https://example.com/docs).",
         "◆ not running",
-    ] {
-        assert!(screen.contains(want), "{want:?} is not on the screen:\n{screen}");
-    }
+    ];
+    let screen = tmux.wait_for_all(&wants);
     let code = screen.lines().find(|l| l.starts_with("  fn main()")).unwrap_or_default();
     assert!(code.ends_with('…') && code.chars().count() == 80, "cut at the edge: {code:?}");
     assert!(!screen.contains("do-not-show"), "the key is never shown:\n{screen}");
@@ -199,8 +210,9 @@ fn the_command_list_filters_and_completes() {
     let tmux = Tmux::start(dir.path(), &[]);
     tmux.wait_for("lists the commands");
     tmux.type_text("/");
-    let screen = tmux.wait_for("▸ /stop");
-    assert!(screen.contains("/accept [commit]"), "{screen}");
+    // The list is drawn top down: its second row means the first is there.
+    let screen = tmux.wait_for("/accept [commit]");
+    assert!(screen.contains("▸ /stop"), "{screen}");
     tmux.type_text("he");
     let screen = tmux.wait_for("▸ /help");
     assert!(!screen.contains("/stop"), "fewer with each letter:\n{screen}");
@@ -209,8 +221,10 @@ fn the_command_list_filters_and_completes() {
     tmux.keys(&["Down", "Tab"]);
     tmux.wait_for("› /help");
     tmux.keys(&["Enter"]);
-    let screen = tmux.wait_for("Ctrl-L");
-    assert!(screen.contains("/approve <commit>"), "/help prints the table:\n{screen}");
+    // The rows are printed one after the other, keys first: wait for a
+    // command row, and the key rows are there.
+    let screen = tmux.wait_for("/approve <commit>");
+    assert!(screen.contains("Ctrl-L"), "/help prints the keys and the commands:\n{screen}");
     tmux.type_text("/ap");
     tmux.keys(&["Enter"]);
     tmux.wait_for("› /approve");
@@ -264,12 +278,13 @@ fn no_color_and_an_ascii_locale() {
     drop(coloured);
 
     let tmux = Tmux::start(dir.path(), &[("NO_COLOR", "1"), ("LANG", "C"), ("LC_ALL", "C")]);
-    let screen = tmux.wait_for("See the docs");
-    for want in
-        ["> What are you working on?", "* Plan", "- bash  command: ls -la ok 0.4s", "# not running"]
-    {
-        assert!(screen.contains(want), "{want:?} is not on the screen:\n{screen}");
-    }
+    tmux.wait_for_all(&[
+        "See the docs",
+        "> What are you working on?",
+        "* Plan",
+        "- bash  command: ls -la ok 0.4s",
+        "# not running",
+    ]);
     assert!(!has_colour(&tmux.screen(true)), "NO_COLOR: {}", tmux.screen(true));
     tmux.type_text("/");
     tmux.wait_for("> /stop");
