@@ -260,15 +260,7 @@ fn key(
             let c = listed[live.chosen.min(listed.len() - 1)];
             e.set(&c.completed());
         }
-        KeyCode::Tab => {
-            view.tools = !view.tools;
-            let what = if view.tools {
-                "tool output is shown from now on"
-            } else {
-                "tool output is hidden"
-            };
-            say(live, what, Role::Dim);
-        }
+        KeyCode::Tab => toggle_tools(view, live),
         KeyCode::Enter if alt => e.insert("\n"),
         KeyCode::Char('j') if ctrl => e.insert("\n"),
         KeyCode::Enter => return enter(client, view, live, screen, interrupt_at, &listed),
@@ -357,15 +349,7 @@ fn enter(
                         commands::help().into_iter().map(|r| Line::styled(format!("  {r}"), dim));
                     print(screen, rows.collect())?;
                 }
-                "tools" => {
-                    view.tools = !view.tools;
-                    let what = if view.tools {
-                        "tool output is shown from now on"
-                    } else {
-                        "tool output is hidden"
-                    };
-                    say(live, what, Role::Dim);
-                }
+                "tools" => toggle_tools(view, live),
                 "plain" => say(
                     live,
                     "teneralctl talk --plain, or any pipe: the same conversation as plain text",
@@ -432,4 +416,12 @@ fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<
         Err(e) => vec![Line::styled(format!("  {e}"), view.theme.style(Role::Bad))],
     };
     print(screen, rows)
+}
+
+/// Tab and `/tools`: tool output shown from now on, or hidden again.
+fn toggle_tools(view: &mut View, live: &mut Live) {
+    view.tools = !view.tools;
+    let what =
+        if view.tools { "tool output is shown from now on" } else { "tool output is hidden" };
+    say(live, what, Role::Dim);
 }

@@ -135,7 +135,7 @@ fn with_details(head: String, details: String, width: usize) -> String {
 
 /// What a tool call is given, in a few words: the first field of an object
 /// as `name: value`, a string as it is, anything else as JSON.
-fn tool_input(input: Option<&Value>) -> String {
+pub(super) fn tool_input(input: Option<&Value>) -> String {
     match input {
         Some(Value::Object(map)) => match map.iter().next() {
             Some((key, Value::String(s))) => format!("{key}: {s}"),

@@ -99,20 +99,6 @@ pub fn duration(ms: i64) -> String {
     }
 }
 
-/// What a tool call is given, in a few words.
-fn tool_input(input: Option<&Value>) -> String {
-    match input {
-        Some(Value::Object(map)) => match map.iter().next() {
-            Some((key, Value::String(s))) => format!("{key}: {s}"),
-            Some((key, v)) => format!("{key}: {v}"),
-            None => String::new(),
-        },
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(v) => v.to_string(),
-    }
-}
-
 /// The first non-blank line of sanitized `text`, tabs as blanks.
 fn first_line(text: &str) -> String {
     let clean = sanitize(text);
@@ -199,7 +185,7 @@ impl View {
             "tool.call" => {
                 let name = cut(&first_line(e.text("name")), 40);
                 self.doing = Doing::Running(name.clone());
-                let input = first_line(&tool_input(e.fields.get("input")));
+                let input = first_line(&super::render::tool_input(e.fields.get("input")));
                 let line = if input.is_empty() { name } else { format!("{name}  {input}") };
                 self.pending.push(Pending { id: e.text("id").to_owned(), line, ts: e.ts.clone() });
                 Vec::new()
