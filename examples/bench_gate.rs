@@ -74,7 +74,7 @@ async fn bench(root: &Path, target: &Path, rounds: usize) -> Result<()> {
     teneral::repo::ensure_candidate(&home)?;
     let settings = Settings::parse("TENERAL_PROVIDER=standin\n").context("settings")?;
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
-    let running = running.to_string();
+    let running = teneral::repo::commit_of(running);
     let cage = teneral::runner::Cage::On { exe: std::env::current_exe()?, pretend_missing: vec![] };
     let runner =
         teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct, cage).await?;
@@ -168,7 +168,7 @@ fn report(total: f64, steps: &[Value]) {
 }
 
 /// Changes one line of the workspace's body and commits it.
-fn one_line_change(home: &Path, text: &str) -> Result<String> {
+fn one_line_change(home: &Path, text: &str) -> Result<teneral::commit::Commit> {
     let workspace = home.join(".teneral/candidate");
     let prompt = workspace.join("body/src/prompt.rs");
     let body = std::fs::read_to_string(&prompt)?;
@@ -180,7 +180,7 @@ fn one_line_change(home: &Path, text: &str) -> Result<String> {
     std::fs::write(&prompt, changed)?;
     git(&workspace, &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qam", text])?;
     let out = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(&workspace).output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    Ok(teneral::commit::Commit::parse(String::from_utf8_lossy(&out.stdout).trim())?)
 }
 
 fn journal_len(home: &Path) -> usize {

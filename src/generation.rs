@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::runner::{self, Launch, Limits, Profile, RunError, Runner, Running};
 use crate::settings::{Protocol, Provider, Settings};
 use crate::spawn::{self, Spec};
@@ -20,11 +20,11 @@ pub const TARGET_DIR: &str = ".teneral/target";
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("cannot start cargo to build the body of {commit}: {source}; is cargo on PATH?")]
-    Spawn { commit: String, source: std::io::Error },
+    Spawn { commit: Commit, source: std::io::Error },
     #[error("cannot start cargo to build the body: {0}; is cargo on PATH?")]
     Run(#[from] RunError),
     #[error("the body of {commit} does not build ({exit}):\n{tail}")]
-    Failed { commit: String, exit: spawn::Exit, tail: String },
+    Failed { commit: Commit, exit: spawn::Exit, tail: String },
     #[error("cannot keep the built body at {path}: {source}")]
     Keep { path: PathBuf, source: std::io::Error },
 }
@@ -49,7 +49,7 @@ pub async fn build(
     runner: &Runner,
     home: &Path,
     checkout: &Path,
-    commit: &str,
+    commit: &Commit,
     limits: &Limits,
 ) -> Result<PathBuf, BuildError> {
     let kept = home.join(BIN_DIR).join(commit).join("teneral-body");
@@ -66,7 +66,7 @@ pub async fn build(
     log::info(format!("building the body of {}", short(commit)));
     let body = checkout.join("body");
     touch_tree(&body).map_err(|source| BuildError::Keep { path: body.clone(), source })?;
-    let spawn_error = |source| BuildError::Spawn { commit: commit.to_owned(), source };
+    let spawn_error = |source| BuildError::Spawn { commit: commit.clone(), source };
     // Linkers write temporary files; /tmp may not be theirs (in the cage,
     // or when the kernel itself runs in one).
     let tmp = target.join("tmp");
@@ -94,7 +94,7 @@ pub async fn build(
     let (ended, run) = runner.run(&unit("build"), build).await?;
     if !ended.exit.success() {
         return Err(BuildError::Failed {
-            commit: commit.to_owned(),
+            commit: commit.clone(),
             exit: ended.exit,
             tail: run.stderr_tail(),
         });
@@ -169,7 +169,7 @@ pub(crate) async fn lock_target(target: &Path) -> std::io::Result<std::fs::File>
 /// What a body is started with, besides its binary.
 pub struct Start<'a> {
     pub home: &'a Path,
-    pub commit: &'a str,
+    pub commit: &'a Commit,
     pub events: &'a Path,
     pub model_url: &'a str,
     pub body_key: &'a str,
@@ -194,7 +194,7 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
     let mut env: Vec<(String, OsString)> = vec![
         ("TENERAL_CONTRACT".into(), "1".into()),
         ("TENERAL_HOME".into(), s.home.into()),
-        ("TENERAL_COMMIT".into(), s.commit.into()),
+        ("TENERAL_COMMIT".into(), s.commit.as_str().into()),
         ("TENERAL_EVENTS".into(), s.events.into()),
         ("TENERAL_PROVIDER".into(), provider.into()),
         ("TENERAL_PROTOCOL".into(), protocol.into()),
@@ -276,9 +276,10 @@ mod tests {
         let settings = Settings::parse("TENERAL_PROVIDER=standin\n")
             .expect("a standin provider alone is valid");
         let set = Path::new("/home/x/.teneral/organs/sets/0123456789abcdef");
+        let commit = Commit::parse("0123456789012345678901234567890123456789").expect("a full id");
         let mut start = Start {
             home: Path::new("/home/x"),
-            commit: "0123456789012345678901234567890123456789",
+            commit: &commit,
             events: Path::new("/home/x/.teneral/run/e.sock"),
             model_url: "http://127.0.0.1:1/v1",
             body_key: "k",

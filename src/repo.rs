@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use git2::build::{CheckoutBuilder, RepoBuilder};
 use git2::{BranchType, Oid, Repository};
 
+use crate::commit::Commit;
+
 pub const LIVE_DIR: &str = ".teneral/live";
 pub const CANDIDATE_DIR: &str = ".teneral/candidate";
 pub const LINEAGE_BRANCH: &str = "lineage/local";
@@ -51,6 +53,11 @@ pub fn head_commit(repo: &Repository, home: &Path) -> Result<Oid, RepoError> {
         .and_then(|h| h.peel_to_commit())
         .map(|c| c.id())
         .map_err(|_| RepoError::NoCommit { dir: home.to_owned() })
+}
+
+/// The kernel's name of a commit git2 found.
+pub fn commit_of(oid: Oid) -> Commit {
+    Commit::from_raw(oid.as_bytes())
 }
 
 /// Resolves a full commit id that must exist in `repo`.

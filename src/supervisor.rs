@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::generation;
 use crate::journal::{writer::Journal, JOURNAL_PATH};
@@ -114,18 +114,19 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     spawn::sweep_leftover_groups(&home);
     start::sweep_files(&home);
     let git = repo::open(&home)?;
-    let commit = match &state.generation {
-        Some(hex) => repo::commit_id(&git, &home, hex)?,
+    let oid = match &state.generation {
+        Some(commit) => repo::commit_id(&git, &home, commit)?,
         None => repo::head_commit(&git, &home)?,
     };
-    repo::ensure_lineage(&git, &home, commit)?;
-    state.generation = Some(commit.to_string());
+    repo::ensure_lineage(&git, &home, oid)?;
+    let started_at = repo::commit_of(oid);
+    state.generation = Some(started_at.clone());
     state.stopped = None;
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     // Written ahead, finished here: what the last kernel began and a kill
     // cut short is done (or answered) before anything new begins.
     start::reconcile_at_start(&home, &git, &mut state, &journal)?;
-    let commit = state.generation.clone().unwrap_or_default();
+    let commit = state.generation.clone().unwrap_or_else(|| started_at.clone());
     log::set_commit(&commit);
     status.set_generation(&commit);
     kernel_event(&journal, &commit, "kernel.started", json!({"pid": std::process::id()}));
@@ -146,6 +147,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     }
     .start();
     let mut k = Kernel {
+        started_at,
         warming,
         model: Model::start(&settings, &home, &runner).await?,
         home,
@@ -185,6 +187,9 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
 }
 
 pub(crate) struct Kernel {
+    /// The generation the kernel started at; the state names the current
+    /// one from then on (see [`Kernel::current`]).
+    started_at: Commit,
     home: PathBuf,
     settings: Settings,
     state: State,
@@ -205,14 +210,15 @@ enum Next {
     /// The same generation, started again.
     Same,
     /// Another generation: promoted (on trial), or gone back to.
-    Switch { to: String, trial: bool },
+    Switch { to: Commit, trial: bool },
     /// The kernel ends with this status and reason.
     End(i32, String),
 }
 
 impl Kernel {
-    fn current(&self) -> String {
-        self.state.generation.clone().unwrap_or_default()
+    /// The current generation: the state's, which the start set.
+    fn current(&self) -> Commit {
+        self.state.generation.clone().unwrap_or_else(|| self.started_at.clone())
     }
 
     fn windows(&self) -> Windows {
@@ -320,9 +326,9 @@ impl Kernel {
     /// What follows a decision of the rules about generation `commit`.
     async fn decided(
         &mut self,
-        commit: &str,
+        commit: &Commit,
         decision: Decision,
-        requested: Option<(String, u64)>,
+        requested: Option<(Commit, u64)>,
         tail: String,
     ) -> Result<Next, KernelError> {
         if !matches!(decision, Decision::Gate) {

@@ -79,8 +79,8 @@ fn back_with_the_kernel_down_goes_to_the_generation_before_and_stays_down() -> T
     let (ind, c) = three_generations()?;
     let stopped = Stopped { reason: "stopped by the owner".into(), status: 0, at: "t".into() };
     let state = State {
-        generation: Some(c[2].clone()),
-        previous: Some(c[1].clone()),
+        generation: Some(teneral::commit::Commit::parse(&c[2])?),
+        previous: Some(teneral::commit::Commit::parse(&c[1])?),
         body: None,
         stopped: Some(stopped.clone()),
         pending: None,

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use teneral::commit::Commit;
 use teneral::events::{Admit, Channel, MAX_LINE};
 
 use crate::common::*;
@@ -33,7 +34,7 @@ impl Served {
         let home = tempfile::Builder::new().prefix("tnl-ch").tempdir()?;
         std::fs::create_dir_all(home.path().join("memory"))?;
         let commit = "0123456789abcdef0123456789abcdef01234567";
-        let socket = teneral::events::socket_path(home.path(), commit, "test")?;
+        let socket = teneral::events::socket_path(home.path(), &Commit::parse(commit)?, "test")?;
         let log = std::fs::File::create(home.path().join("kernel.log"))?;
         let child = Command::new(teneral())
             .arg("serve-events")
@@ -338,8 +339,8 @@ fn client_process_for_the_admission_test() -> TestResult {
 /// Serves a channel in this process with `admit`, on a thread of its own.
 fn serve_here(home: &Path, admit: Admit) -> Result<PathBuf, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(home.join("memory"))?;
-    let commit = "0123456789abcdef0123456789abcdef01234567";
-    let socket = teneral::events::socket_path(home, commit, "here")?;
+    let commit = Commit::parse("0123456789abcdef0123456789abcdef01234567")?;
+    let socket = teneral::events::socket_path(home, &commit, "here")?;
     let journal = teneral::journal::writer::Journal::open(&home.join("memory/journal.jsonl"))?;
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let (path, home) = (socket.clone(), home.to_owned());
@@ -349,12 +350,7 @@ fn serve_here(home: &Path, admit: Admit) -> Result<PathBuf, Box<dyn std::error::
         rt.block_on(async move {
             let (seen, mut drain) = tokio::sync::mpsc::unbounded_channel();
             tokio::spawn(async move { while drain.recv().await.is_some() {} });
-            let channel = Channel {
-                home,
-                commit: commit.into(),
-                journal: Arc::new(Mutex::new(journal)),
-                seen,
-            };
+            let channel = Channel { home, commit, journal: Arc::new(Mutex::new(journal)), seen };
             match teneral::events::bind(&path) {
                 Ok(listener) => {
                     let _ = ready_tx.send(());

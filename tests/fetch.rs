@@ -37,6 +37,12 @@ fn child_takes_one_commit() {
         let running = repo.head().ok().and_then(|h| h.target()).expect("main has a HEAD");
         let limits = teneral::runner::Limits::none(Duration::from_secs(5))
             .with_runtime_max(Some(Duration::from_secs(120)));
+        // Text that is no commit never reaches the fetch: the kernel takes
+        // a `Commit`, and the channel refuses a request naming anything else.
+        let commit = match teneral::commit::Commit::parse(&commit) {
+            Ok(commit) => commit,
+            Err(e) => return println!("\nREFUSED {e}"),
+        };
         let taken =
             teneral::gate::fetch::take(&runner, &repo, &home, &commit, &[running], limits).await;
         match taken {
@@ -233,6 +239,6 @@ fn a_commit_the_workspace_does_not_hold_is_refused_by_name() {
     let Some(w) = World::new() else { return };
     let absent = "0123456789abcdef0123456789abcdef01234567";
     refused(take(&w.home, absent), &format!("commit {absent} could not be packed"));
-    refused(take(&w.home, "0123abc"), "by its 40 hex digits");
-    refused(take(&w.home, "../../etc/passwd"), "by its 40 hex digits");
+    refused(take(&w.home, "0123abc"), "is not a full commit id");
+    refused(take(&w.home, "../../etc/passwd"), "is not a full commit id");
 }

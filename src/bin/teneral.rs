@@ -79,8 +79,8 @@ enum Command {
         socket: PathBuf,
         #[arg(long)]
         home: PathBuf,
-        #[arg(long)]
-        commit: String,
+        #[arg(long, value_parser = teneral::commit::Commit::parse)]
+        commit: teneral::commit::Commit,
     },
 }
 

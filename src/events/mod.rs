@@ -31,6 +31,7 @@ pub use admit::{Admit, Peer, Refusal};
 pub use bounds::Bounds;
 pub use socket::{bind, home_id, socket_path, sockets_dir, sweep_stale, SOCKET_DIR_VAR};
 
+use crate::commit::Commit;
 use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
 use crate::journal::writer::Journal;
 use crate::log::{self, Priority};
@@ -58,7 +59,7 @@ pub enum Seen {
     /// A `mutation.requested`, journaled with this `seq`: its verdict
     /// names the request by it.
     MutationRequested {
-        candidate: String,
+        candidate: Commit,
         seq: u64,
     },
 }
@@ -67,7 +68,7 @@ pub enum Seen {
 pub type SharedJournal = Arc<Mutex<Journal>>;
 
 /// Appends an event the kernel writes itself, logging a failure.
-pub fn kernel_event(journal: &SharedJournal, commit: &str, kind: &str, fields: Value) {
+pub fn kernel_event(journal: &SharedJournal, commit: &Commit, kind: &str, fields: Value) {
     log::event(kind, format!("{kind} {fields}"));
     let mut j = journal.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = j.append_kernel(commit, kind, fields) {
@@ -78,7 +79,7 @@ pub fn kernel_event(journal: &SharedJournal, commit: &str, kind: &str, fields: V
 /// One generation's channel.
 pub struct Channel {
     pub home: PathBuf,
-    pub commit: String,
+    pub commit: Commit,
     pub journal: SharedJournal,
     pub seen: mpsc::UnboundedSender<Seen>,
 }
@@ -297,9 +298,14 @@ impl Channel {
             }
             "turn.interrupted" => Some(Seen::Interrupted),
             "turn.ended" => Some(Seen::TurnEnded),
-            "mutation.requested" => {
-                Some(Seen::MutationRequested { candidate: text("candidate"), seq })
-            }
+            // The channel's rules took only a full commit id.
+            "mutation.requested" => match Commit::parse(&text("candidate")) {
+                Ok(candidate) => Some(Seen::MutationRequested { candidate, seq }),
+                Err(e) => {
+                    log::info(format!("a mutation request the rules let through: {e}"));
+                    None
+                }
+            },
             "tool.call" => {
                 log::agent("tool", kind, text("name"));
                 Some(Seen::Tool(text("name")))
@@ -338,7 +344,7 @@ fn first_line(text: &str) -> String {
 
 /// `teneral serve-events`: the channel of one generation without a
 /// supervisor, so a body can be tested against the kernel's real rules.
-pub async fn serve_alone(socket: &Path, home: &Path, commit: &str) -> std::io::Result<()> {
+pub async fn serve_alone(socket: &Path, home: &Path, commit: &Commit) -> std::io::Result<()> {
     let journal =
         Journal::open(&home.join(crate::journal::JOURNAL_PATH)).map_err(std::io::Error::other)?;
     let listener = bind(socket)?;
@@ -346,7 +352,7 @@ pub async fn serve_alone(socket: &Path, home: &Path, commit: &str) -> std::io::R
     tokio::spawn(async move { while drain.recv().await.is_some() {} });
     let channel = Channel {
         home: home.to_owned(),
-        commit: commit.to_owned(),
+        commit: commit.clone(),
         journal: Arc::new(Mutex::new(journal)),
         seen,
     };

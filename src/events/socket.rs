@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
+use crate::commit::Commit;
+
 /// The variable that gives a kernel the directory for its event sockets.
 pub const SOCKET_DIR_VAR: &str = "TENERAL_SOCKET_DIR";
 
@@ -23,14 +25,14 @@ const MAX_SOCKET_PATH: usize = 107;
 /// under `$XDG_RUNTIME_DIR` either: the cage hides it from bodies. One
 /// directory per individual, so that the cage can one day grant a body
 /// `connect` there and nowhere else.
-pub fn socket_path(home: &Path, commit: &str, run: &str) -> std::io::Result<PathBuf> {
+pub fn socket_path(home: &Path, commit: &Commit, run: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = sockets_dir(home)?;
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let mut random = [0u8; 6];
     getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
     let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    let short = crate::commit::short(commit);
+    let short = commit.short();
     Ok(dir.join(format!("ev-{short}-{run}-{tag}.sock")))
 }
 

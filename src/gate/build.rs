@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use super::parallel::Job;
 use super::plan::Lane;
 use crate::commit::short;
+use crate::commit::Commit;
 use crate::generation::{copy_built, BIN_DIR};
 use crate::runner::{self, Ended, Launch, Limits, Profile, Running};
 use crate::spawn::Spec;
 
 /// Where the built body of `candidate` is kept.
-pub fn kept(home: &Path, candidate: &str) -> PathBuf {
+pub fn kept(home: &Path, candidate: &Commit) -> PathBuf {
     home.join(BIN_DIR).join(candidate).join("teneral-body")
 }
 
@@ -27,7 +28,7 @@ pub fn kept(home: &Path, candidate: &str) -> PathBuf {
 pub fn job(
     home: &Path,
     checkout: &Path,
-    candidate: &str,
+    candidate: &Commit,
     env: &[(String, OsString)],
     target: &Path,
     limits: Limits,
@@ -56,7 +57,7 @@ pub fn job(
 }
 
 /// Whether the build ended well; `Err` says how it did not.
-pub fn ended(candidate: &str, ended: &Ended, run: &Running) -> Result<(), String> {
+pub fn ended(candidate: &Commit, ended: &Ended, run: &Running) -> Result<(), String> {
     if ended.exit.success() {
         return Ok(());
     }
@@ -66,7 +67,7 @@ pub fn ended(candidate: &str, ended: &Ended, run: &Running) -> Result<(), String
 }
 
 /// Keeps the binary built in `target` for `candidate`, unless kept already.
-pub fn keep(home: &Path, candidate: &str, target: &Path) -> Result<PathBuf, String> {
+pub fn keep(home: &Path, candidate: &Commit, target: &Path) -> Result<PathBuf, String> {
     let kept = kept(home, candidate);
     if kept.is_file() {
         return Ok(kept);

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use super::plan::{Lane, PlannedCheck, CHECK_TARGET};
 use super::profile::Took;
 use super::rules::{check_test_count, count_tests};
+use crate::commit::Commit;
 use crate::runner::{self, Ended, Launch, Limits, Profile, Runner, Running};
 use crate::spawn::Spec;
 
@@ -52,7 +53,7 @@ pub fn bare_env(tmp: &Path, target: &Path) -> Vec<(String, OsString)> {
 /// in the `gate` profile over `checkout` with `writable` (the cargo target
 /// directory, of which a [`Lane::Check`] check uses [`CHECK_TARGET`]).
 pub fn launch(
-    candidate: &str,
+    candidate: &Commit,
     check: &PlannedCheck,
     env: &[(String, OsString)],
     checkout: &Path,

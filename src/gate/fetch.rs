@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Indexer, ObjectType, Odb, Oid, Repository};
 
+use crate::commit::Commit;
 use crate::repo::{CANDIDATE_DIR, LINEAGE_BRANCH};
 use crate::runner::{self, Launch, Limits, Profile, RunError, Runner};
 use crate::spawn::Spec;
@@ -59,7 +60,7 @@ const NEXT: &str = "commit in .teneral/candidate on lineage/local, with every ob
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    #[error("{0:?} is not a commit id; name the commit by its 40 hex digits")]
+    #[error("{0} is a SHA-256 commit id, which this kernel's git cannot read yet; use a SHA-1 repository")]
     BadId(String),
     #[error("cannot prepare {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
@@ -68,13 +69,13 @@ pub enum FetchError {
     #[error(
         "commit {commit} could not be packed from .teneral/candidate ({how}): {output}; {NEXT}"
     )]
-    Pack { commit: String, how: String, output: String },
+    Pack { commit: Commit, how: String, output: String },
     #[error("the pack made from .teneral/candidate cannot be taken: {0}; {NEXT}")]
     Open(std::io::Error),
     #[error("the pack made from .teneral/candidate is not a valid pack: {0}; {NEXT}")]
     Index(git2::Error),
     #[error("commit {commit} is not complete in .teneral/candidate: {gap}; {NEXT}")]
-    Gap { commit: String, gap: Gap<Oid> },
+    Gap { commit: Commit, gap: Gap<Oid> },
     #[error("git ({what}): {source}")]
     Git { what: &'static str, source: git2::Error },
 }
@@ -169,13 +170,11 @@ pub async fn take(
     runner: &Runner,
     repo: &Repository,
     home: &Path,
-    candidate: &str,
+    candidate: &Commit,
     bases: &[Oid],
     limits: Limits,
 ) -> Result<Oid, FetchError> {
-    let bad_id = || FetchError::BadId(candidate.to_owned());
-    let commit = crate::commit::Commit::parse(candidate).map_err(|_| bad_id())?;
-    let oid = Oid::from_str(&commit).map_err(|_| bad_id())?;
+    let oid = Oid::from_str(candidate).map_err(|_| FetchError::BadId(candidate.to_string()))?;
     if repo.find_commit(oid).is_ok() {
         return Ok(oid);
     }
@@ -229,7 +228,7 @@ async fn take_into(
         })
         .map_err(|source| FetchError::Git { what: "list the pack", source })?;
     check_closure(oid, &in_pack, |id| main.exists(id), |id| read(&scratch_repo, id))
-        .map_err(|gap| FetchError::Gap { commit: oid.to_string(), gap })?;
+        .map_err(|gap| FetchError::Gap { commit: crate::repo::commit_of(oid), gap })?;
     store(&main, &scratch.join("pack"))?;
     repo.find_commit(oid)
         .map(|_| ())
@@ -252,7 +251,7 @@ async fn pack_in_cage(
     spec.args.extend(bases.iter().map(|b| OsString::from(b.to_string())));
     spec.env = bare_git_env(&source, out);
     let profile = Profile::Pack { source: source.clone(), out: out.to_owned() };
-    let unit = runner::systemd::gate_unit(&oid.to_string(), "pack");
+    let unit = runner::systemd::gate_unit(&crate::repo::commit_of(oid), "pack");
     let (ended, running) = runner
         .run(&unit, Launch::new(spec, limits).caged(profile))
         .await
@@ -265,7 +264,11 @@ async fn pack_in_cage(
         None if ended.over_time => format!("stopped after its time limit, {}", ended.exit),
         None => ended.exit.to_string(),
     };
-    Err(FetchError::Pack { commit: oid.to_string(), how, output: running.stderr_tail() })
+    Err(FetchError::Pack {
+        commit: crate::repo::commit_of(oid),
+        how,
+        output: running.stderr_tail(),
+    })
 }
 
 /// git's environment in the cage: nothing of the kernel's but `PATH`, no

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use serde_json::json;
 
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::runner::{self, Limits, Runner};
 use crate::settings::Settings;
@@ -85,7 +85,7 @@ pub struct Gate<'a> {
     pub settings: &'a Settings,
     pub journal: &'a SharedJournal,
     /// The running generation's commit.
-    pub running: &'a str,
+    pub running: &'a Commit,
     /// The kernel binary the body's tests talk to (`TENERAL_BIN`): the
     /// stand-in model and the event channel they test against.
     pub kernel_exe: &'a Path,
@@ -129,7 +129,7 @@ impl Step {
 
 impl Gate<'_> {
     /// Judges `candidate`. Dropping the future kills the check in progress.
-    pub async fn judge(&self, candidate: &str) -> Verdict {
+    pub async fn judge(&self, candidate: &Commit) -> Verdict {
         let started = Instant::now();
         let running = match repo::commit_id(self.repo, self.home, self.running) {
             Ok(oid) => oid,
@@ -205,7 +205,7 @@ impl Gate<'_> {
     /// `Err` is a refusal before the end.
     async fn checks(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         oid: git2::Oid,
         checkout: &Path,
     ) -> Result<Verdict, Verdict> {
@@ -217,7 +217,7 @@ impl Gate<'_> {
             &ground.env,
             self.runner,
             ground.limits,
-            candidate,
+            candidate.short(),
         )
         .await
         .map_err(|e| {
@@ -286,7 +286,7 @@ impl Gate<'_> {
     /// What the checks of the commit `oid` in `checkout` are ([`plan::plan`]).
     async fn plan(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         oid: git2::Oid,
         checkout: &Path,
         ground: &Ground,
@@ -320,25 +320,25 @@ impl Gate<'_> {
     }
 
     /// The unit a step of the gate other than a check runs in.
-    fn unit(&self, candidate: &str, what: &str) -> String {
+    fn unit(&self, candidate: &Commit, what: &str) -> String {
         runner::systemd::gate_unit(candidate, what)
     }
 
     /// Says which step is under way.
-    fn doing(&self, candidate: &str, step: &str) {
+    fn doing(&self, candidate: &Commit, step: &str) {
         if let Some(status) = self.status {
-            status.set(Doing::Checking { candidate: candidate.to_owned(), step: step.to_owned() });
+            status.set(Doing::Checking { candidate: candidate.to_string(), step: step.to_owned() });
         }
     }
 
-    fn step(&self, candidate: &str, check: &str, step: Step, took: Duration) {
+    fn step(&self, candidate: &Commit, check: &str, step: Step, took: Duration) {
         self.step_with(candidate, check, step, took, &[]);
     }
 
     /// Journals a step with `extra` figures: where its time went, in seconds.
     fn step_with(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         check: &str,
         step: Step,
         took: Duration,

@@ -12,6 +12,7 @@ use super::parallel::{self, Job};
 use super::plan::{PlannedCheck, Reads};
 use super::{build, reject, smoke, Gate, Ground, Step, Verdict};
 use crate::commit::short;
+use crate::commit::Commit;
 use crate::log;
 use crate::runner::Limits;
 
@@ -23,7 +24,7 @@ impl Gate<'_> {
     /// beside the checks, last in plan order; returns how long it took.
     pub(super) async fn run_planned(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         checkout: &Path,
         ground: &Ground,
         planned: &[PlannedCheck],
@@ -132,7 +133,7 @@ impl Gate<'_> {
     /// `--offline`).
     async fn fetch(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         checkout: &Path,
         ground: &Ground,
         kernel: bool,
@@ -161,7 +162,7 @@ impl Gate<'_> {
     /// in plan order, up to and including the first failure.
     fn say_in_order(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         planned: &[PlannedCheck],
         outcomes: &[Option<Outcome>],
         said: &mut usize,
@@ -193,7 +194,7 @@ impl Gate<'_> {
     /// throwaway individual.
     pub(super) async fn smoke(
         &self,
-        candidate: &str,
+        candidate: &Commit,
         checkout: &Path,
         ground: &Ground,
         organs: Option<&Path>,

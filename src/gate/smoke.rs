@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::commit::Commit;
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
 use crate::journal::{writer::Journal, JOURNAL_PATH};
@@ -28,7 +29,7 @@ pub struct Smoke<'a> {
     pub home: &'a Path,
     pub checkout: &'a Path,
     pub binary: &'a Path,
-    pub commit: &'a str,
+    pub commit: &'a Commit,
     pub settings: &'a Settings,
     pub runner: &'a Runner,
     pub organs: Option<&'a Path>,

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::commit::Commit;
+
 /// Refusals in a row of one commit after which the kernel stops.
 pub const GIVE_UP_AFTER: u32 = 3;
 
@@ -20,8 +22,8 @@ pub enum AfterRefusal {
 /// The count of refusals in a row of `candidate` after this one, given the
 /// last refused commit and its count, and what follows.
 pub fn after_refusal(
-    last: Option<(&str, u32)>,
-    candidate: &str,
+    last: Option<(&Commit, u32)>,
+    candidate: &Commit,
     backoff_unit: Duration,
 ) -> (u32, AfterRefusal) {
     let times = match last {
@@ -39,18 +41,24 @@ pub fn after_refusal(
 mod tests {
     use super::*;
 
+    fn c(digit: char) -> Commit {
+        Commit::parse(&digit.to_string().repeat(40)).expect("forty hex digits are a commit")
+    }
+
     #[test]
     fn the_third_refusal_in_a_row_of_one_commit_gives_up() {
         let unit = Duration::from_secs(2);
         let retry = |s| AfterRefusal::Retry { after: Duration::from_secs(s) };
-        type Case<'a> = (Option<(&'a str, u32)>, &'a str, (u32, AfterRefusal));
+        let (a, b) = (c('a'), c('b'));
+        let (a, b) = (&a, &b);
+        type Case<'a> = (Option<(&'a Commit, u32)>, &'a Commit, (u32, AfterRefusal));
         let cases: &[Case<'_>] = &[
-            (None, "a", (1, retry(2))),
-            (Some(("a", 1)), "a", (2, retry(4))),
-            (Some(("a", 2)), "a", (3, AfterRefusal::GiveUp)),
-            (Some(("a", 7)), "a", (8, AfterRefusal::GiveUp)),
-            (Some(("a", 2)), "b", (1, retry(2))),
-            (Some(("a", u32::MAX)), "a", (u32::MAX, AfterRefusal::GiveUp)),
+            (None, a, (1, retry(2))),
+            (Some((a, 1)), a, (2, retry(4))),
+            (Some((a, 2)), a, (3, AfterRefusal::GiveUp)),
+            (Some((a, 7)), a, (8, AfterRefusal::GiveUp)),
+            (Some((a, 2)), b, (1, retry(2))),
+            (Some((a, u32::MAX)), a, (u32::MAX, AfterRefusal::GiveUp)),
         ];
         for (last, candidate, want) in cases {
             assert_eq!(&after_refusal(*last, candidate, unit), want, "{last:?} then {candidate}");

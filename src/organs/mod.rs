@@ -138,14 +138,14 @@ pub fn prepare(home: &Path, checkout: &Path) -> Result<Option<PathBuf>, OrganErr
 /// unless it was before, the set linked; then each pin's `check` run in the
 /// organ's root with `env` (the bare check environment the caller gives)
 /// through `runner` within `limits` (at most [`CHECK_LIMIT`] of running),
-/// as a unit named after `candidate` and the organ.
+/// as a unit named after `tag` (the short form of the commit checked) and the organ.
 pub async fn gate(
     home: &Path,
     checkout: &Path,
     env: &[(String, OsString)],
     runner: &crate::runner::Runner,
     limits: crate::runner::Limits,
-    candidate: &str,
+    tag: &str,
 ) -> Result<Option<PathBuf>, OrganError> {
     let (home_buf, checkout_buf) = (home.to_owned(), checkout.to_owned());
     let prepared =
@@ -160,7 +160,7 @@ pub async fn gate(
     let limits = limits.with_runtime_max(Some(limit));
     for (pin, root) in &prepared.roots {
         if let Some(words) = &pin.check {
-            let unit = crate::runner::systemd::gate_unit(candidate, &format!("organ-{}", pin.name));
+            let unit = crate::runner::systemd::check_unit(tag, &format!("organ-{}", pin.name));
             gate::run_check(runner, &unit, root, words, env, limits).await.map_err(|error| {
                 OrganError::Check { organ: pin.name.clone(), words: words.clone(), error }
             })?;

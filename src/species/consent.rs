@@ -115,7 +115,7 @@ pub struct Accepted {
 pub fn take_in(
     home: &Path,
     journal: &SharedJournal,
-    running: &str,
+    running: &Commit,
 ) -> Result<Vec<Accepted>, ConsentError> {
     let dir = home.join(OWNER_DIR);
     let mut names: Vec<String> = match fs::read_dir(&dir) {

@@ -6,11 +6,7 @@ use git2::{ErrorCode, Oid, Repository};
 
 use super::rule::{self, Relation, Standing};
 use crate::commit::Commit;
-
-/// A git object id as the kernel names commits.
-pub fn commit_of(oid: Oid) -> Result<Commit, git2::Error> {
-    Commit::parse(&oid.to_string()).map_err(|e| git2::Error::from_str(&e.to_string()))
-}
+use crate::repo::commit_of;
 
 /// The paths outside `body/` and `BACKLOG.md` whose entries differ between
 /// the trees of `from` and `to`.
@@ -68,8 +64,8 @@ pub fn standing(
     };
     Ok(Standing {
         species: species.to_owned(),
-        running_on: running_on.map(commit_of).transpose()?,
-        candidate_on: candidate_on.map(commit_of).transpose()?,
+        running_on: running_on.map(commit_of),
+        candidate_on: candidate_on.map(commit_of),
         relation,
         shallow: repo.is_shallow(),
         differing,

@@ -82,8 +82,7 @@ pub async fn judge(
     running: Oid,
     candidate: Oid,
 ) -> Result<Judgement, Refusal> {
-    let running_hex = running.to_string();
-    if let Err(e) = take_in_accepts(ctx.home, ctx.journal, &running_hex) {
+    if let Err(e) = take_in_accepts(ctx.home, ctx.journal, &crate::repo::commit_of(running)) {
         crate::log::info(format!("species: acceptances not taken in: {e}"));
     }
     let changed = history::differing_outside(ctx.repo, running, candidate)

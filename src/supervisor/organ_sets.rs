@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{Kernel, KernelError, Next, EXIT_GAVE_UP};
+use crate::commit::Commit;
 use crate::events::kernel_event;
 use crate::organs;
 
@@ -16,7 +17,7 @@ impl Kernel {
     /// generation. `Ok(Err(next))` says what follows instead of a start.
     pub(super) async fn organs(
         &mut self,
-        commit: &str,
+        commit: &Commit,
         live: &Path,
     ) -> Result<Result<Option<PathBuf>, Next>, KernelError> {
         let (home, checkout) = (self.home.clone(), live.to_owned());

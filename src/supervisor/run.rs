@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::verdict::answer_undecided;
 use super::Kernel;
+use crate::commit::Commit;
 use crate::events::{self, kernel_event, Channel, Seen};
 use crate::generation::{self, Start};
 use crate::lifecycle::{Decision, Input, Lifecycle};
@@ -23,17 +24,17 @@ use crate::{log, spawn};
 pub enum RunEnd {
     /// The rules decided; `requested` is the mutation the body asked for in
     /// this run, if any, with its `seq`; `tail` is the end of its stderr.
-    Decided { decision: Decision, requested: Option<(String, u64)>, tail: String },
+    Decided { decision: Decision, requested: Option<(Commit, u64)>, tail: String },
     /// SIGTERM or SIGINT: the body is stopped, the kernel ends.
     AskedToStop,
     /// The owner asked to go back to `to` (SIGHUP with a request); the body is stopped.
-    SentBack { to: String },
+    SentBack { to: Commit },
 }
 
 /// What the run needs to start a body.
 pub struct RunOf<'a> {
     pub binary: &'a Path,
-    pub commit: &'a str,
+    pub commit: &'a Commit,
     pub model_url: &'a str,
     pub body_key: &'a str,
     pub run: u32,
@@ -55,7 +56,7 @@ impl Kernel {
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
         let channel = Channel {
             home: self.home.clone(),
-            commit: commit.to_owned(),
+            commit: commit.clone(),
             journal: Arc::clone(&self.journal),
             seen: seen_tx,
         };
@@ -161,9 +162,9 @@ impl Kernel {
     fn see(
         &mut self,
         event: Seen,
-        commit: &str,
+        commit: &Commit,
         life: &mut Lifecycle,
-        requested: &mut Option<(String, u64)>,
+        requested: &mut Option<(Commit, u64)>,
     ) -> Result<(), super::KernelError> {
         let input = match event {
             Seen::Ready => Input::Ready,

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::reconcile::{reconcile, Action, Found, MoveKind, Tail};
 use super::verdict::answer_undecided;
 use super::{io, KernelError};
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::journal::reader::{parse_line, Backwards, Event};
 use crate::journal::JOURNAL_PATH;
@@ -67,8 +67,8 @@ pub(super) fn reconcile_at_start(
 ) -> Result<(), KernelError> {
     let tail = Tail::of(&since_last_start(home)?);
     let found = Found {
-        generation: state.generation.clone().unwrap_or_default(),
-        trial: state.trial.as_ref().map(|t| t.commit.clone()),
+        generation: state.generation.as_ref().map(Commit::to_string).unwrap_or_default(),
+        trial: state.trial.as_ref().map(|t| t.commit.to_string()),
         lineage: lineage_head(git),
         owner_files: waiting_owner_files(home),
     };
@@ -76,10 +76,15 @@ pub(super) fn reconcile_at_start(
     for action in reconcile(&tail, &found) {
         match action {
             Action::Finish(m) => {
+                // The journal is the kernel's own, but it is read as text.
+                let Ok(to) = Commit::parse(&m.to) else {
+                    log::info(format!("the journal moved to {:?}, which is not a commit", m.to));
+                    continue;
+                };
                 let accepted = m.kind == MoveKind::Accepted;
-                state.generation = Some(m.to.clone());
-                state.previous = accepted.then(|| m.from.clone()).filter(|f| !f.is_empty());
-                state.trial = accepted.then(|| Trial { commit: m.to.clone(), reply_by: None });
+                state.generation = Some(to.clone());
+                state.previous = Commit::parse(&m.from).ok().filter(|_| accepted);
+                state.trial = accepted.then_some(Trial { commit: to, reply_by: None });
                 state.pending = None;
                 if accepted {
                     state.refused = None;
@@ -117,9 +122,13 @@ pub(super) fn reconcile_at_start(
                 }
             }
             Action::AnswerUndecided(request) => {
+                let Ok(asked_by) = Commit::parse(&request.commit) else {
+                    log::info(format!("a request journaled by {:?}, not a commit", request.commit));
+                    continue;
+                };
                 answer_undecided(
                     journal,
-                    &request.commit,
+                    &asked_by,
                     &request.candidate,
                     Some(request.seq),
                     "the kernel stopped before it decided",
@@ -134,11 +143,10 @@ pub(super) fn reconcile_at_start(
     }
     state.pending = None;
     state.save(home)?;
-    if !done.is_empty() {
-        let commit = state.generation.clone().unwrap_or_default();
+    if let (false, Some(commit)) = (done.is_empty(), &state.generation) {
         let text = format!("at start, the kernel {}", done.join("; "));
         log::info(&text);
-        kernel_event(journal, &commit, "kernel.notice", json!({"text": text, "reconciled": done}));
+        kernel_event(journal, commit, "kernel.notice", json!({"text": text, "reconciled": done}));
     }
     crash::point("reconciled");
     Ok(())

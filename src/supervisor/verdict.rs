@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
 use crate::lifecycle::{after_refusal, AfterRefusal};
@@ -17,7 +17,7 @@ use crate::{back_request as back, log, repo};
 /// `request` is the `seq` of its `mutation.requested`.
 pub(super) fn answer_undecided(
     journal: &SharedJournal,
-    commit: &str,
+    commit: &Commit,
     candidate: &str,
     request: Option<u64>,
     why: &str,
@@ -41,7 +41,7 @@ impl Kernel {
     /// A generation failed: one step back when there is one, else stop.
     pub(super) fn fail(
         &mut self,
-        commit: &str,
+        commit: &Commit,
         reason: String,
         tail: String,
     ) -> Result<Next, KernelError> {
@@ -79,13 +79,13 @@ impl Kernel {
     /// finishes a switch a crash cut short: [`super::reconcile`]). After a
     /// promotion the one before it is kept to go back to, and `to` is on
     /// trial; after going back there is none (one step, not a history).
-    pub(super) fn switch(&mut self, to: &str, promoted: bool) -> Result<(), KernelError> {
+    pub(super) fn switch(&mut self, to: &Commit, promoted: bool) -> Result<(), KernelError> {
         let from = self.current();
         let oid = repo::commit_id(&self.git, &self.home, to)?;
         self.state.pending = None;
         self.state.previous = if promoted { Some(from) } else { None };
-        self.state.generation = Some(to.to_owned());
-        self.state.trial = promoted.then(|| Trial { commit: to.to_owned(), reply_by: None });
+        self.state.generation = Some(to.clone());
+        self.state.trial = promoted.then(|| Trial { commit: to.clone(), reply_by: None });
         if promoted {
             self.state.refused = None;
         }
@@ -101,8 +101,8 @@ impl Kernel {
     /// The body exited 75: judge what it asked for.
     pub(super) async fn mutation(
         &mut self,
-        commit: &str,
-        requested: Option<(String, u64)>,
+        commit: &Commit,
+        requested: Option<(Commit, u64)>,
     ) -> Result<Next, KernelError> {
         let Some((candidate, request)) = requested else {
             kernel_event(
@@ -117,7 +117,7 @@ impl Kernel {
         self.state.save(&self.home)?;
         if let Some(warming) = self.warming.take().filter(|w| !w.is_finished()) {
             self.status.set(Doing::Checking {
-                candidate: candidate.clone(),
+                candidate: candidate.to_string(),
                 step: "waiting for the gate's warm-up".into(),
             });
             log::info("gate: waiting for the warm-up's checks of the running kernel to end");
@@ -175,7 +175,7 @@ impl Kernel {
                     json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000)}),
                 );
                 crate::crash::point("verdict.journaled");
-                let last = self.state.refused.as_ref().map(|r| (r.commit.as_str(), r.times));
+                let last = self.state.refused.as_ref().map(|r| (&r.commit, r.times));
                 let (times, after) =
                     after_refusal(last, &candidate, self.settings.timing.backoff_unit);
                 self.state.refused = Some(Refused { commit: candidate.clone(), times });
@@ -206,8 +206,8 @@ impl Kernel {
     /// now ("nothing decided"), so a clean stop leaves none open.
     fn stopped_while_checking(
         &mut self,
-        commit: &str,
-        candidate: &str,
+        commit: &Commit,
+        candidate: &Commit,
         request: u64,
     ) -> Result<Next, KernelError> {
         self.state.pending = None;
@@ -219,7 +219,7 @@ impl Kernel {
 
     /// The owner's request to go back, if SIGHUP brought one that may be
     /// followed; a refusal is journaled for the owner to see.
-    pub(super) fn back_request(&self, commit: &str) -> Option<String> {
+    pub(super) fn back_request(&self, commit: &Commit) -> Option<Commit> {
         let to = match back::read_request(&self.home) {
             Ok(Some(to)) => to,
             Ok(None) => return None,
@@ -230,7 +230,8 @@ impl Kernel {
         };
         let in_git = |c: &str| repo::commit_id(&self.git, &self.home, c).is_ok();
         let chosen = back::lineage(&self.home).map_err(|e| e.to_string()).and_then(|l| {
-            l.choose(Some(&to), in_git).map(|g| g.commit.clone()).map_err(|e| e.to_string())
+            let chosen = l.choose(Some(&to), in_git).map_err(|e| e.to_string())?;
+            Commit::parse(&chosen.commit).map_err(|e| e.to_string())
         });
         match chosen {
             Ok(target) => Some(target),

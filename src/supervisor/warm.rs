@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::events::SharedJournal;
 use crate::gate::Gate;
 use crate::runner::Runner;
@@ -25,7 +25,7 @@ pub(super) struct Warm {
     pub journal: SharedJournal,
     pub status: Arc<Reporter>,
     /// The running generation's commit.
-    pub running: String,
+    pub running: Commit,
 }
 
 impl Warm {

@@ -17,7 +17,11 @@ pub fn short(commit: &str) -> &str {
 }
 
 /// A full commit id: 40 lowercase hex digits (SHA-1) or 64 (SHA-256).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Read from a file (`state.json`), it is checked like any other text.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub struct Commit(String);
 
 /// Text that is not a full commit id.
@@ -37,6 +41,18 @@ impl Commit {
         }
     }
 
+    /// The id of a git object from its raw bytes (20 for SHA-1, 32 for
+    /// SHA-256, as git2's `Oid::as_bytes` gives them), in hex.
+    pub fn from_raw(bytes: &[u8]) -> Commit {
+        debug_assert!(matches!(bytes.len(), 20 | 32), "an object id is 20 or 32 bytes");
+        let mut hex = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+            hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+        }
+        Commit(hex)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -44,6 +60,37 @@ impl Commit {
     /// The short form, [`SHORT_LEN`] digits.
     pub fn short(&self) -> &str {
         short(&self.0)
+    }
+}
+
+impl TryFrom<String> for Commit {
+    type Error = NotACommit;
+    fn try_from(text: String) -> Result<Commit, NotACommit> {
+        Commit::parse(&text)
+    }
+}
+
+impl From<Commit> for String {
+    fn from(commit: Commit) -> String {
+        commit.0
+    }
+}
+
+impl PartialEq<str> for Commit {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Commit {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Commit {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
     }
 }
 
@@ -59,6 +106,19 @@ impl AsRef<str> for Commit {
     }
 }
 
+/// Hex digits only: a commit is a safe name for one file or directory.
+impl AsRef<std::path::Path> for Commit {
+    fn as_ref(&self) -> &std::path::Path {
+        std::path::Path::new(&self.0)
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Commit {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        std::ffi::OsStr::new(&self.0)
+    }
+}
+
 impl std::ops::Deref for Commit {
     type Target = str;
     fn deref(&self) -> &str {
@@ -69,6 +129,14 @@ impl std::ops::Deref for Commit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_bytes_are_written_as_lowercase_hex() {
+        let raw: Vec<u8> = (0..20).map(|i| i * 13).collect();
+        let commit = Commit::from_raw(&raw);
+        assert_eq!(commit.as_str(), "000d1a2734414e5b6875828f9ca9b6c3d0ddeaf7");
+        assert_eq!(Commit::parse(commit.as_str()), Ok(commit));
+    }
 
     #[test]
     fn full_ids_parse_and_anything_else_is_refused() {

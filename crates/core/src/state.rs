@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::commit::Commit;
 use crate::fsutil::write_atomic;
 
 pub const STATE_PATH: &str = ".teneral/state.json";
@@ -12,10 +13,10 @@ pub const STATE_PATH: &str = ".teneral/state.json";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// The commit of the current generation.
-    pub generation: Option<String>,
+    pub generation: Option<Commit>,
     /// The generation before it, the one a failure goes back to.
     #[serde(default)]
-    pub previous: Option<String>,
+    pub previous: Option<Commit>,
     /// The body process of the running generation, so a kernel that was
     /// killed can have it stopped by the next one.
     #[serde(default)]
@@ -26,7 +27,7 @@ pub struct State {
     /// A mutation the gate was judging; still set at a start means the kernel
     /// stopped before deciding, and the agent must be told so.
     #[serde(default)]
-    pub pending: Option<String>,
+    pub pending: Option<Commit>,
     /// The commit refused last and how many times in a row.
     #[serde(default)]
     pub refused: Option<Refused>,
@@ -39,7 +40,7 @@ pub struct State {
 /// ends with the generation's first reply, or fails at its deadline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
-    pub commit: String,
+    pub commit: Commit,
     /// When its first reply is due (milliseconds since the Unix epoch, wall
     /// clock); none until it was first ready.
     #[serde(default)]
@@ -56,7 +57,7 @@ pub fn unix_ms_now() -> u64 {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Refused {
-    pub commit: String,
+    pub commit: Commit,
     pub times: u32,
 }
 
@@ -119,19 +120,23 @@ impl State {
 mod tests {
     use super::*;
 
+    fn c(digit: &str) -> Commit {
+        Commit::parse(&digit.repeat(40)).expect("forty hex digits are a commit")
+    }
+
     #[test]
     fn round_trip_and_default() {
         let dir = tempfile::tempdir().expect("a temporary directory can be made");
         assert_eq!(State::load(dir.path()).ok(), Some(State::default()));
         std::fs::create_dir_all(dir.path().join(".teneral")).unwrap_or_default();
         let s = State {
-            generation: Some("a".repeat(40)),
+            generation: Some(c("a")),
             previous: None,
             body: Some(BodyProcess { pid: 7, start_time: 9, unit: None }),
             stopped: None,
-            pending: Some("b".repeat(40)),
-            refused: Some(Refused { commit: "c".repeat(40), times: 2 }),
-            trial: Some(Trial { commit: "a".repeat(40), reply_by: Some(1) }),
+            pending: Some(c("b")),
+            refused: Some(Refused { commit: c("c"), times: 2 }),
+            trial: Some(Trial { commit: c("a"), reply_by: Some(1) }),
         };
         s.save(dir.path()).expect("the state saves into an existing .teneral");
         assert_eq!(State::load(dir.path()).ok(), Some(s));
@@ -144,5 +149,15 @@ mod tests {
         std::fs::write(dir.path().join(STATE_PATH), "{").unwrap_or_default();
         let err = State::load(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("move it aside"), "{err}");
+    }
+
+    #[test]
+    fn a_state_naming_something_that_is_not_a_commit_is_damaged() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        std::fs::create_dir_all(dir.path().join(".teneral")).expect("mkdir .teneral");
+        std::fs::write(dir.path().join(STATE_PATH), r#"{"generation": "../../etc"}"#)
+            .expect("write the state");
+        let err = State::load(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("not a full commit id") && err.contains("move it aside"), "{err}");
     }
 }

@@ -50,6 +50,8 @@ pub enum BackError {
     Journal(#[from] JournalError),
     #[error(transparent)]
     Lock(LockError),
+    #[error("the journal names {0}; move the journal aside or run `teneralctl back <commit>`")]
+    NotACommit(#[from] crate::commit::NotACommit),
     #[error(
         "a kernel started while `teneralctl back` was at work; nothing was changed, run it again"
     )]
@@ -134,7 +136,7 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
     })?;
     let (from, to) = choose(home, target)?;
     let mut state = State::load(home)?;
-    state.generation = Some(to.clone());
+    state.generation = Some(crate::commit::Commit::parse(&to)?);
     state.previous = None;
     state.save(home)?;
     let mut journal = Journal::open(&home.join(JOURNAL_PATH))?;

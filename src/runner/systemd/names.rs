@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use crate::commit::Commit;
+
 /// The object path of unit `name` on the manager's bus.
 pub fn unit_path(name: &str) -> String {
     let mut out = String::from("/org/freedesktop/systemd1/unit/");
@@ -43,25 +45,33 @@ pub fn instance_for(dir: &Path) -> String {
 }
 
 /// The unit a generation's body runs in: `teneral-gen-<short>.service`.
-pub fn generation_unit(commit: &str) -> String {
-    format!("teneral-gen-{}.service", crate::commit::short(commit))
+pub fn generation_unit(commit: &Commit) -> String {
+    format!("teneral-gen-{}.service", commit.short())
 }
 
 /// The unit a step of building a body runs in:
 /// `teneral-build-<short>-<step>-<place>.service`, where `place` tells
 /// apart the target directories of individuals that build the same commit.
-pub fn build_unit(commit: &str, step: &str, place: &str) -> String {
-    format!("teneral-build-{}-{step}-{place}.service", crate::commit::short(commit))
+pub fn build_unit(commit: &Commit, step: &str, place: &str) -> String {
+    format!("teneral-build-{}-{step}-{place}.service", commit.short())
 }
 
 /// The unit one gate check runs in: `teneral-gate-<short>-<check>.service`,
 /// the check's name reduced to `a-z 0-9 -`.
-pub fn gate_unit(candidate: &str, check: &str) -> String {
-    let check: String = check
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
-        .collect();
-    format!("teneral-gate-{}-{check}.service", crate::commit::short(candidate))
+pub fn gate_unit(candidate: &Commit, check: &str) -> String {
+    check_unit(candidate.short(), check)
+}
+
+/// The unit of a check of something that is not a commit yet (`tag`, e.g.
+/// `workspace`): `teneral-gate-<tag>-<check>.service`, both reduced to
+/// `a-z 0-9 -`.
+pub fn check_unit(tag: &str, check: &str) -> String {
+    let plain = |text: &str| -> String {
+        text.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+            .collect()
+    };
+    format!("teneral-gate-{}-{}.service", plain(tag), plain(check))
 }
 
 /// What a unit's `Description=` says: its name, and the individual (its
@@ -151,7 +161,7 @@ mod tests {
 
     #[test]
     fn unit_names() {
-        let c = "0123456789abcdef0123456789abcdef01234567";
+        let c = &Commit::parse("0123456789abcdef0123456789abcdef01234567").expect("a full id");
         assert_eq!(generation_unit(c), "teneral-gen-0123456.service");
         assert_eq!(gate_unit(c, "Kernel tests"), "teneral-gate-0123456-kernel-tests.service");
     }

@@ -48,6 +48,8 @@ enum Want {
     Any,
     OptStr,
     OptBool,
+    /// A full commit id (40 or 64 hex digits).
+    Commit,
 }
 
 const SHAPES: &[Shape] = &[
@@ -68,7 +70,7 @@ const SHAPES: &[Shape] = &[
     Shape { kind: "turn.interrupted", fields: &[] },
     Shape { kind: "usage", fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)] },
     Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
-    Shape { kind: "mutation.requested", fields: &[("candidate", Want::Str)] },
+    Shape { kind: "mutation.requested", fields: &[("candidate", Want::Commit)] },
     Shape { kind: "note", fields: &[("kind", Want::Str), ("data", Want::Any)] },
     Shape { kind: "log", fields: &[("text", Want::Str), ("level", Want::OptStr)] },
 ];
@@ -223,7 +225,7 @@ fn check_field(
             | (Want::Any, Some(_))
             | (Want::OptStr, None | Some(Value::String(_)))
             | (Want::OptBool, None | Some(Value::Bool(_)))
-    );
+    ) || matches!((want, value), (Want::Commit, Some(Value::String(text))) if crate::commit::Commit::parse(text).is_ok());
     if fits {
         return Ok(());
     }
@@ -233,6 +235,7 @@ fn check_field(
         Want::Any => "present (any JSON)",
         Want::OptStr => "a string when given",
         Want::OptBool => "true or false when given",
+        Want::Commit => "a full commit id (40 or 64 hex digits; `git rev-parse HEAD` prints it)",
     };
     Err(format!("{kind}: field \"{name}\" must be {what}"))
 }
@@ -295,6 +298,9 @@ mod tests {
             (r#"{"type":"note","kind":"a b","data":1}"#, "note kind \"a b\""),
             (r#"{"type":"note","kind":"ok"}"#, "field \"data\" must be present"),
             (r#"{"type":"tool.result","id":"1","output":"x","error":"no"}"#, "true or false"),
+            (r#"{"type":"mutation.requested","candidate":"HEAD"}"#, "a full commit id"),
+            (r#"{"type":"mutation.requested","candidate":"0123456"}"#, "a full commit id"),
+            (r#"{"type":"mutation.requested","candidate":7}"#, "a full commit id"),
         ];
         for (line, want) in table {
             let got = refused(line);
