@@ -167,14 +167,23 @@ fn switches(pid: u32) -> Result<std::collections::HashMap<String, u64>> {
     Ok(threads)
 }
 
-/// The switches made between two samples by the threads alive at the
-/// second (a thread born in between counts all of its own); a thread that
-/// ended in between is not counted, never subtracted.
+/// The switches made between two samples: by the threads alive at the
+/// second (a thread born in between counts all of its own), plus one for
+/// each thread that ended in between (it woke at least to end; what else it
+/// did is gone with it, so the figure is a lower bound then, and says so).
+/// Never subtracts, so it cannot wrap.
 fn woken(
     before: &std::collections::HashMap<String, u64>,
     after: &std::collections::HashMap<String, u64>,
-) -> u64 {
-    after.iter().map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0))).sum()
+) -> String {
+    let alive: u64 =
+        after.iter().map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0))).sum();
+    let ended = before.keys().filter(|tid| !after.contains_key(*tid)).count() as u64;
+    if ended == 0 {
+        alive.to_string()
+    } else {
+        format!("{} (at least; {ended} thread(s) ended while idle)", alive + ended)
+    }
 }
 
 /// A descendant of `pid` running the command `word` (its first argument;
