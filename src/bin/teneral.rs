@@ -107,7 +107,14 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // A blocking-pool thread left idle ends after its keep-alive, and that
+    // end is a wake-up of a kernel at rest (tokio's default is 10 s, inside
+    // any idle minute); one hour keeps the few the kernel uses asleep.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_keep_alive(std::time::Duration::from_secs(3600))
+        .build();
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("teneral: cannot start: {e}");
