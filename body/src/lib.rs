@@ -26,7 +26,7 @@
 //! | [`clock`] | the heartbeat and the time of day |
 //! | [`cancel`] | how an owner's interrupt reaches the work in progress |
 //! | [`turn`] | one turn: stimulus, model, tools, reply |
-//! | [`sys`] | the only `unsafe` code: signals and process groups |
+//! | [`sys`] | the only `unsafe` code: signals, process groups and pipes |
 
 pub mod cancel;
 pub mod clock;

@@ -71,7 +71,7 @@ enum Event {
 /// Runs `command` with bash in `dir`; returns the output and whether it
 /// failed.
 pub fn run(dir: &Path, command: &str, cancel: &Cancel, limit: Duration) -> (String, bool) {
-    let (reader, writer) = match std::io::pipe() {
+    let (reader, writer) = match sys::pipe() {
         Ok(pipe) => pipe,
         Err(e) => return (format!("could not make a pipe: {e}"), true),
     };

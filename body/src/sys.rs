@@ -1,4 +1,5 @@
-//! The body's only `unsafe` code: stop signals and process groups, via libc.
+//! The body's only `unsafe` code: stop signals, process groups and pipes,
+//! via libc.
 //!
 //! Stop signals (SIGTERM from the kernel, SIGINT at a terminal) are blocked in
 //! every thread and taken by one thread with `sigwait`, so no handler runs at
@@ -6,6 +7,21 @@
 //! the signal mask in the child before it executes.
 
 use std::io;
+
+/// A pipe, both ends close-on-exec: (reading end, writing end). What
+/// `std::io::pipe` gives, for the Rust 1.85 the body promises (it came in
+/// 1.87).
+pub fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just opened by pipe2 and are owned by
+    // nothing else; each File takes one and closes it when dropped.
+    Ok(unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) })
+}
 
 fn stop_set() -> libc::sigset_t {
     // SAFETY: sigemptyset fully initialises the set before sigaddset reads

@@ -72,7 +72,7 @@ pub fn kernel_event(journal: &SharedJournal, commit: &Commit, kind: &str, fields
     log::event(kind, format!("{kind} {fields}"));
     let mut j = journal.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = j.append_kernel(commit, kind, fields) {
-        log::info(format!("could not journal {kind}: {e}"));
+        log::warn(format!("could not journal {kind}: {e}"));
     }
 }
 
@@ -217,7 +217,7 @@ impl Channel {
         };
         match accepted {
             Accepted::Log { level, text } => {
-                log::agent("body", "log", format!("{level}: {text}"));
+                log::body_log(&level, text);
                 json!({"ok": true})
             }
             Accepted::Journal => self.append(&event, None),
@@ -260,7 +260,7 @@ impl Channel {
         let seq = match result {
             Ok(seq) => seq,
             Err(e) => {
-                log::info(format!("could not journal a {kind} event: {e}"));
+                log::warn(format!("could not journal a {kind} event: {e}"));
                 return refuse(format!("the kernel could not write the journal: {e}"));
             }
         };

@@ -211,7 +211,7 @@ impl Runner {
                     if let Err(e) =
                         rustix::process::setpriority_process(pid, systemd::BACKGROUND_NICE)
                     {
-                        log::info(format!("cannot lower the priority of {unit}: {e}"));
+                        log::warn(format!("cannot lower the priority of {unit}: {e}"));
                     }
                 }
                 tails.read(child.stdout.take(), &tag, None, false);

@@ -105,7 +105,7 @@ fn change(edit: impl FnOnce(&mut Vec<(u32, u64)>)) {
     let Some(kept) = guard.as_mut() else { return };
     edit(&mut kept.live);
     if let Err(e) = write_list(&kept.file, kept.kernel, &kept.live) {
-        crate::log::info(format!("cannot write {}: {e}", kept.file.display()));
+        crate::log::warn(format!("cannot write {}: {e}", kept.file.display()));
         return;
     }
     crate::crash::point("children.recorded");

@@ -159,7 +159,7 @@ pub fn take_in(
         }
         if let Err(e) = fs::remove_file(dir.join(&name)) {
             if e.kind() != io::ErrorKind::NotFound {
-                log::info(format!("species: cannot remove {OWNER_DIR}/{name}: {e}"));
+                log::warn(format!("species: cannot remove {OWNER_DIR}/{name}: {e}"));
             }
         }
     }

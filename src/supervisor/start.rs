@@ -118,7 +118,7 @@ pub(super) fn reconcile_at_start(
                             "removed owner file {name}, whose line the journal already holds"
                         ));
                     }
-                    Err(e) => log::info(format!("cannot remove owner file {name}: {e}")),
+                    Err(e) => log::warn(format!("cannot remove owner file {name}: {e}")),
                 }
             }
             Action::AnswerUndecided(request) => {
@@ -159,7 +159,7 @@ pub(super) fn sweep_files(home: &Path) {
     match crate::events::sweep_stale(home) {
         Ok(0) => {}
         Ok(n) => log::info(format!("removed {n} event socket(s) a killed kernel left behind")),
-        Err(e) => log::info(format!("cannot sweep old event sockets: {e}")),
+        Err(e) => log::warn(format!("cannot sweep old event sockets: {e}")),
     }
     let dir = home.join(".teneral");
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {

@@ -12,11 +12,8 @@ pub const LOCK_PATH: &str = ".teneral/lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error(
-        "another supervisor{holder} is already running the individual in {dir}; \
-         stop it first (systemctl --user stop teneral, or Ctrl-C where `teneral run` runs)"
-    )]
-    Held { dir: PathBuf, holder: String },
+    #[error("another supervisor{holder} is already running the individual in {dir}; stop it first ({stop})")]
+    Held { dir: PathBuf, holder: String, stop: String },
     #[error("cannot open the lock file {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -45,7 +42,13 @@ pub fn acquire(home: &Path) -> Result<Lock, LockError> {
         let _ = file.read_to_string(&mut pid);
         let pid = pid.trim();
         let holder = if pid.is_empty() { String::new() } else { format!(" (pid {pid})") };
-        return Err(LockError::Held { dir: home.to_owned(), holder });
+        // The holder's unit, from the status file it keeps.
+        let unit = crate::status::read(home).and_then(|s| s.unit);
+        let stop = match unit {
+            Some(unit) => format!("systemctl --user stop {unit}"),
+            None => "Ctrl-C where `teneral run` runs, or systemctl --user stop on its unit".into(),
+        };
+        return Err(LockError::Held { dir: home.to_owned(), holder, stop });
     }
     let write_pid = |file: &mut File| -> io::Result<()> {
         file.set_len(0)?;

@@ -2,12 +2,14 @@
 //!
 //! Under systemd (stderr is the journal's stream, as `JOURNAL_STREAM` says)
 //! every line goes to journald over its native protocol, with fields a query
-//! can select on: `PRIORITY`, `SYSLOG_IDENTIFIER=teneral`, `TENERAL_COMMIT`
-//! (the generation the line is about), `TENERAL_EVENT` (what kind of line:
-//! `kernel`, a journal event type such as `reply` or `tool.call`, or
-//! `output` for what a child wrote), and for a child's output the unit it
-//! ran in as `USER_UNIT`, so `journalctl --user-unit teneral-gen-<short>`
-//! finds it. Anywhere else (a terminal, a test capturing stderr) each line is
+//! can select on: `PRIORITY` (its level), `SYSLOG_IDENTIFIER=teneral`,
+//! `TENERAL_INDIVIDUAL` (the individual's directory), `TENERAL_COMMIT` and
+//! `TENERAL_GENERATION` (the generation the line is about: its commit and
+//! its ordinal, [`fields`]), `TENERAL_EVENT` (what kind of line: `kernel`, a
+//! journal event type such as `reply` or `tool.call`, `log` for a body's log
+//! line, or `output` for what a child wrote), and for a child's output the
+//! unit it ran in as `USER_UNIT`, so `journalctl --user-unit
+//! teneral-gen-<short>` finds it. Anywhere else (a terminal, a test capturing stderr) each line is
 //! `[teneral] ...` or `[tag] ...` on stderr, and so is a line journald would
 //! not take.
 //!
@@ -22,7 +24,12 @@
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
+
+pub mod fields;
+
+use fields::Identity;
 
 /// journald's socket for the native protocol.
 const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
@@ -36,6 +43,7 @@ pub enum Priority {
     Warning = 4,
     Notice = 5,
     Info = 6,
+    Debug = 7,
 }
 
 /// One line with what journald keeps besides its text.
@@ -50,15 +58,42 @@ struct Line<'a> {
     text: &'a str,
 }
 
-/// The generation the kernel is about, put on every line.
-fn commit() -> &'static Mutex<Option<String>> {
-    static COMMIT: OnceLock<Mutex<Option<String>>> = OnceLock::new();
-    COMMIT.get_or_init(|| Mutex::new(None))
+/// The individual and generation the kernel is about, put on every line.
+fn identity() -> &'static Mutex<Identity> {
+    static IDENTITY: OnceLock<Mutex<Identity>> = OnceLock::new();
+    IDENTITY.get_or_init(|| Mutex::new(Identity::default()))
 }
 
-/// Sets the commit every following line carries as `TENERAL_COMMIT`.
+fn with_identity<T>(f: impl FnOnce(&mut Identity) -> T) -> T {
+    f(&mut identity().lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Sets the individual every following line carries as `TENERAL_INDIVIDUAL`.
+pub fn set_individual(home: &Path) {
+    with_identity(|id| id.individual = Some(home.display().to_string()));
+}
+
+/// Takes in the generations the individual's journal records, so each line
+/// carries its generation's ordinal as `TENERAL_GENERATION`.
+pub fn set_lineage(lineage: &crate::generations::Lineage) {
+    with_identity(|id| id.learn(lineage));
+}
+
+/// Sets the commit every following line carries as `TENERAL_COMMIT`, and
+/// its ordinal as `TENERAL_GENERATION`.
 pub fn set_commit(hex: &str) {
-    *commit().lock().unwrap_or_else(|p| p.into_inner()) = Some(hex.to_owned());
+    with_identity(|id| id.switch(hex));
+}
+
+/// The unit the kernel runs in (`teneral.service`, `teneral@….service`),
+/// when systemd started it: for hints that name it.
+pub fn own_unit() -> Option<String> {
+    static UNIT: OnceLock<Option<String>> = OnceLock::new();
+    UNIT.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        fields::unit_in_cgroup(&text).filter(|unit| unit.starts_with("teneral"))
+    })
+    .clone()
 }
 
 /// The socket to journald, when stderr is the journal's stream.
@@ -137,8 +172,7 @@ fn write(line: Line<'_>) {
     let (text, tag) = clean(line.text, line.tag);
     let line = Line { text: &text, tag: &tag, ..line };
     if let Some(socket) = journal() {
-        let datagram =
-            datagram(&line, commit().lock().unwrap_or_else(|p| p.into_inner()).as_deref());
+        let datagram = with_identity(|id| datagram(&line, id));
         if socket.send(&datagram).is_ok() {
             return;
         }
@@ -148,7 +182,7 @@ fn write(line: Line<'_>) {
 
 /// The native protocol: `NAME=value\n`, or for a value with a newline,
 /// `NAME\n`, its length as 64-bit little endian, the value and `\n`.
-fn datagram(line: &Line<'_>, commit: Option<&str>) -> Vec<u8> {
+fn datagram(line: &Line<'_>, id: &Identity) -> Vec<u8> {
     let text = cut(line.text, MAX_MESSAGE);
     let message =
         if line.tag == "teneral" { text.into_owned() } else { format!("[{}] {text}", line.tag) };
@@ -159,8 +193,15 @@ fn datagram(line: &Line<'_>, commit: Option<&str>) -> Vec<u8> {
         ("SYSLOG_IDENTIFIER", "teneral"),
         ("TENERAL_EVENT", line.event),
     ];
-    if let Some(commit) = commit {
-        fields.push(("TENERAL_COMMIT", commit));
+    let ordinal = id.ordinal.map(|n| n.to_string());
+    for (name, value) in [
+        ("TENERAL_INDIVIDUAL", &id.individual),
+        ("TENERAL_COMMIT", &id.commit),
+        ("TENERAL_GENERATION", &ordinal),
+    ] {
+        if let Some(value) = value {
+            fields.push((name, value));
+        }
     }
     if let Some(unit) = line.unit {
         fields.push(("USER_UNIT", unit));
@@ -199,12 +240,19 @@ pub fn at(priority: Priority, msg: impl std::fmt::Display) {
     write(Line { priority, event: "kernel", tag: "teneral", unit: None, text: &text });
 }
 
+/// A line of the kernel's own about something that went wrong but not
+/// fatally (a file it could not remove, a signal it could not send).
+pub fn warn(msg: impl std::fmt::Display) {
+    at(Priority::Warning, msg);
+}
+
 /// A line about a journal event of type `kind` (the kernel's own events,
-/// such as `generation.exited`, with a notice priority).
+/// such as `generation.exited`), at the priority of its kind
+/// ([`fields::event_priority`]).
 pub fn event(kind: &str, msg: impl std::fmt::Display) {
     let text = msg.to_string();
     write(Line {
-        priority: Priority::Notice,
+        priority: fields::event_priority(kind),
         event: kind,
         tag: "teneral",
         unit: None,
@@ -220,6 +268,14 @@ pub fn agent(tag: &str, kind: &str, msg: impl std::fmt::Display) {
     write(Line { priority: Priority::Info, event: kind, tag, unit: None, text: &text });
 }
 
+/// A body's `log` event, at the priority of its `level`
+/// ([`fields::level_priority`]).
+pub fn body_log(level: &str, msg: impl std::fmt::Display) {
+    let text = format!("{level}: {msg}");
+    let priority = fields::level_priority(level);
+    write(Line { priority, event: "log", tag: "body", unit: None, text: &text });
+}
+
 /// A line a child wrote (`[teneral-gen-abc1234] ...`), with the unit it ran in.
 pub fn output(tag: &str, unit: Option<&str>, msg: impl std::fmt::Display) {
     let text = msg.to_string();
@@ -227,117 +283,4 @@ pub fn output(tag: &str, unit: Option<&str>, msg: impl std::fmt::Display) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Splits a datagram back into its fields, as journald reads it.
-    fn fields(mut data: &[u8]) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        while !data.is_empty() {
-            let nl = data.iter().position(|b| *b == b'\n').unwrap_or(data.len());
-            let head = &data[..nl];
-            if let Some(eq) = head.iter().position(|b| *b == b'=') {
-                let name = String::from_utf8_lossy(&head[..eq]).into_owned();
-                out.push((name, String::from_utf8_lossy(&head[eq + 1..]).into_owned()));
-                data = &data[(nl + 1).min(data.len())..];
-            } else {
-                let name = String::from_utf8_lossy(head).into_owned();
-                let mut len = [0u8; 8];
-                len.copy_from_slice(&data[nl + 1..nl + 9]);
-                let len = u64::from_le_bytes(len) as usize;
-                let value = &data[nl + 9..nl + 9 + len];
-                out.push((name, String::from_utf8_lossy(value).into_owned()));
-                data = &data[nl + 9 + len + 1..];
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn a_datagram_carries_the_fields_and_survives_newlines() {
-        let line = Line {
-            priority: Priority::Notice,
-            event: "reply",
-            tag: "reply",
-            unit: Some("teneral-gen-abc1234.service"),
-            text: "two\nlines",
-        };
-        let got = fields(&datagram(&line, Some("abc")));
-        let want = [
-            ("MESSAGE", "[reply] two\nlines"),
-            ("PRIORITY", "5"),
-            ("SYSLOG_IDENTIFIER", "teneral"),
-            ("TENERAL_EVENT", "reply"),
-            ("TENERAL_COMMIT", "abc"),
-            ("USER_UNIT", "teneral-gen-abc1234.service"),
-        ];
-        let want: Vec<(String, String)> =
-            want.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn a_long_message_is_cut_on_a_character() {
-        let text = "é".repeat(MAX_MESSAGE);
-        let line = Line {
-            priority: Priority::Info,
-            event: "kernel",
-            tag: "teneral",
-            unit: None,
-            text: &text,
-        };
-        let got = fields(&datagram(&line, None));
-        let message = &got[0].1;
-        assert!(message.len() < MAX_MESSAGE + 100, "{}", message.len());
-        assert!(message.ends_with(&format!("[cut: {} bytes in all]", text.len())), "cut is said");
-    }
-
-    #[test]
-    fn escape_table() {
-        let table = [
-            ("plain text, unicode › ● ✓", "plain text, unicode › ● ✓"),
-            ("two\nlines", "two\\nlines"),
-            ("cr\rlf\r\n", "cr\\rlf\\r\\n"),
-            ("tab\there", "tab\\there"),
-            ("\u{1b}[31mred\u{1b}[0m", "\\x1b[31mred\\x1b[0m"),
-            ("\u{1b}]0;title\u{7}", "\\x1b]0;title\\x07"),
-            ("nul\u{0}del\u{7f}", "nul\\x00del\\x7f"),
-            ("c1 csi \u{9b}2J next line \u{85}", "c1 csi \\x9b2J next line \\x85"),
-            ("ls \u{2028} ps \u{2029}", "ls \\u{2028} ps \\u{2029}"),
-            ("bidi \u{202e}exe.txt\u{2066}", "bidi \\u{202e}exe.txt\\u{2066}"),
-            ("a backslash \\n stays", "a backslash \\n stays"),
-        ];
-        for (input, want) in table {
-            assert_eq!(escape(input), want, "{input:?}");
-        }
-    }
-
-    #[test]
-    fn a_body_text_stays_one_printable_line() {
-        let forged = "fine\n[teneral] generation abc accepted\u{1b}[2K\u{1b}[1A\r";
-        let (text, tag) = clean(forged, "reply\nx");
-        let line =
-            Line { priority: Priority::Info, event: "reply", tag: &tag, unit: None, text: &text };
-        let data = datagram(&line, None);
-        let got = fields(&data);
-        let message = &got[0].1;
-        assert_eq!(
-            message,
-            "[reply\\nx] fine\\n[teneral] generation abc accepted\\x1b[2K\\x1b[1A\\r"
-        );
-        assert!(
-            data.starts_with(b"MESSAGE=["),
-            "MESSAGE is sent as text, never in the binary form journald shows as a blob"
-        );
-        let printable = |c: char| !c.is_control();
-        assert!(message.chars().all(printable), "{message:?}");
-    }
-
-    #[test]
-    fn a_huge_text_is_cut_before_it_is_escaped() {
-        let text = "\n".repeat(4 * MAX_MESSAGE);
-        let (clean_text, _) = clean(&text, "teneral");
-        assert!(clean_text.len() <= 2 * MAX_MESSAGE + 64, "{}", clean_text.len());
-        assert!(clean_text.ends_with(&format!("[cut: {} bytes in all]", text.len())));
-    }
-}
+mod tests;

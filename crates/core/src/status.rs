@@ -80,6 +80,10 @@ pub struct StatusFile {
     pub status: String,
     /// When it was set (RFC 3339, UTC).
     pub since: String,
+    /// The systemd unit the kernel ran in (`teneral.service`, an instance of
+    /// `teneral@.service`), when it ran in one: hints name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
 }
 
 /// Says what the kernel is doing; one per kernel.
@@ -146,6 +150,7 @@ impl Reporter {
             generation: self.generation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             status: text.clone(),
             since: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            unit: log::own_unit(),
         };
         let written =
             serde_json::to_vec(&file).map_err(std::io::Error::other).and_then(|mut bytes| {
@@ -153,7 +158,7 @@ impl Reporter {
                 replace(&self.path, &bytes)
             });
         if let Err(e) = written {
-            log::info(format!("cannot write {}: {e}", self.path.display()));
+            log::warn(format!("cannot write {}: {e}", self.path.display()));
         }
         notify(&[NotifyState::Status(&text)]);
     }
@@ -234,12 +239,48 @@ pub fn report(home: &Path) -> (String, i32) {
         out.push(format!("state: {e}"));
     }
     if !running {
-        out.push(format!(
-            "start it with: systemctl --user start teneral, or teneral run --dir {}",
-            home.display()
-        ));
+        out.push(format!("start it with: {}", start_hint(home)));
     }
     (out.join("\n"), if running { 0 } else { 3 })
+}
+
+/// How to start the kernel for `home`, as this machine allows: the unit it
+/// last ran in, and `teneral run` by the name that finds the program.
+pub fn start_hint(home: &Path) -> String {
+    let unit = read(home).and_then(|s| s.unit);
+    start_hint_for(home, unit.as_deref(), find_kernel().as_deref())
+}
+
+/// The `teneral` program: `teneral` when it is on the PATH, else the one
+/// beside the running program (a build's `target/release/`), by its path.
+fn find_kernel() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("teneral").is_file()));
+    if on_path {
+        return Some(PathBuf::from("teneral"));
+    }
+    let beside = std::env::current_exe().ok()?.parent()?.join("teneral");
+    beside.is_file().then_some(beside)
+}
+
+/// [`start_hint`] from what it found: `unit`, the unit the kernel last ran
+/// in; `kernel`, how to name the `teneral` program (None: not found).
+pub fn start_hint_for(home: &Path, unit: Option<&str>, kernel: Option<&Path>) -> String {
+    let dir = home.display();
+    let run = kernel.map(|k| format!("{} run --dir {dir}", k.display()));
+    match (unit, run) {
+        (Some(unit), Some(run)) => format!("systemctl --user start {unit}, or {run}"),
+        (Some(unit), None) => format!("systemctl --user start {unit}"),
+        (None, Some(run)) => format!(
+            "{run} (or, with the units installed by scripts/install-units, \
+             systemctl --user start \"teneral@$(systemd-escape --path {dir})\")"
+        ),
+        (None, None) => format!(
+            "scripts/install in the checkout (it builds teneral and starts it as a unit), \
+             or build it with `cargo build --release` and run target/release/teneral run --dir \
+             {dir}"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -263,6 +304,28 @@ mod tests {
         ];
         for (doing, want) in table {
             assert_eq!(r.text(&doing), want);
+        }
+    }
+
+    #[test]
+    fn the_start_hint_names_what_exists() {
+        let home = Path::new("/srv/agents/ada");
+        let built = Path::new("/src/teneral/target/release/teneral");
+        let table = [
+            (Some("teneral@-srv-agents-ada.service"), Some(Path::new("teneral")),
+             "systemctl --user start teneral@-srv-agents-ada.service, or teneral run --dir /srv/agents/ada"),
+            (Some("teneral.service"), None, "systemctl --user start teneral.service"),
+            (None, Some(built),
+             "/src/teneral/target/release/teneral run --dir /srv/agents/ada (or, with the units \
+              installed by scripts/install-units, systemctl --user start \
+              \"teneral@$(systemd-escape --path /srv/agents/ada)\")"),
+            (None, None,
+             "scripts/install in the checkout (it builds teneral and starts it as a unit), or \
+              build it with `cargo build --release` and run target/release/teneral run --dir \
+              /srv/agents/ada"),
+        ];
+        for (unit, kernel, want) in table {
+            assert_eq!(start_hint_for(home, unit, kernel), want, "{unit:?} {kernel:?}");
         }
     }
 

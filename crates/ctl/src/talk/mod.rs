@@ -326,8 +326,7 @@ fn terminal_width() -> usize {
 
 /// What the client says when no kernel runs for `home`.
 pub fn not_running(home: &Path, sending: bool) -> String {
-    let mut start =
-        format!("systemctl --user start teneral, or teneral run --dir {}", home.display());
+    let mut start = crate::status::start_hint(home);
     if let Ok(crate::state::State { stopped: Some(stopped), .. }) = crate::state::State::load(home)
     {
         start = format!(

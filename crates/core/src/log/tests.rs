@@ -1,0 +1,111 @@
+//! The datagram, the cut and the escape, each against what journald reads.
+
+use super::*;
+
+/// Splits a datagram back into its fields, as journald reads it.
+fn fields(mut data: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while !data.is_empty() {
+        let nl = data.iter().position(|b| *b == b'\n').unwrap_or(data.len());
+        let head = &data[..nl];
+        if let Some(eq) = head.iter().position(|b| *b == b'=') {
+            let name = String::from_utf8_lossy(&head[..eq]).into_owned();
+            out.push((name, String::from_utf8_lossy(&head[eq + 1..]).into_owned()));
+            data = &data[(nl + 1).min(data.len())..];
+        } else {
+            let name = String::from_utf8_lossy(head).into_owned();
+            let mut len = [0u8; 8];
+            len.copy_from_slice(&data[nl + 1..nl + 9]);
+            let len = u64::from_le_bytes(len) as usize;
+            let value = &data[nl + 9..nl + 9 + len];
+            out.push((name, String::from_utf8_lossy(value).into_owned()));
+            data = &data[nl + 9 + len + 1..];
+        }
+    }
+    out
+}
+
+#[test]
+fn a_datagram_carries_the_fields_and_survives_newlines() {
+    let line = Line {
+        priority: Priority::Notice,
+        event: "reply",
+        tag: "reply",
+        unit: Some("teneral-gen-abc1234.service"),
+        text: "two\nlines",
+    };
+    let mut id = Identity::default();
+    id.individual = Some("/srv/agents/ada".into());
+    id.switch("abc");
+    let got = fields(&datagram(&line, &id));
+    let want = [
+        ("MESSAGE", "[reply] two\nlines"),
+        ("PRIORITY", "5"),
+        ("SYSLOG_IDENTIFIER", "teneral"),
+        ("TENERAL_EVENT", "reply"),
+        ("TENERAL_INDIVIDUAL", "/srv/agents/ada"),
+        ("TENERAL_COMMIT", "abc"),
+        ("TENERAL_GENERATION", "1"),
+        ("USER_UNIT", "teneral-gen-abc1234.service"),
+    ];
+    let want: Vec<(String, String)> =
+        want.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_long_message_is_cut_on_a_character() {
+    let text = "é".repeat(MAX_MESSAGE);
+    let line =
+        Line { priority: Priority::Info, event: "kernel", tag: "teneral", unit: None, text: &text };
+    let got = fields(&datagram(&line, &Identity::default()));
+    let message = &got[0].1;
+    assert!(message.len() < MAX_MESSAGE + 100, "{}", message.len());
+    assert!(message.ends_with(&format!("[cut: {} bytes in all]", text.len())), "cut is said");
+}
+
+#[test]
+fn escape_table() {
+    let table = [
+        ("plain text, unicode › ● ✓", "plain text, unicode › ● ✓"),
+        ("two\nlines", "two\\nlines"),
+        ("cr\rlf\r\n", "cr\\rlf\\r\\n"),
+        ("tab\there", "tab\\there"),
+        ("\u{1b}[31mred\u{1b}[0m", "\\x1b[31mred\\x1b[0m"),
+        ("\u{1b}]0;title\u{7}", "\\x1b]0;title\\x07"),
+        ("nul\u{0}del\u{7f}", "nul\\x00del\\x7f"),
+        ("c1 csi \u{9b}2J next line \u{85}", "c1 csi \\x9b2J next line \\x85"),
+        ("ls \u{2028} ps \u{2029}", "ls \\u{2028} ps \\u{2029}"),
+        ("bidi \u{202e}exe.txt\u{2066}", "bidi \\u{202e}exe.txt\\u{2066}"),
+        ("a backslash \\n stays", "a backslash \\n stays"),
+    ];
+    for (input, want) in table {
+        assert_eq!(escape(input), want, "{input:?}");
+    }
+}
+
+#[test]
+fn a_body_text_stays_one_printable_line() {
+    let forged = "fine\n[teneral] generation abc accepted\u{1b}[2K\u{1b}[1A\r";
+    let (text, tag) = clean(forged, "reply\nx");
+    let line =
+        Line { priority: Priority::Info, event: "reply", tag: &tag, unit: None, text: &text };
+    let data = datagram(&line, &Identity::default());
+    let got = fields(&data);
+    let message = &got[0].1;
+    assert_eq!(message, "[reply\\nx] fine\\n[teneral] generation abc accepted\\x1b[2K\\x1b[1A\\r");
+    assert!(
+        data.starts_with(b"MESSAGE=["),
+        "MESSAGE is sent as text, never in the binary form journald shows as a blob"
+    );
+    let printable = |c: char| !c.is_control();
+    assert!(message.chars().all(printable), "{message:?}");
+}
+
+#[test]
+fn a_huge_text_is_cut_before_it_is_escaped() {
+    let text = "\n".repeat(4 * MAX_MESSAGE);
+    let (clean_text, _) = clean(&text, "teneral");
+    assert!(clean_text.len() <= 2 * MAX_MESSAGE + 64, "{}", clean_text.len());
+    assert!(clean_text.ends_with(&format!("[cut: {} bytes in all]", text.len())));
+}
