@@ -91,10 +91,8 @@ fn name_in_the_log(home: &Path) {
         Err(e) => log::warn(format!("the log's generation numbers may be off: {e}")),
     }
     let head = || repo::open(home).ok().and_then(|git| repo::head_commit(&git, home).ok());
-    let commit = State::load(home)
-        .ok()
-        .and_then(|s| s.generation)
-        .or_else(|| head().map(|oid| oid.to_string()));
+    let commit =
+        State::load(home).ok().and_then(|s| s.generation).or_else(|| head().map(repo::commit_of));
     if let Some(commit) = commit {
         log::set_commit(&commit);
     }
