@@ -275,6 +275,18 @@ pub fn retry_delay(attempt: u32, scale: f64) -> Duration {
     Duration::from_secs_f64(seconds as f64 * scale)
 }
 
+/// The journal's `model.retry` (contract, section 3): why the request
+/// failed (`status` when the model answered at all), which retry comes next
+/// (1 for the first) and in how many seconds.
+pub fn retry_event(status: Option<u16>, message: &str, retry: u32, wait: Duration) -> Value {
+    let mut event = json!({"type": "model.retry", "message": message, "retry": retry,
+        "seconds": (wait.as_secs_f64() * 1000.0).round() / 1000.0});
+    if let Some(status) = status {
+        event["status"] = json!(status);
+    }
+    event
+}
+
 /// The journal's `input` of a call: the arguments as JSON, or the text as
 /// it was when it is not JSON.
 pub fn input_of(call: &ToolCall) -> Value {

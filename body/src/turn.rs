@@ -243,19 +243,24 @@ impl Body {
     }
 
     /// Asks the model, trying again after 10 s, 1 min, 5 min, then every
-    /// 15 min while it cannot be reached or a limit was hit.
+    /// 15 min while it cannot be reached or a limit was hit. Each retry is
+    /// logged and journaled (`model.retry`), so the owner sees it at once.
     fn ask(&self, request: &Value) -> Result<Answer, Stop> {
         let body = request.to_string().into_bytes();
         let url = self.config.endpoint();
         let mut attempt = 0;
         loop {
+            let mut status = None;
             let failure = match self.post(&url, &body) {
                 Ok(response) => match model::classify(response.status, &response.body) {
                     None => match model::parse_answer(self.config.protocol, &response.body) {
                         Ok(answer) => return Ok(answer),
                         Err(why) => Failure::Fatal(why),
                     },
-                    Some(failure) => failure,
+                    Some(failure) => {
+                        status = Some(response.status);
+                        failure
+                    }
                 },
                 Err(e) => Failure::Retry(format!("{url} could not be reached: {e}")),
             };
@@ -273,6 +278,10 @@ impl Body {
                 attempt + 1
             );
             self.events.log("warn", &text);
+            // The owner sees it at once in `talk`; a refusal is only logged.
+            if let Err(e) = self.events.send(&model::retry_event(status, &why, attempt + 1, wait)) {
+                self.events.log("error", &format!("model.retry was not journaled: {e}"));
+            }
             if !self.cancel.sleep(wait) {
                 return Err(Stop::Interrupted);
             }
