@@ -24,6 +24,11 @@ struct Tmux {
 impl Tmux {
     /// Starts `teneralctl talk -d home` in an 80x30 terminal with `env`.
     fn start(home: &Path, env: &[(&str, &str)]) -> Tmux {
+        Tmux::start_with(home, env, &[])
+    }
+
+    /// Starts `teneralctl talk -d home` with `args` after it.
+    fn start_with(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Tmux {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let socket = format!("talk-test-{}-{n}", std::process::id());
@@ -34,9 +39,10 @@ impl Tmux {
             line.push_str(&format!(" {k}={v}"));
         }
         line.push_str(&format!(
-            " {} talk -d {}; sleep 600",
+            " {} talk -d {} {}; sleep 600",
             env!("CARGO_BIN_EXE_teneralctl"),
-            home.display()
+            home.display(),
+            args.join(" ")
         ));
         let out = tmux.run(&["new-session", "-d", "-x", "80", "-y", "30", &line]);
         assert!(out.status.success(), "tmux starts: {out:?}");
@@ -377,4 +383,64 @@ fn new_events_are_printed_and_esc_interrupts_a_turn() {
     );
     tmux.wait_for("interrupted by you");
     tmux.wait_for("◆ resting");
+}
+
+#[test]
+fn a_failing_model_is_shown_at_once_in_both_clients() {
+    if !system_tests("a_failing_model_is_shown_at_once_in_both_clients") {
+        return;
+    }
+    let dir = individual(CONVERSATION);
+    let home = dir.path();
+    let plain = Tmux::start_with(home, &[], &["--plain"]);
+    plain.wait_for("/help lists the commands");
+    plain.type_text("are you there?");
+    plain.keys(&["Enter"]);
+    plain.wait_for("[teneral is not running: your line waits");
+    let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
+    let full = Tmux::start(home, &[]);
+    full.wait_for("◆ resting");
+    append(
+        home,
+        &[
+            r#"{"type":"owner.line","file":"b.txt","text":"hello?"}"#,
+            r#"{"type":"model.retry","message":"HTTP 503: the \u001b[2Jprovider is busy","status":503,"retry":1,"seconds":10}"#,
+        ],
+    );
+    full.wait_for_all(&[
+        "│ the model failed: HTTP 503: the provider is busy",
+        "│   retry 1 in 10s (at 10:00:10 UTC); Esc gives up the turn",
+        "the model failed; retry 1 in",
+        "esc to interrupt",
+    ]);
+    plain.wait_for("[model failed; retry 1 in 10s] HTTP 503: the provider is busy");
+}
+
+#[test]
+fn the_gate_shows_each_step_and_the_mutation_exit_is_no_crash() {
+    if !system_tests("the_gate_shows_each_step_and_the_mutation_exit_is_no_crash") {
+        return;
+    }
+    let dir = individual(CONVERSATION);
+    let home = dir.path();
+    let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
+    let tmux = Tmux::start(home, &[]);
+    tmux.wait_for("◆ resting");
+    append(home, &[r#"{"type":"mutation.requested","candidate":"fedcba9876543210"}"#]);
+    tmux.wait_for("asked for a mutation to fedcba9");
+    let status = r#"{"pid":1,"generation":null,"status":"checking mutation fedcba9: kernel tests, body tests","since":"2026-11-30T10:00:00.000Z"}"#;
+    std::fs::write(home.join(".teneral/status"), status).expect("the kernel's status");
+    tmux.wait_for_all(&["  gate kernel tests, body tests …", "◆ mutating: gate kernel tests"]);
+    append(
+        home,
+        &[
+            r#"{"type":"generation.exited","status":"exit status 75","result":"exited"}"#,
+            r#"{"type":"mutation.check","candidate":"fedcba9876543210","check":"kernel tests","result":"passed","seconds":12.5}"#,
+        ],
+    );
+    let screen = tmux.wait_for_all(&[
+        "  the body stepped aside for the gate",
+        "  gate kernel tests ✓ passed 12s",
+    ]);
+    assert!(!screen.contains("the body ended"), "not a crash:\n{screen}");
 }

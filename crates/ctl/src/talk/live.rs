@@ -106,6 +106,11 @@ impl Live {
             (Doing::Running(tool), _) => format!("running {tool}"),
             (Doing::Mutating(None), _) => "mutating".to_owned(),
             (Doing::Mutating(Some(step)), _) => format!("mutating: gate {step}"),
+            (Doing::Retrying { retry, at: Some(at) }, _) => {
+                let left = duration(at - crate::when::now_ms());
+                format!("the model failed; retry {retry} in {left}")
+            }
+            (Doing::Retrying { retry, at: None }, _) => format!("the model failed; retry {retry}"),
             (Doing::Starting, _) => "starting".to_owned(),
         };
         let mut spans = vec![Span::styled(t.marks.status, t.style(Role::Accent)), Span::raw(what)];

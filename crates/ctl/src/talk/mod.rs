@@ -14,6 +14,7 @@
 //! `--wait` deadline passes); everything from the journal is sanitized before
 //! it is printed ([`render`]); the decisions are pure ([`turns`]).
 
+mod act;
 mod backend;
 pub mod commands;
 pub mod editor;

@@ -83,6 +83,12 @@ fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
         Typed::Send(text) => {
             let file = client.send_line(&text)?;
             client.own.insert(file);
+            if !client.running() {
+                client.say(
+                    "[teneral is not running: your line waits and is answered when the next \
+                     generation is up]",
+                )?;
+            }
         }
     }
     Ok(true)

@@ -1,0 +1,157 @@
+//! What Enter and the commands do in the full client: send a line, run a
+//! command, complete a partial name, refuse an unknown one with the nearest
+//! named; and Esc's interrupt.
+//!
+//! Invariants: nothing is sent for a line that is not plain text or `//`
+//! text; an interrupt goes only through the owner channel, once per turn.
+
+use std::time::Instant;
+
+use ratatui::text::Line;
+
+use super::commands::{self, Args, Parsed};
+use super::full::{print, Screen, Then};
+use super::live::Live;
+use super::theme::Role;
+use super::view::View;
+use super::{Client, TalkError};
+
+pub(super) fn say(live: &mut Live, text: impl Into<String>, role: Role) {
+    live.notice = Some((text.into(), role));
+}
+
+/// Enter: runs a command, completes a partial name, refuses an unknown
+/// one, or sends the text.
+pub(super) fn enter(
+    client: &mut Client<'_>,
+    view: &mut View,
+    live: &mut Live,
+    screen: &mut Screen,
+    interrupt_at: &mut Option<Instant>,
+    listed: &[&'static commands::Command],
+) -> Result<Then, TalkError> {
+    let text = live.editor.text().to_owned();
+    let parsed = match commands::parse(&text) {
+        Parsed::Partial(_) if !listed.is_empty() => {
+            let c = listed[live.chosen.min(listed.len() - 1)];
+            if c.args != Args::None {
+                live.editor.set(&c.completed());
+                return Ok(Then::Stay);
+            }
+            Parsed::Run(c, String::new())
+        }
+        Parsed::Partial(name) => {
+            Parsed::Unknown { name: format!("/{name}"), nearest: commands::nearest(&name) }
+        }
+        p => p,
+    };
+    match parsed {
+        Parsed::Empty => {}
+        Parsed::Text(line) => {
+            let file = client.send_line(&line)?;
+            client.own.insert(file);
+            live.editor.take();
+            live.notice = None;
+            if !client.running() {
+                let note = "teneral is not running: your line waits and is answered when the next \
+                            generation is up";
+                say(live, note, Role::Warn);
+            }
+        }
+        Parsed::Unknown { name, nearest } => say(
+            live,
+            format!("{name} is not a command and was not sent; the nearest is {}", nearest.usage()),
+            Role::Bad,
+        ),
+        Parsed::BadArgs(c) => {
+            say(live, format!("{} is how it is used; nothing was sent", c.usage()), Role::Bad);
+        }
+        Parsed::Partial(_) => {}
+        Parsed::Run(c, args) => {
+            live.editor.take();
+            live.notice = None;
+            match c.name {
+                "quit" => return Ok(Then::Leave),
+                "stop" => stop(client, view, live, interrupt_at)?,
+                "help" => {
+                    let dim = view.theme.style(Role::Dim);
+                    let rows =
+                        commands::help().into_iter().map(|r| Line::styled(format!("  {r}"), dim));
+                    print(screen, rows.collect())?;
+                }
+                "tools" => toggle_tools(view, live),
+                "plain" => say(
+                    live,
+                    "teneralctl talk --plain, or any pipe: the same conversation as plain text",
+                    Role::Dim,
+                ),
+                "generations" => generations(client, view, screen)?,
+                "accept" => {
+                    let commit = Some(args.trim()).filter(|a| !a.is_empty());
+                    match crate::accept::accept(&client.home, commit, crate::accept::Via::Talk) {
+                        Ok(commit) => say(live, crate::accept::said(&commit), Role::Good),
+                        Err(e) => say(live, e.to_string(), Role::Bad),
+                    }
+                }
+                other => say(
+                    live,
+                    format!("/{other} is not in this version of the client yet"),
+                    Role::Warn,
+                ),
+            }
+        }
+    }
+    Ok(Then::Stay)
+}
+
+/// Esc and `/stop`: interrupts the turn in progress, or says why not.
+pub(super) fn stop(
+    client: &mut Client<'_>,
+    view: &View,
+    live: &mut Live,
+    interrupt_at: &mut Option<Instant>,
+) -> Result<(), TalkError> {
+    if !client.running() {
+        say(live, "teneral is not running: there is no turn to stop", Role::Warn);
+    } else if !view.doing.interruptible() {
+        say(live, "there is no turn to stop now; nothing was sent", Role::Warn);
+    } else if interrupt_at.is_some() {
+    } else {
+        client.send_interrupt()?;
+        *interrupt_at = Some(Instant::now());
+        say(live, "interrupt sent", Role::Dim);
+    }
+    Ok(())
+}
+
+/// `/generations`: what `teneralctl back --list` prints.
+fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), TalkError> {
+    let options = crate::back::BackOptions {
+        home: client.home.clone(),
+        target: None,
+        list: true,
+        wait: crate::back::ANSWER_WAIT,
+    };
+    let mut text = Vec::new();
+    let rows: Vec<Line<'static>> = match crate::back::run(&options, &mut text) {
+        Ok(_) => String::from_utf8_lossy(&text)
+            .lines()
+            .map(|l| {
+                Line::styled(
+                    format!("  {}", super::render::sanitize(l)),
+                    view.theme.style(Role::Dim),
+                )
+            })
+            .collect(),
+        Err(e) => vec![Line::styled(format!("  {e}"), view.theme.style(Role::Bad))],
+    };
+    print(screen, rows)
+}
+
+/// Tab and `/tools`: tool output shown from now on, or hidden again.
+pub(super) fn toggle_tools(view: &mut View, live: &mut Live) {
+    view.tools = !view.tools;
+    let what =
+        if view.tools { "tool output is shown from now on" } else { "tool output is hidden" };
+    say(live, what, Role::Dim);
+}
