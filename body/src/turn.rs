@@ -28,7 +28,7 @@ use crate::context::{Conversation, TooBig};
 use crate::events::{Events, SendError};
 use crate::model::{self, Answer, Failure, ToolCall, ToolSpec};
 use crate::tools::{self, Outcome, ToolEnv};
-use crate::{http, inbox, journal, prompt, sensors};
+use crate::{http, images, inbox, journal, prompt, sensors};
 
 /// How long a tool that was interrupted may take to stop before it is left
 /// behind.
@@ -192,6 +192,7 @@ impl Body {
                 Ok(items) => items,
                 Err(too_big) => return self.too_big(too_big),
             };
+            let items = images::attach(self.home(), items);
             let c = &self.config;
             let request = model::request(
                 c.protocol,
