@@ -444,3 +444,94 @@ fn the_gate_shows_each_step_and_the_mutation_exit_is_no_crash() {
     ]);
     assert!(!screen.contains("the body ended"), "not a crash:\n{screen}");
 }
+
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Tmux {
+    /// Pastes `text` as a terminal does (bracketed, when the client asked).
+    fn paste(&self, text: &str) {
+        assert!(self.run(&["set-buffer", "--", text]).status.success());
+        assert!(self.run(&["paste-buffer", "-p", "-t", "0"]).status.success());
+    }
+}
+
+#[test]
+fn images_by_a_pasted_path_and_by_the_image_command() {
+    if !system_tests("images_by_a_pasted_path_and_by_the_image_command") {
+        return;
+    }
+    let dir = individual(CONVERSATION);
+    let home = dir.path();
+    let files = tempfile::tempdir().expect("a temp dir for the images");
+    let shot = files.path().join("my shot.png");
+    std::fs::write(&shot, PNG).expect("a png");
+    let gif: &[u8] = b"GIF89a\x02\x00\x03\x00\x00\x00\x00;";
+    let anim = files.path().join("anim.gif");
+    std::fs::write(&anim, gif).expect("a gif");
+    let notes = files.path().join("notes.png");
+    std::fs::write(&notes, "text under a picture's name").expect("a text file");
+
+    let tmux = Tmux::start(home, &[]);
+    tmux.wait_for("lists the commands");
+    tmux.paste(&format!("'{}'", shot.display()));
+    tmux.wait_for("[image 1 · png · 1×1 · 70 B]");
+    tmux.type_text(&format!("/image {}", anim.display()));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("[image 1 · png · 1×1 · 70 B] [image 2 · gif · 2×3 · 14 B]");
+    tmux.type_text(&format!("/image {}", notes.display()));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("is not an image: only PNG, JPEG, GIF and WebP");
+    assert!(owner_files(home, "txt").is_empty(), "nothing was sent yet");
+    tmux.type_text("what are these?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("your line waits");
+    let sent = owner_files(home, "txt");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (png_at, gif_at) = (
+        format!("memory/images/{}.png", sha256(PNG)),
+        format!("memory/images/{}.gif", sha256(gif)),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&sent[0]).expect("the line"),
+        format!("what are these?\n[image: {png_at}]\n[image: {gif_at}]")
+    );
+    assert_eq!(std::fs::read(home.join(&png_at)).expect("the png stored"), PNG);
+    assert_eq!(std::fs::read(home.join(&gif_at)).expect("the gif stored"), gif);
+
+    for n in 1..=4 {
+        tmux.type_text(&format!("/image {}", shot.display()));
+        tmux.keys(&["Enter"]);
+        tmux.wait_for(&format!("[image {n} · png"));
+    }
+    tmux.type_text(&format!("/image {}", anim.display()));
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("a line carries at most 4 images");
+    assert!(!screen.contains("[image 5"), "{screen}");
+    tmux.keys(&["BSpace"]);
+    let screen = tmux.wait_for("the last image was taken off");
+    assert!(!screen.contains("[image 4 · png"), "{screen}");
+}
+
+#[test]
+fn ctrl_v_without_a_display_says_what_to_do() {
+    if !system_tests("ctrl_v_without_a_display_says_what_to_do") {
+        return;
+    }
+    let dir = individual(CONVERSATION);
+    let tmux = Tmux::start(dir.path(), &[("DISPLAY", ""), ("WAYLAND_DISPLAY", "")]);
+    tmux.wait_for("lists the commands");
+    tmux.keys(&["C-v"]);
+    tmux.wait_for("Ctrl+V: no display here; paste the image's path or use /image <path>");
+}

@@ -11,6 +11,7 @@ use ratatui::text::Line;
 
 use super::commands::{self, Args, Parsed};
 use super::full::{print, Screen, Then};
+use super::image;
 use super::live::Live;
 use super::theme::Role;
 use super::view::View;
@@ -46,18 +47,9 @@ pub(super) fn enter(
         p => p,
     };
     match parsed {
-        Parsed::Empty => {}
-        Parsed::Text(line) => {
-            let file = client.send_line(&line)?;
-            client.own.insert(file);
-            live.editor.take();
-            live.notice = None;
-            if !client.running() {
-                let note = "teneral is not running: your line waits and is answered when the next \
-                            generation is up";
-                say(live, note, Role::Warn);
-            }
-        }
+        Parsed::Empty if live.images.is_empty() => {}
+        Parsed::Empty => send(client, live, "")?,
+        Parsed::Text(line) => send(client, live, &line)?,
         Parsed::Unknown { name, nearest } => say(
             live,
             format!("{name} is not a command and was not sent; the nearest is {}", nearest.usage()),
@@ -80,6 +72,11 @@ pub(super) fn enter(
                     print(screen, rows.collect())?;
                 }
                 "tools" => toggle_tools(view, live),
+                "image" => {
+                    let path = image::pasted_path(&args)
+                        .unwrap_or_else(|| std::path::PathBuf::from(args.trim()));
+                    attach(live, image::load(&path));
+                }
                 "plain" => say(
                     live,
                     "teneralctl talk --plain, or any pipe: the same conversation as plain text",
@@ -102,6 +99,43 @@ pub(super) fn enter(
         }
     }
     Ok(Then::Stay)
+}
+
+/// Sends `text` with the images attached (stored first); a line that
+/// cannot store its images is not sent.
+fn send(client: &mut Client<'_>, live: &mut Live, text: &str) -> Result<(), TalkError> {
+    for im in &live.images {
+        if let Err(e) = image::store(&client.home, im) {
+            say(live, e.to_string(), Role::Bad);
+            return Ok(());
+        }
+    }
+    let file = client.send_line(&image::line_text(text, &live.images))?;
+    client.own.insert(file);
+    live.images.clear();
+    live.editor.take();
+    live.notice = None;
+    if !client.running() {
+        let note = "teneral is not running: your line waits and is answered when the next \
+                    generation is up";
+        say(live, note, Role::Warn);
+    }
+    Ok(())
+}
+
+/// Attaches a loaded image to the next line, or says why not.
+pub(super) fn attach(live: &mut Live, loaded: Result<image::Image, image::ImageError>) {
+    let refused = match loaded {
+        Ok(_) if live.images.len() >= image::MAX_PER_LINE => image::ImageError::TooMany,
+        Ok(im) => {
+            let n = live.images.len() + 1;
+            let chip = im.chip(n, true);
+            live.images.push(im);
+            return say(live, format!("attached {chip}; Enter sends it with your line"), Role::Dim);
+        }
+        Err(e) => e,
+    };
+    say(live, refused.to_string(), Role::Bad);
 }
 
 /// Esc and `/stop`: interrupts the turn in progress, or says why not.

@@ -20,7 +20,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
 
-use super::act::{enter, stop, toggle_tools};
+use super::act::{attach, enter, stop, toggle_tools};
 use super::backend::Tracked;
 use super::live::Live;
 use super::theme::{Role, Theme};
@@ -149,7 +149,7 @@ fn session(
                 screen.clear().map_err(out)?;
                 screen = make(Position { x: 0, y: top }, live.height(&view).min(h))?;
             }
-            Some(Wake::Term(Term::Paste(text))) => live.editor.insert(&text),
+            Some(Wake::Term(Term::Paste(text))) => paste(&mut live, &text),
             Some(Wake::Term(Term::Key(key))) if key.kind != KeyEventKind::Release => {
                 key_at = trace.on().then(Instant::now);
                 let then =
@@ -244,6 +244,19 @@ fn key(
     let e = &mut live.editor;
     match key.code {
         KeyCode::Char('c') if ctrl => return Ok(Then::Leave),
+        KeyCode::Char('v') if ctrl => {
+            let from = std::path::Path::new("the clipboard");
+            let loaded =
+                super::clipboard::paste().map(|bytes| super::image::Image::from_bytes(from, bytes));
+            match loaded {
+                Ok(loaded) => attach(live, loaded),
+                Err(why) => live.notice = Some((why, Role::Warn)),
+            }
+        }
+        KeyCode::Backspace if e.is_empty() && !live.images.is_empty() => {
+            live.images.pop();
+            live.notice = Some(("the last image was taken off".to_owned(), Role::Dim));
+        }
         KeyCode::Char('d') if ctrl && e.is_empty() => return Ok(Then::Leave),
         KeyCode::Char('l') if ctrl => screen.clear().map_err(TalkError::Output)?,
         KeyCode::Esc if !listed.is_empty() => live.closed_for = Some(before.clone()),
@@ -290,4 +303,19 @@ fn key(
         }
     }
     Ok(Then::Stay)
+}
+
+/// A paste: an image's path (pasted or dropped) attaches the image; any
+/// other text goes into the box.
+fn paste(live: &mut Live, text: &str) {
+    match super::image::pasted_path(text) {
+        Some(path) if path.is_file() || path.starts_with("~") => match super::image::load(&path) {
+            Err(e @ super::image::ImageError::NotAnImage { .. }) => {
+                live.editor.insert(text);
+                live.notice = Some((format!("{e}; the path was pasted as text"), Role::Dim));
+            }
+            loaded => attach(live, loaded),
+        },
+        _ => live.editor.insert(text),
+    }
 }

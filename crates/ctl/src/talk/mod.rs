@@ -16,10 +16,12 @@
 
 mod act;
 mod backend;
+pub mod clipboard;
 pub mod commands;
 pub mod editor;
 pub mod follow;
 mod full;
+pub mod image;
 mod live;
 pub mod markdown;
 pub mod panel;
