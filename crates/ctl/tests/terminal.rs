@@ -535,3 +535,34 @@ fn ctrl_v_without_a_display_says_what_to_do() {
     tmux.keys(&["C-v"]);
     tmux.wait_for("Ctrl+V: no display here; paste the image's path or use /image <path>");
 }
+
+#[test]
+fn the_plain_client_attaches_images_too() {
+    if !system_tests("the_plain_client_attaches_images_too") {
+        return;
+    }
+    let dir = individual(CONVERSATION);
+    let home = dir.path();
+    let files = tempfile::tempdir().expect("a temp dir for the images");
+    let shot = files.path().join("shot.png");
+    std::fs::write(&shot, PNG).expect("a png");
+    let notes = files.path().join("notes.txt");
+    std::fs::write(&notes, "not a picture").expect("a text file");
+    let tmux = Tmux::start_with(home, &[], &["--plain"]);
+    tmux.wait_for("/help lists the commands");
+    tmux.type_text(&format!("/image {}", notes.display()));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("is not an image");
+    tmux.type_text(&format!("/image {}", shot.display()));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("[attached [image 1 · png · 1×1 · 70 B]");
+    tmux.type_text("and this?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("[teneral is not running: your line waits");
+    let sent = owner_files(home, "txt");
+    let png_at = format!("memory/images/{}.png", sha256(PNG));
+    assert_eq!(
+        std::fs::read_to_string(&sent[0]).expect("the line"),
+        format!("and this?\n[image: {png_at}]")
+    );
+}

@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, Write};
 
+use super::image::{self, Image};
 use super::turns::{classify, Activity, Typed, COMMANDS};
 use super::{Client, TalkError, TalkOptions, Wake};
 
@@ -37,11 +38,12 @@ pub(super) fn run<R: BufRead + Send + 'static>(
         }
         let _ = tx.send(Wake::End);
     });
+    let mut images = Vec::new();
     while let Ok(wake) = client.rx.recv() {
         match wake {
             Wake::Journal => client.catch_up()?,
             Wake::Line(line) => {
-                if !typed(&mut client, &line)? {
+                if !typed(&mut client, &line, &mut images)? {
                     break;
                 }
             }
@@ -55,7 +57,7 @@ pub(super) fn run<R: BufRead + Send + 'static>(
 }
 
 /// Acts on one typed line; false when the owner leaves.
-fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
+fn typed(client: &mut Client<'_>, line: &str, images: &mut Vec<Image>) -> Result<bool, TalkError> {
     match classify(line) {
         Typed::Empty => {}
         Typed::Quit => return Ok(false),
@@ -80,8 +82,26 @@ fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
             "{text} is not a command and was not sent; /help lists the commands, and a line \
              that begins with // is sent with one slash"
         ))?,
+        Typed::Image(path) => {
+            let path = image::pasted_path(&path).unwrap_or_else(|| path.into());
+            match image::load(&path) {
+                Ok(_) if images.len() >= image::MAX_PER_LINE => {
+                    client.say(&format!("[{}]", image::ImageError::TooMany))?;
+                }
+                Ok(im) => {
+                    let chip = im.chip(images.len() + 1, true);
+                    images.push(im);
+                    client.say(&format!("[attached {chip}; it goes with your next line]"))?;
+                }
+                Err(e) => client.say(&format!("[{e}]"))?,
+            }
+        }
         Typed::Send(text) => {
-            let file = client.send_line(&text)?;
+            if let Some(e) = images.iter().find_map(|im| image::store(&client.home, im).err()) {
+                return client.say(&format!("[{e}]")).map(|()| true);
+            }
+            let file = client.send_line(&image::line_text(&text, images))?;
+            images.clear();
             client.own.insert(file);
             if !client.running() {
                 client.say(

@@ -141,6 +141,8 @@ pub enum Typed {
     Stop,
     /// `/accept [commit]`: the owner's consent to a species commit.
     Accept(Option<String>),
+    /// `/image <path>`: an image for the next line.
+    Image(String),
     /// A command of the full client that the plain one does not have yet.
     NotYet(String),
     /// A slash and a lower-case word that is no command: not sent.
@@ -153,6 +155,7 @@ pub enum Typed {
 pub const COMMANDS: &[(&str, &str)] = &[
     ("/stop", "interrupt the turn in progress (does nothing while the agent rests)"),
     ("/accept [commit]", "accept the species commit the agent asked about, or the one named"),
+    ("/image <path>", "attach a PNG, JPEG, GIF or WebP to your next line (at most 4)"),
     ("/help", "list the commands"),
     ("/quit", "leave; the agent goes on (Ctrl-D does the same)"),
     ("//...", "send a line that begins with a slash, with one slash"),
@@ -186,6 +189,7 @@ pub fn classify(line: &str) -> Typed {
         ("/accept", _) => {
             Typed::Accept(Some(args.trim()).filter(|a| !a.is_empty()).map(str::to_owned))
         }
+        ("/image", false) => Typed::Image(args.trim().to_owned()),
         (c, _) if LATER.contains(&c) => Typed::NotYet(command),
         _ => Typed::Unknown(line.trim().to_owned()),
     }
