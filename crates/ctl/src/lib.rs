@@ -5,6 +5,7 @@
 pub mod accept;
 pub mod back;
 pub mod individual;
+pub mod report;
 pub mod talk;
 pub mod when;
 

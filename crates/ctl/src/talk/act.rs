@@ -164,6 +164,7 @@ fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<
         home: client.home.clone(),
         target: None,
         list: true,
+        json: false,
         wait: crate::back::ANSWER_WAIT,
     };
     let mut text = Vec::new();
