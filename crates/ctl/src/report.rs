@@ -137,7 +137,7 @@ mod tests {
             kernel_pid: running.then_some(42),
             generation: Some("0123456789abcdef0123456789abcdef01234567".into()),
             doing: Some(("generation 0123456: resting".into(), "2026-11-30T10:00:00.000Z".into())),
-            body: running.then(|| (43, None)),
+            body: running.then_some((43, None)),
             stopped: (!running)
                 .then(|| ("crashed 5 times".into(), 1, "2026-11-30T10:02:00.000Z".into())),
             state_error: None,

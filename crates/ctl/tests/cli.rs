@@ -1,6 +1,7 @@
 //! The owner's client as a program. Its own test target also makes
 //! `cargo test --workspace` build the `teneralctl` binary, which the
 //! kernel's integration tests drive.
+#![allow(clippy::expect_used)]
 use std::process::Command;
 
 #[test]
