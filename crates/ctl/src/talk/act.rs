@@ -83,6 +83,7 @@ pub(super) fn enter(
                     Role::Dim,
                 ),
                 "generations" => generations(client, view, screen)?,
+                "history" => history(client, view, screen)?,
                 "accept" => {
                     let commit = Some(args.trim()).filter(|a| !a.is_empty());
                     match crate::accept::accept(&client.home, commit, crate::accept::Via::Talk) {
@@ -156,6 +157,39 @@ pub(super) fn stop(
         say(live, "interrupt sent", Role::Dim);
     }
     Ok(())
+}
+
+/// Exchanges `/history` prints.
+const HISTORY: usize = 40;
+
+/// `/history`: the last [`HISTORY`] exchanges of the journal printed again,
+/// read as on attaching (from the end, within a bounded number of bytes).
+fn history(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), TalkError> {
+    let mut recent = super::turns::Recent::new(HISTORY, super::MAX_ENTRIES * 10);
+    let budget = super::LOOK_BACK_BUDGET * 4;
+    let found = super::follow::look_back(&client.journal, &mut recent, budget, |e| Some(e.clone()));
+    let dim = view.theme.style(Role::Dim);
+    let mut rows = Vec::new();
+    match found {
+        Ok(_) => {
+            let events = recent.into_entries();
+            rows.push(Line::styled(
+                format!("  earlier conversation: {} events", events.len()),
+                dim,
+            ));
+            // A view of its own: printing history changes nothing live.
+            let mut past = View::new(view.theme, view.width);
+            for e in &events {
+                rows.extend(past.event(e));
+            }
+            rows.push(Line::styled("  end of the earlier conversation", dim));
+        }
+        Err(e) => rows.push(Line::styled(
+            format!("  {} cannot be read ({e})", client.journal.display()),
+            view.theme.style(Role::Bad),
+        )),
+    }
+    print(screen, rows)
 }
 
 /// `/generations`: what `teneralctl back --list` prints.
