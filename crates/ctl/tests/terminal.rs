@@ -443,6 +443,9 @@ fn the_gate_shows_each_step_and_the_mutation_exit_is_no_crash() {
         "  gate kernel tests ✓ passed 12s",
     ]);
     assert!(!screen.contains("the body ended"), "not a crash:\n{screen}");
+    tmux.type_text("still there?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("no body runs now: your line is answered when the next generation is up");
 }
 
 /// A 1×1 PNG.

@@ -14,7 +14,7 @@ use super::full::{print, Screen, Then};
 use super::image;
 use super::live::Live;
 use super::theme::Role;
-use super::view::View;
+use super::view::{Doing, View};
 use super::{Client, TalkError};
 
 pub(super) fn say(live: &mut Live, text: impl Into<String>, role: Role) {
@@ -48,8 +48,8 @@ pub(super) fn enter(
     };
     match parsed {
         Parsed::Empty if live.images.is_empty() => {}
-        Parsed::Empty => send(client, live, "")?,
-        Parsed::Text(line) => send(client, live, &line)?,
+        Parsed::Empty => send(client, view, live, "")?,
+        Parsed::Text(line) => send(client, view, live, &line)?,
         Parsed::Unknown { name, nearest } => say(
             live,
             format!("{name} is not a command and was not sent; the nearest is {}", nearest.usage()),
@@ -104,7 +104,12 @@ pub(super) fn enter(
 
 /// Sends `text` with the images attached (stored first); a line that
 /// cannot store its images is not sent.
-fn send(client: &mut Client<'_>, live: &mut Live, text: &str) -> Result<(), TalkError> {
+fn send(
+    client: &mut Client<'_>,
+    view: &View,
+    live: &mut Live,
+    text: &str,
+) -> Result<(), TalkError> {
     for im in &live.images {
         if let Err(e) = image::store(&client.home, im) {
             say(live, e.to_string(), Role::Bad);
@@ -120,6 +125,9 @@ fn send(client: &mut Client<'_>, live: &mut Live, text: &str) -> Result<(), Talk
         let note = "teneral is not running: your line waits and is answered when the next \
                     generation is up";
         say(live, note, Role::Warn);
+    } else if matches!(view.doing, Doing::Starting | Doing::Mutating(_)) {
+        let note = "no body runs now: your line is answered when the next generation is up";
+        say(live, note, Role::Dim);
     }
     Ok(())
 }

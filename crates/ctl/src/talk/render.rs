@@ -201,6 +201,16 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
         "generation.rolledback" => {
             cut(&format!("[rolled back] {}", first_line(event.text("reason"), width)), width)
         }
+        "mutation.check" => {
+            let secs = event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+            let took = crate::when::duration((secs * 1000.0) as i64);
+            let line = format!(
+                "[gate] {}: {} ({took})",
+                first_line(event.text("check"), 40),
+                first_line(event.text("result"), 20)
+            );
+            cut(&line, width)
+        }
         kind if kind.starts_with("mutation.") => {
             let what = sanitize(kind.trim_start_matches("mutation."));
             let d = details(event, &["candidate", "check", "from", "to", "reason"]);
@@ -308,6 +318,10 @@ mod tests {
             (
                 r#"{"type":"model.retry","message":"HTTP 503: busy\nmore","retry":2,"seconds":60}"#,
                 Some("[model failed; retry 2 in 60s] HTTP 503: busy"),
+            ),
+            (
+                r#"{"type":"mutation.check","check":"kernel tests","result":"passed","seconds":12.5}"#,
+                Some("[gate] kernel tests: passed (12s)"),
             ),
             (
                 r#"{"type":"generation.rolledback","reason":"silent for 10 min"}"#,

@@ -68,15 +68,19 @@ pub struct View {
     pub tools: bool,
     /// The last reply asked a question and nothing arrived since.
     pub question: bool,
+    /// The short commit of the mutation asked for last, as the kernel's
+    /// status names it.
+    candidate: String,
 }
 
-/// The step under way in the kernel's status text (`checking mutation
-/// 0123abc: kernel tests, body tests`), sanitized; `None` for any other state.
-pub fn gate_step(status: &str) -> Option<String> {
+/// The candidate and the step under way in the kernel's status text
+/// (`checking mutation 0123abc: kernel tests, body tests`), sanitized;
+/// `None` for any other state.
+pub fn gate_step(status: &str) -> Option<(String, String)> {
     let rest = status.strip_prefix("checking mutation ")?;
-    let (_, step) = rest.split_once(": ")?;
+    let (candidate, step) = rest.split_once(": ")?;
     let step = first_line(step.split("; meanwhile").next().unwrap_or_default());
-    (!step.is_empty()).then(|| cut(&step, 60))
+    (!step.is_empty()).then(|| (first_line(candidate), cut(&step, 60)))
 }
 
 /// The first non-blank line of sanitized `text`, tabs as blanks.
@@ -101,6 +105,7 @@ impl View {
             doing: Doing::Resting,
             tools: false,
             question: false,
+            candidate: String::new(),
         }
     }
 
@@ -145,7 +150,10 @@ impl View {
     /// when a step starts, while a mutation is under way.
     pub fn gate_status(&mut self, status: &str) -> Vec<Line<'static>> {
         let Doing::Mutating(now) = &self.doing else { return Vec::new() };
-        let Some(step) = gate_step(status) else { return Vec::new() };
+        let Some((candidate, step)) = gate_step(status) else { return Vec::new() };
+        if candidate != self.candidate {
+            return Vec::new(); // an older status, or another candidate's
+        }
         if now.as_deref() == Some(step.as_str()) {
             return Vec::new();
         }
@@ -289,6 +297,7 @@ impl View {
             "mutation.requested" => {
                 self.doing = Doing::Mutating(None);
                 let c = short(e.text("candidate"));
+                self.candidate = c.clone();
                 vec![self.row("  ", &format!("asked for a mutation to {c}"), Role::Dim)]
             }
             "mutation.check" => {

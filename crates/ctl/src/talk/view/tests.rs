@@ -115,14 +115,17 @@ fn the_gate_steps_come_from_the_kernels_status() {
         ("checking mutation 0123abc: ", None),
     ];
     for (status, want) in table {
-        assert_eq!(gate_step(status).as_deref(), want, "{status:?}");
+        let got = gate_step(status);
+        assert_eq!(got.as_ref().map(|(_, s)| s.as_str()), want, "{status:?}");
+        assert!(got.is_none_or(|(c, _)| c == "0123abc"), "{status:?}");
     }
     let mut view = View::new(Theme::new(false, true), 80);
-    assert!(view.gate_status("checking mutation a: paths").is_empty(), "no mutation asked for");
-    view.event(&ev(r#"{"type":"mutation.requested","candidate":"a"}"#));
-    let rows = view.gate_status("checking mutation a: paths");
-    assert_eq!(text(&rows), ["  gate paths …"]);
-    assert!(view.gate_status("checking mutation a: paths").is_empty(), "said once");
+    let status = "checking mutation 0123456: paths";
+    assert!(view.gate_status(status).is_empty(), "no mutation asked for");
+    view.event(&ev(r#"{"type":"mutation.requested","candidate":"0123456789ab"}"#));
+    assert!(view.gate_status("checking mutation fedcba9: paths").is_empty(), "another's");
+    assert_eq!(text(&view.gate_status(status)), ["  gate paths …"]);
+    assert!(view.gate_status(status).is_empty(), "said once");
     assert_eq!(view.doing, Doing::Mutating(Some("paths".into())));
 }
 
