@@ -132,3 +132,90 @@ fn image_lines_are_only_the_owners() {
     let parts = last_user_content(&rig);
     assert!(image_urls(&rig.wire, &parts).is_empty(), "{parts:?}");
 }
+
+/// The owner's client: at `TENERAL_CTL`, or built beside the kernel
+/// (`cargo build` at the repository's root makes both). `None` when neither
+/// is there: the gate places only the kernel for the body's tests, so a
+/// mutation's check leaves this test out (it says so), as it leaves out
+/// the system tests.
+fn ctl_bin() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("TENERAL_CTL") {
+        let path = std::path::PathBuf::from(path);
+        assert!(path.is_file(), "TENERAL_CTL names no file: {}", path.display());
+        return Some(path);
+    }
+    let beside = kernel_bin().with_file_name("teneralctl");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    eprintln!("skipped: no teneralctl beside {} (set TENERAL_CTL)", kernel_bin().display());
+    None
+}
+
+/// `teneralctl talk` (`ctl`) with `lines` piped in; its exit status and stderr.
+fn talk(ctl: &std::path::Path, rig: &Rig, lines: &str) -> (Option<i32>, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(ctl)
+        .args(["talk", "--wait", "20", "-d"])
+        .arg(&rig.home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("teneralctl starts");
+    child.stdin.take().expect("its stdin").write_all(lines.as_bytes()).expect("lines piped");
+    let out = child.wait_with_output().expect("teneralctl ends");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn images_the_client_attaches_reach_the_stand_in_in_both_protocols() {
+    let Some(ctl) = ctl_bin() else { return };
+    for wire in [Wire::Chat, Wire::Responses] {
+        let mut rig = Rig::new(wire, &[r#"{"reply":"two pictures"}"#]);
+        rig.start_ready();
+        let shot = rig.home.join("../my shot.png");
+        fs::write(&shot, PNG).expect("a png");
+        let anim = rig.home.join("../anim.gif");
+        fs::write(&anim, GIF).expect("a gif");
+        let lines = format!(
+            "/image '{}'\n/image file://{}\nwhat are these?\n",
+            shot.display(),
+            anim.display()
+        );
+        let (status, err) = talk(&ctl, &rig, &lines);
+        assert_eq!(status, Some(0), "{err}\n{}", rig.report());
+        let parts = last_user_content(&rig);
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        assert_eq!(
+            image_urls(&rig.wire, &parts),
+            [
+                format!("data:image/png;base64,{}", b64(PNG)),
+                format!("data:image/gif;base64,{}", b64(GIF))
+            ],
+            "{}",
+            rig.report()
+        );
+        let journal = rig.journal();
+        let line = &of(&journal, "owner.line")[0]["text"];
+        assert!(line
+            .as_str()
+            .expect("text")
+            .starts_with("what are these?\n[image: memory/images/"));
+
+        // Refused before anything is sent: a file that is no image, and a fifth image.
+        let requests = rig.requests().len();
+        let notes = rig.home.join("../notes.png");
+        fs::write(&notes, "not a picture").expect("a text file");
+        let (status, err) = talk(&ctl, &rig, &format!("/image {}\nlook\n", notes.display()));
+        assert_eq!(status, Some(1), "{err}");
+        assert!(err.contains("is not an image"), "{err}");
+        let five = format!("/image {}\n", shot.display()).repeat(5) + "look\n";
+        let (status, err) = talk(&ctl, &rig, &five);
+        assert_eq!(status, Some(1), "{err}");
+        assert!(err.contains("at most 4 images"), "{err}");
+        assert_eq!(rig.requests().len(), requests, "nothing more was sent");
+        assert_eq!(of(&rig.journal(), "owner.line").len(), 1);
+    }
+}

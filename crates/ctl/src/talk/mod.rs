@@ -88,6 +88,8 @@ pub enum TalkError {
     Input(io::Error),
     #[error("cannot write the output: {0}")]
     Output(io::Error),
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
 }
 
 /// What wakes the client.
