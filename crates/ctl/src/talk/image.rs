@@ -135,6 +135,16 @@ pub fn line_text(text: &str, images: &[Image]) -> String {
     out
 }
 
+/// The extension and hash of an image line of an owner line
+/// (`[image: memory/images/<64 hex>.<ext>]`); `None` for any other line.
+pub fn referenced(line: &str) -> Option<(&str, &str)> {
+    let name = line.strip_prefix("[image: ")?.strip_suffix(']')?.strip_prefix(DIR)?;
+    let (hash, ext) = name.strip_prefix('/')?.split_once('.')?;
+    let hex = hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let known = matches!(ext, "png" | "jpg" | "gif" | "webp");
+    (hex && known).then_some((ext, hash))
+}
+
 /// What a paste or a drop names, when it is one path: as it is, in quotes,
 /// with backslash escapes, or as a `file://` URL. `None` for anything else.
 pub fn pasted_path(text: &str) -> Option<PathBuf> {

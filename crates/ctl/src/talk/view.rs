@@ -171,9 +171,18 @@ impl View {
                 self.question = false;
                 let text = sanitize(e.text("text"));
                 let mut rows = Vec::new();
+                let mut images = 0;
                 for (i, line) in text.trim_end().split('\n').enumerate() {
                     let mark = if i == 0 { m.owner } else { "  " };
-                    rows.push(self.row(mark, line, Role::Owner));
+                    match super::image::referenced(line) {
+                        Some((ext, hash)) => {
+                            images += 1;
+                            let dot = if m.ok.is_ascii() { " - " } else { " · " };
+                            let chip = format!("[image {images}{dot}{ext}{dot}{}]", &hash[..7]);
+                            rows.push(self.row(mark, &chip, Role::Dim));
+                        }
+                        None => rows.push(self.row(mark, line, Role::Owner)),
+                    }
                 }
                 rows
             }

@@ -26,6 +26,12 @@ fn times_and_durations() {
 fn events_table() {
     let table: &[(&[&str], &[&str])] = &[
         (&[r#"{"type":"owner.line","text":"hi\nthere"}"#], &["› hi", "  there"]),
+        (
+            &[
+                r#"{"type":"owner.line","text":"look\n[image: memory/images/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.png]\n[image: /etc/passwd]"}"#,
+            ],
+            &["› look", "  [image 1 · png · 9f86d08]", "  [image: /etc/passwd]"],
+        ),
         (&[r#"{"type":"reply","text":"**Yes.**"}"#], &["● Yes."]),
         (
             &[
