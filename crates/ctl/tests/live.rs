@@ -185,3 +185,17 @@ fn true_colour_with_256_and_16_colour_fallbacks() {
         }
     }
 }
+
+#[test]
+fn the_plain_client_prints_the_history_again() {
+    if !system_tests("the_plain_client_prints_the_history_again") {
+        return;
+    }
+    let dir = individual(CONVERSATION);
+    let tmux = Tmux::start_with(dir.path(), &[], &["--plain"]);
+    tmux.wait_for("/help lists the commands");
+    tmux.type_text("/history");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("[end of the earlier conversation]");
+    assert_eq!(screen.matches("› What are you working on?").count(), 2, "{screen}");
+}

@@ -69,6 +69,7 @@ fn typed(client: &mut Client<'_>, line: &str, images: &mut Vec<Image>) -> Result
             client.print("  Any other line is sent to the agent as its owner's.")?;
         }
         Typed::Stop => stop(client)?,
+        Typed::History => history(client)?,
         Typed::Accept(commit) => {
             match crate::accept::accept(&client.home, commit.as_deref(), crate::accept::Via::Talk) {
                 Ok(commit) => client.say(&crate::accept::said(&commit))?,
@@ -112,6 +113,25 @@ fn typed(client: &mut Client<'_>, line: &str, images: &mut Vec<Image>) -> Result
         }
     }
     Ok(true)
+}
+
+/// `/history`: the last 40 exchanges of the journal printed again, read
+/// as on attaching (from the end, within a bounded number of bytes).
+fn history(client: &mut Client<'_>) -> Result<(), TalkError> {
+    let mut recent = super::turns::Recent::new(40, super::MAX_ENTRIES * 10);
+    let width = client.width;
+    let budget = super::LOOK_BACK_BUDGET * 4;
+    let render = |e: &crate::journal::Event| super::render::render(e, width);
+    match super::follow::look_back(&client.journal, &mut recent, budget, render) {
+        Ok(_) => {
+            client.say("[the earlier conversation]")?;
+            for line in recent.into_entries() {
+                client.print(&line)?;
+            }
+            client.say("[end of the earlier conversation]")
+        }
+        Err(e) => client.say(&format!("[{} cannot be read: {e}]", client.journal.display())),
+    }
 }
 
 /// `/stop`: interrupts the turn in progress, or says why there is none.
