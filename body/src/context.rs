@@ -26,13 +26,19 @@ pub const INTERRUPTED: &str =
 #[derive(Debug, Clone)]
 enum Block {
     User(String),
-    Step { text: Option<String>, calls: Vec<ToolCall>, outputs: Vec<(String, String)> },
+    /// An owner's line: its image lines may be shown as images.
+    Owner(String),
+    Step {
+        text: Option<String>,
+        calls: Vec<ToolCall>,
+        outputs: Vec<(String, String)>,
+    },
 }
 
 impl Block {
     fn size(&self) -> usize {
         match self {
-            Block::User(text) => text.chars().count(),
+            Block::User(text) | Block::Owner(text) => text.chars().count(),
             Block::Step { text, calls, outputs } => {
                 text.as_deref().map_or(0, |t| t.chars().count())
                     + calls
@@ -105,7 +111,7 @@ impl Conversation {
             _ => {}
         }
         match kind {
-            "owner.line" => self.push(Block::User(text())),
+            "owner.line" => self.push(Block::Owner(text())),
             "birth" => {
                 self.push(Block::User(format!("[birth: the letter in BIRTH.md]\n{}", text())))
             }
@@ -212,6 +218,7 @@ impl Conversation {
         for (block, _) in self.blocks.iter().skip(start) {
             match block {
                 Block::User(text) => items.push(Item::User(text.clone())),
+                Block::Owner(text) => items.push(Item::Owner(text.clone())),
                 Block::Step { text, calls, outputs } => {
                     if let Some(text) = text.as_ref().filter(|t| !t.is_empty()) {
                         items.push(Item::Assistant(text.clone()));

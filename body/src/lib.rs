@@ -17,6 +17,7 @@
 //! | [`context`] | the conversation, and what of it fits one request |
 //! | [`prompt`] | the system prompt and the soul files |
 //! | [`model`] | the two wire protocols, request and answer |
+//! | [`images`] | the owner's images, checked and shown to the model |
 //! | [`http`] | a small HTTP/1.1 client for the model on loopback |
 //! | [`tools`] | the tools the model can call |
 //! | [`shell`] | the `bash` tool: a command in its own process group |
@@ -34,6 +35,7 @@ pub mod config;
 pub mod context;
 pub mod events;
 pub mod http;
+pub mod images;
 pub mod inbox;
 pub mod journal;
 pub mod model;

@@ -31,12 +31,31 @@ pub struct ToolCall {
 pub enum Item {
     /// Something that woke the agent, or a word from its body.
     User(String),
+    /// An owner's line, sent as [`Item::User`] unless
+    /// [`crate::images::attach`] found images in it.
+    Owner(String),
+    /// An owner's line with the images it names.
+    UserImages { text: String, images: Vec<Image> },
     /// Words of the model.
     Assistant(String),
     /// A tool call of the model; the calls of one answer stand together.
     Call(ToolCall),
     /// What a call returned.
     Output { id: String, text: String },
+}
+
+/// An image to show the model: its media type and its bytes in base64.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    pub media_type: &'static str,
+    pub data: String,
+}
+
+impl Image {
+    /// The image as a data URL, as both protocols take it.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data)
+    }
 }
 
 /// A tool the model may call.
@@ -107,8 +126,18 @@ fn chat_messages(items: &[Item]) -> Vec<Value> {
     let mut open_assistant = false; // the last message is an assistant's, open for calls
     for item in items {
         match item {
-            Item::User(text) => {
+            Item::User(text) | Item::Owner(text) => {
                 messages.push(json!({"role": "user", "content": text}));
+                open_assistant = false;
+            }
+            Item::UserImages { text, images } => {
+                let mut content = vec![json!({"type": "text", "text": text})];
+                content.extend(
+                    images
+                        .iter()
+                        .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
+                );
+                messages.push(json!({"role": "user", "content": content}));
                 open_assistant = false;
             }
             Item::Assistant(text) => {
@@ -141,8 +170,15 @@ fn responses_input(items: &[Item]) -> Vec<Value> {
     items
         .iter()
         .map(|item| match item {
-            Item::User(text) => json!({"type": "message", "role": "user",
+            Item::User(text) | Item::Owner(text) => json!({"type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": text}]}),
+            Item::UserImages { text, images } => {
+                let mut content = vec![json!({"type": "input_text", "text": text})];
+                content.extend(images.iter().map(
+                    |i| json!({"type": "input_image", "image_url": i.data_url(), "detail": "auto"}),
+                ));
+                json!({"type": "message", "role": "user", "content": content})
+            }
             Item::Assistant(text) => json!({"type": "message", "role": "assistant",
                 "content": [{"type": "output_text", "text": text}]}),
             Item::Call(call) => json!({"type": "function_call", "call_id": call.id,
@@ -273,6 +309,18 @@ pub fn retry_delay(attempt: u32, scale: f64) -> Duration {
         _ => 900,
     };
     Duration::from_secs_f64(seconds as f64 * scale)
+}
+
+/// The journal's `model.retry` (contract, section 3): why the request
+/// failed (`status` when the model answered at all), which retry comes next
+/// (1 for the first) and in how many seconds.
+pub fn retry_event(status: Option<u16>, message: &str, retry: u32, wait: Duration) -> Value {
+    let mut event = json!({"type": "model.retry", "message": message, "retry": retry,
+        "seconds": (wait.as_secs_f64() * 1000.0).round() / 1000.0});
+    if let Some(status) = status {
+        event["status"] = json!(status);
+    }
+    event
 }
 
 /// The journal's `input` of a call: the arguments as JSON, or the text as

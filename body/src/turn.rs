@@ -28,7 +28,7 @@ use crate::context::{Conversation, TooBig};
 use crate::events::{Events, SendError};
 use crate::model::{self, Answer, Failure, ToolCall, ToolSpec};
 use crate::tools::{self, Outcome, ToolEnv};
-use crate::{http, inbox, journal, prompt, sensors};
+use crate::{http, images, inbox, journal, prompt, sensors};
 
 /// How long a tool that was interrupted may take to stop before it is left
 /// behind.
@@ -192,6 +192,7 @@ impl Body {
                 Ok(items) => items,
                 Err(too_big) => return self.too_big(too_big),
             };
+            let items = images::attach(self.home(), items);
             let c = &self.config;
             let request = model::request(
                 c.protocol,
@@ -243,19 +244,24 @@ impl Body {
     }
 
     /// Asks the model, trying again after 10 s, 1 min, 5 min, then every
-    /// 15 min while it cannot be reached or a limit was hit.
+    /// 15 min while it cannot be reached or a limit was hit. Each retry is
+    /// logged and journaled (`model.retry`), so the owner sees it at once.
     fn ask(&self, request: &Value) -> Result<Answer, Stop> {
         let body = request.to_string().into_bytes();
         let url = self.config.endpoint();
         let mut attempt = 0;
         loop {
+            let mut status = None;
             let failure = match self.post(&url, &body) {
                 Ok(response) => match model::classify(response.status, &response.body) {
                     None => match model::parse_answer(self.config.protocol, &response.body) {
                         Ok(answer) => return Ok(answer),
                         Err(why) => Failure::Fatal(why),
                     },
-                    Some(failure) => failure,
+                    Some(failure) => {
+                        status = Some(response.status);
+                        failure
+                    }
                 },
                 Err(e) => Failure::Retry(format!("{url} could not be reached: {e}")),
             };
@@ -273,6 +279,10 @@ impl Body {
                 attempt + 1
             );
             self.events.log("warn", &text);
+            // The owner sees it at once in `talk`; a refusal is only logged.
+            if let Err(e) = self.events.send(&model::retry_event(status, &why, attempt + 1, wait)) {
+                self.events.log("error", &format!("model.retry was not journaled: {e}"));
+            }
             if !self.cancel.sleep(wait) {
                 return Err(Stop::Interrupted);
             }

@@ -10,6 +10,7 @@ mod common;
 
 mod basics;
 mod context;
+mod images;
 mod inbox;
 mod interrupts;
 mod mutate;

@@ -56,8 +56,8 @@ fn the_newest_is_kept_and_a_call_never_goes_without_its_result() {
     let all = c.items(1_000_000, mark).unwrap();
     whole(&all);
     assert_eq!(all.len(), 10, "{all:?}");
-    assert_eq!(all[0], Item::User("a".repeat(100)));
-    assert_eq!(all[2], Item::User("go".into()));
+    assert_eq!(all[0], Item::Owner("a".repeat(100)));
+    assert_eq!(all[2], Item::Owner("go".into()));
     assert_eq!(all[3], Item::Assistant("looking".into()));
     assert!(
         matches!(&all[4], Item::Call(call) if call.id == "c1" && call.arguments == r#"{"command":"ls"}"#)
@@ -68,12 +68,12 @@ fn the_newest_is_kept_and_a_call_never_goes_without_its_result() {
 
     // Room for the last words and the line, not for the answer with its calls.
     let small = c.items(100, mark).unwrap();
-    assert_eq!(small, [Item::Assistant("done".into()), Item::User("new".into())]);
+    assert_eq!(small, [Item::Assistant("done".into()), Item::Owner("new".into())]);
     // Room for the calls too: they come whole, with their results.
     let middle = c.items(500, mark).unwrap();
     whole(&middle);
-    assert_eq!(middle[..2], [Item::User("go".into()), Item::Assistant("looking".into())]);
-    assert_eq!(middle.last().unwrap(), &Item::User("new".into()));
+    assert_eq!(middle[..2], [Item::Owner("go".into()), Item::Assistant("looking".into())]);
+    assert_eq!(middle.last().unwrap(), &Item::Owner("new".into()));
 
     assert_eq!(c.items(2, mark), Err(TooBig { needed: 3, room: 2 }));
 }
@@ -115,7 +115,7 @@ fn old_names_are_read_as_new_and_a_torn_last_line_is_passed_over() {
     let items = c.items(10_000, c.mark()).unwrap();
     assert_eq!(
         items,
-        [Item::User("hi".into()), Item::User("[kernel: mutation.rejected] tests failed".into())]
+        [Item::Owner("hi".into()), Item::User("[kernel: mutation.rejected] tests failed".into())]
     );
     assert!(!Conversation::new(10).has_message);
 }

@@ -41,8 +41,25 @@ fn retries_follow_the_schedule_and_then_answer() {
     ]) {
         assert!(line.contains(wait) && line.contains(reason), "{line}");
     }
-    let texts = journal.iter().map(|e| e.to_string()).collect::<String>();
-    assert!(!texts.contains("slow down"), "retries are logged, not journaled");
+    let retries = of(&journal, "model.retry");
+    let seen: Vec<_> = retries
+        .iter()
+        .map(|e| (e["retry"].clone(), e["status"].clone(), e["seconds"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!(1), json!(429), json!(0.001)),
+            (json!(2), json!(503), json!(0.006)),
+            (json!(3), json!(500), json!(0.03)),
+            (json!(4), json!(502), json!(0.09)),
+        ],
+        "{}",
+        rig.report()
+    );
+    assert_eq!(retries[0]["message"], "HTTP 429: slow down");
+    let last = body_of(&rig.requests()[4]).to_string();
+    assert!(!last.contains("slow down"), "a retry is the owner's to see, not the model's: {last}");
 }
 
 #[test]
@@ -74,6 +91,10 @@ fn an_unreachable_model_is_tried_again() {
         let lines = retry_lines(&rig);
         (lines.len() >= 3 && lines.iter().all(|l| l.contains("could not be reached"))).then_some(())
     });
+    let journal = rig.journal();
+    let first = of(&journal, "model.retry")[0];
+    assert!(first["message"].as_str().unwrap().contains("could not be reached"), "{first}");
+    assert_eq!(first.get("status"), None, "no answer, no status: {first}");
     rig.interrupt(2);
     let journal = rig.wait_for("turn.interrupted", |j| has(j, "turn.interrupted"));
     assert_eq!(count(&journal, "reply"), 1, "only the seeded reply: {}", rig.report());

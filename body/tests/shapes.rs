@@ -260,3 +260,25 @@ fn the_clock_writes_rfc3339() {
     assert_eq!(teneral_body::clock::rfc3339(1_709_210_096), "2024-02-29T12:34:56Z");
     assert_eq!(teneral_body::clock::rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
 }
+
+#[test]
+fn an_owner_line_with_images_has_each_protocols_documented_shape() {
+    let image = model::Image { media_type: "image/png", data: "iVBORw0KGgo=".into() };
+    let items = [Item::UserImages { text: "what is this?".into(), images: vec![image] }];
+    let chat = model::request(Protocol::Chat, "m", None, "S", &items, &[]);
+    assert_eq!(
+        chat["messages"][1],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        ]})
+    );
+    let responses = model::request(Protocol::Responses, "m", None, "S", &items, &[]);
+    assert_eq!(
+        responses["input"][0],
+        json!({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "what is this?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"}
+        ]})
+    );
+}

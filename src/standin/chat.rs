@@ -317,6 +317,11 @@ fn content(message: &Fields, kinds: &[&str]) -> Result<String, ApiError> {
                     part.only(&["type", kind])?;
                     if kind == "refusal" {
                         part.req_str(kind)?;
+                    } else if kind == "image_url" {
+                        let image = Fields::of(part.req(kind)?, &part.path_of(kind))?;
+                        image.only(&["url", "detail"])?;
+                        image.opt_enum("detail", &["auto", "low", "high"])?;
+                        super::image::check_url(image.req_str("url")?, &image.path_of("url"))?;
                     } else {
                         part.req(kind).and_then(|v| Fields::of(v, &part.path_of(kind)))?;
                     }

@@ -30,6 +30,7 @@ use tokio::net::TcpListener;
 pub mod chat;
 pub mod child;
 mod http;
+pub mod image;
 pub mod responses;
 pub mod script;
 pub mod service;

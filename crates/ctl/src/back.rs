@@ -16,6 +16,8 @@
 //! by renaming it: of the kernel taking it and `back` withdrawing it, exactly
 //! one wins.
 
+pub mod list;
+
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::generations::{Lineage, Refusal};
+use crate::generations::Refusal;
 use crate::journal::writer::{Journal, JournalError};
 use crate::journal::{Event, JOURNAL_PATH};
 use crate::lock::{self, LockError, LOCK_PATH};
@@ -93,6 +95,8 @@ pub struct BackOptions {
     pub target: Option<String>,
     /// Only list the generations.
     pub list: bool,
+    /// List them as JSON.
+    pub json: bool,
     /// How long to wait for a running kernel's answer.
     pub wait: Duration,
 }
@@ -105,10 +109,16 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
     };
     if options.list {
         let lineage = lineage(home)?;
+        let repo = git2::Repository::open(home).ok();
+        let subject = |c: &str| list::subject_in(repo.as_ref(), c);
+        if options.json {
+            print(out, &list::json(&lineage, &subject).to_string())?;
+            return Ok(0);
+        }
         if lineage.generations().is_empty() {
             print(out, "no generation in the journal yet")?;
         }
-        for line in list_lines(&lineage) {
+        for line in list::lines(&lineage, &subject, crate::when::now_ms()) {
             print(out, &line)?;
         }
         return Ok(0);
@@ -160,26 +170,6 @@ fn choose(home: &Path, target: Option<&str>) -> Result<(String, String), BackErr
     let to = lineage.choose(target, in_git)?;
     let from = lineage.current().map(|g| g.commit.clone()).unwrap_or_default();
     Ok((from, to.commit.clone()))
-}
-
-/// One line per generation, oldest first: its commit, when it became
-/// ready, its replies, and a mark on the current one.
-pub fn list_lines(lineage: &Lineage) -> Vec<String> {
-    let current = lineage.current().map(|g| g.commit.as_str());
-    let when = |ts: &str| match (ts.get(..10), ts.get(11..19)) {
-        (Some(day), Some(time)) => format!("ready {day} {time} UTC"),
-        _ => format!("ready {ts}"),
-    };
-    lineage
-        .generations()
-        .iter()
-        .map(|g| {
-            let ready = g.ready_at.as_deref().map_or("never ready".to_owned(), when);
-            let word = if g.replies == 1 { "reply" } else { "replies" };
-            let mark = if Some(g.commit.as_str()) == current { "  (current)" } else { "" };
-            format!("{}  {ready:<29}  {} {word}{mark}", g.short(), g.replies)
-        })
-        .collect()
 }
 
 /// Leaves the request for the running kernel, signals it and waits for the

@@ -5,7 +5,9 @@
 pub mod accept;
 pub mod back;
 pub mod individual;
+pub mod report;
 pub mod talk;
+pub mod when;
 
 pub use teneral_core::{
     back_request, commit, fsutil, generations, journal, lock, log, owner, state, status,

@@ -1,6 +1,7 @@
 //! The owner's client as a program. Its own test target also makes
 //! `cargo test --workspace` build the `teneralctl` binary, which the
 //! kernel's integration tests drive.
+#![allow(clippy::expect_used)]
 use std::process::Command;
 
 #[test]
@@ -51,4 +52,67 @@ fn talk_status_and_back_refuse_a_directory_that_is_no_individual() {
         .expect("teneralctl runs");
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("-d, --dir <DIR>") && help.contains("individual's directory"), "{help}");
+}
+
+fn teneralctl(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_teneralctl"))
+        .args(args)
+        .arg("-d")
+        .arg(dir)
+        .output()
+        .expect("teneralctl runs")
+}
+
+#[test]
+fn status_and_back_list_speak_json_with_timestamps() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::create_dir_all(dir.path().join(".teneral")).expect("an individual's directory");
+    std::fs::create_dir_all(dir.path().join("memory")).expect("memory");
+    let status =
+        r#"{"pid":7,"generation":null,"status":"resting","since":"2026-11-30T10:00:00.000Z"}"#;
+    std::fs::write(dir.path().join(".teneral/status"), status).expect("a status");
+    let out = teneralctl(&["status", "--json"], dir.path());
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(value["running"], false);
+    assert_eq!(value["since"], "2026-11-30T10:00:00.000Z");
+    let out = teneralctl(&["status"], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("last said: resting (") && text.contains(" ago)"), "{text}");
+
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let ready = format!(
+        r#"{{"type":"generation.ready","ts":"2026-11-30T10:00:00.000Z","seq":1,"commit":"{commit}"}}"#
+    );
+    std::fs::write(dir.path().join("memory/journal.jsonl"), ready + "\n").expect("a journal");
+    let out = teneralctl(&["back", "--list", "--json"], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON array");
+    assert_eq!(value[0]["commit"], commit);
+    assert_eq!(value[0]["ready_at"], "2026-11-30T10:00:00.000Z");
+    assert_eq!(value[0]["current"], true);
+    let out = teneralctl(&["back", "--list"], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("0123456  ready 2026-11-30 10:00:00 UTC  ") && text.contains(" ago"),
+        "{text}"
+    );
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_definitions() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
+            .args(args)
+            .output()
+            .expect("teneralctl runs");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let bash = run(&["completions", "bash"]);
+    assert!(bash.contains("_teneralctl()") && bash.contains("--plain"), "{bash}");
+    assert!(run(&["completions", "zsh"]).contains("#compdef teneralctl"));
+    assert!(run(&["completions", "fish"]).contains("complete -c teneralctl"));
+    let man = run(&["man"]);
+    assert!(man.contains(".TH teneralctl 1") && man.contains("talk"), "{man}");
 }

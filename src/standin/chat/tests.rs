@@ -67,6 +67,8 @@ fn refusals() {
         (with(json!({"tools": [{"type": "function", "function": {"name": "has space"}}]})), "does not match pattern", Some("tools[0].function.name")),
         (with(json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]})), "Invalid type for 'tools[0].function.parameters'", Some("tools[0].function.parameters")),
         (with(json!({"tools": [{"type": "web_search"}]})), "Invalid value: 'web_search'.", Some("tools[0].type")),
+        (base(json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}}]}])), "unsupported image", Some("messages[0].content[0].image_url.url")),
+        (base(json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:text/plain;base64,aGVsbG8="}}]}])), "Invalid value: 'text/plain'.", Some("messages[0].content[0].image_url.url")),
     ];
     crate::standin::wire::assert_refusals(table.to_vec(), validate);
 }
@@ -77,7 +79,7 @@ fn accepts_a_full_tool_round_and_finds_the_newest_input() {
         "model": "gpt-test",
         "messages": [
             {"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
-            {"role": "user", "content": [{"type": "text", "text": "list"}, {"type": "image_url", "image_url": {"url": "data:x"}}]},
+            {"role": "user", "content": [{"type": "text", "text": "list"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
             tool_round(&["call_1", "call_2"]),
             tool("call_2", "b.txt"),
             tool("call_1", "a.txt"),

@@ -153,8 +153,13 @@ fn parts_text(parts: &[Value], path: &str, kinds: &[&str]) -> Result<String, Api
             }
             "input_image" => {
                 part.only(&["type", "image_url", "file_id", "detail"])?;
-                part.opt_str("image_url")?;
-                part.opt_str("file_id")?;
+                match (part.opt_str("image_url")?, part.opt_str("file_id")?) {
+                    (Some(url), _) => {
+                        crate::standin::image::check_url(url, &part.path_of("image_url"))?
+                    }
+                    (None, Some(_)) => {}
+                    (None, None) => return Err(ApiError::missing(&part.path_of("image_url"))),
+                }
                 part.opt_enum("detail", &["auto", "low", "high"])?;
             }
             _ => {

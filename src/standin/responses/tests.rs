@@ -165,6 +165,13 @@ fn refusals() {
         (with(json!({"truncation": "yes"})), "Invalid value: 'yes'.", Some("truncation")),
         (with(json!({"metadata": {"a": 1}})), "Invalid type for 'metadata.a'", Some("metadata.a")),
         (
+            with(
+                json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "data:image/gif;base64,aGVsbG8="}]}]}),
+            ),
+            "unsupported image",
+            Some("input[0].content[0].image_url"),
+        ),
+        (
             with(json!({"previous_response_id": "resp_9"})),
             "Previous response with id 'resp_9' not found.",
             Some("previous_response_id"),
@@ -181,7 +188,7 @@ fn accepts_a_full_tool_round_and_finds_the_newest_input() {
         "input": [
             {"role": "developer", "content": "rules"},
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list"},
-                {"type": "input_image", "image_url": "data:x", "detail": "auto"}]},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"}]},
             {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "t"}]},
             {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
              "content": [{"type": "output_text", "text": "ok", "annotations": []}]},

@@ -68,6 +68,10 @@ const SHAPES: &[Shape] = &[
     },
     Shape { kind: "turn.ended", fields: &[] },
     Shape { kind: "turn.interrupted", fields: &[] },
+    Shape {
+        kind: "model.retry",
+        fields: &[("message", Want::Str), ("retry", Want::Num), ("seconds", Want::Num)],
+    },
     Shape { kind: "usage", fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)] },
     Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
     Shape { kind: "mutation.requested", fields: &[("candidate", Want::Commit)] },
@@ -275,6 +279,7 @@ mod tests {
             r#"{"type":"note","kind":"a","data":null}"#,
             r#"{"type":"usage","input_tokens":10,"output_tokens":2,"context_window":1000}"#,
             r#"{"type":"reply","text":"extra fields are kept","model":"m"}"#,
+            r#"{"type":"model.retry","message":"HTTP 503: busy","retry":1,"seconds":10,"status":503}"#,
         ];
         for line in good {
             assert!(check_body_event(line).is_ok(), "{line}: {}", refused(line));

@@ -40,6 +40,9 @@ enum Command {
         /// Seconds to wait for a running kernel to make the change.
         #[arg(long, default_value_t = teneralctl::back::ANSWER_WAIT.as_secs())]
         wait: u64,
+        /// With --list: one JSON array, with each generation's timestamps.
+        #[arg(long, requires = "list")]
+        json: bool,
     },
     /// Accept the species commit the agent asked about, or COMMIT, and every
     /// species commit before it: its kernel may then be taken in.
@@ -55,7 +58,17 @@ enum Command {
         /// The individual's directory (the checkout it lives in).
         #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
+        /// One JSON object, with timestamps, instead of lines.
+        #[arg(long)]
+        json: bool,
     },
+    /// Print the shell completions for SHELL (scripts/install puts them in place).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; scripts/install puts it in place).
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -69,7 +82,7 @@ fn main() -> ExitCode {
             },
             plain,
         ),
-        Command::Back { dir, commit, list, wait } => {
+        Command::Back { dir, commit, list, wait, json } => {
             if let Err(e) = teneralctl::individual::check(&dir) {
                 eprintln!("teneralctl: {e}");
                 return ExitCode::from(1);
@@ -78,6 +91,7 @@ fn main() -> ExitCode {
                 home: dir,
                 target: commit,
                 list,
+                json,
                 wait: Duration::from_secs(wait),
             };
             teneralctl::back::run(&options, &mut std::io::stdout().lock())
@@ -92,15 +106,33 @@ fn main() -> ExitCode {
                 })
                 .map_err(anyhow::Error::from)
         }
-        Command::Status { dir } => {
+        Command::Status { dir, json } => {
             if let Err(e) = teneralctl::individual::check(&dir) {
                 eprintln!("teneralctl: {e}");
                 return ExitCode::from(3);
             }
             let dir = dir.canonicalize().unwrap_or(dir);
-            let (text, status) = teneralctl::status::report(&dir);
+            let facts = teneralctl::report::facts(&dir);
+            let now = teneralctl::when::now_ms();
+            let (text, status) = if json {
+                let (value, status) = teneralctl::report::json(&facts, now);
+                (value.to_string(), status)
+            } else {
+                teneralctl::report::text(&facts, now)
+            };
             println!("{text}");
             Ok(status)
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "teneralctl", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            let page = clap_mangen::Man::new(Cli::command());
+            page.render(&mut std::io::stdout()).map(|()| 0).map_err(anyhow::Error::from)
         }
     };
     match result {

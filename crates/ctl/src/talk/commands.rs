@@ -33,6 +33,11 @@ pub const COMMANDS: &[Command] = &[
         args: Args::Optional("commit"),
         what: "accept the species commit the agent asked about, or the one named",
     },
+    Command {
+        name: "image",
+        args: Args::Required("path"),
+        what: "attach a PNG, JPEG, GIF or WebP to your next line",
+    },
     Command { name: "tools", args: Args::None, what: "show what tool calls return; again to stop" },
     Command {
         name: "history",
@@ -61,6 +66,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Esc", "interrupt what the agent is doing (closes the command list when open)"),
     ("Tab", "show what tool calls return (completes a command when listed)"),
     ("//...", "send a line that begins with a slash, with one slash"),
+    ("Ctrl-V", "attach the clipboard's image; pasting or dropping an image's path attaches it"),
     ("Ctrl-L", "draw the live region again"),
     ("Ctrl-D on an empty line, Ctrl-C", "leave; the agent goes on"),
 ];

@@ -20,18 +20,19 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
 
+use super::act::{attach, enter, stop, toggle_tools};
 use super::backend::Tracked;
-use super::commands::{self, Args, Parsed};
 use super::live::Live;
 use super::theme::{Role, Theme};
+use super::view::Doing;
 use super::view::View;
 use super::{panel, Client, TalkError, TalkOptions, Wake};
 use crate::journal::Event;
 
-type Screen = Terminal<Tracked<Stdout>>;
+pub(super) type Screen = Terminal<Tracked<Stdout>>;
 
 /// What a key asks of the loop.
-enum Then {
+pub(super) enum Then {
     Stay,
     Leave,
 }
@@ -107,7 +108,7 @@ fn session(
         if let Some(start) = first.take() {
             trace.attach(start);
         }
-        let busy = view.doing != super::view::Doing::Resting;
+        let busy = view.doing != Doing::Resting;
         let wake = if busy {
             match client.rx.recv_timeout(Duration::from_secs(1)) {
                 Ok(w) => Some(w),
@@ -121,7 +122,7 @@ fn session(
             }
         };
         if let Some(i) = interrupt_at {
-            if view.doing == super::view::Doing::Resting {
+            if view.doing == Doing::Resting {
                 interrupt_at = None;
             } else if i.elapsed() > Duration::from_secs(5) {
                 interrupt_at = None;
@@ -131,6 +132,11 @@ fn session(
                         .to_owned(),
                     Role::Warn,
                 ));
+            }
+        }
+        if matches!(view.doing, Doing::Mutating(_)) {
+            if let Some(status) = teneral_core::status::read(&client.home) {
+                print(&mut screen, view.gate_status(&status.status))?;
             }
         }
         match wake {
@@ -143,7 +149,7 @@ fn session(
                 screen.clear().map_err(out)?;
                 screen = make(Position { x: 0, y: top }, live.height(&view).min(h))?;
             }
-            Some(Wake::Term(Term::Paste(text))) => live.editor.insert(&text),
+            Some(Wake::Term(Term::Paste(text))) => paste(&mut live, &text),
             Some(Wake::Term(Term::Key(key))) if key.kind != KeyEventKind::Release => {
                 key_at = trace.on().then(Instant::now);
                 let then =
@@ -178,7 +184,7 @@ fn remake(mut screen: Screen, height: u16) -> Result<Screen, TalkError> {
 }
 
 /// Prints rows above the live region, into the scrollback.
-fn print(screen: &mut Screen, rows: Vec<Line<'static>>) -> Result<(), TalkError> {
+pub(super) fn print(screen: &mut Screen, rows: Vec<Line<'static>>) -> Result<(), TalkError> {
     for chunk in rows.chunks(8) {
         let lines = chunk.to_vec();
         let h = u16::try_from(lines.len()).unwrap_or(8);
@@ -222,10 +228,6 @@ fn journal(
     Ok(())
 }
 
-fn say(live: &mut Live, text: impl Into<String>, role: Role) {
-    live.notice = Some((text.into(), role));
-}
-
 /// Acts on one key.
 fn key(
     key: KeyEvent,
@@ -242,6 +244,19 @@ fn key(
     let e = &mut live.editor;
     match key.code {
         KeyCode::Char('c') if ctrl => return Ok(Then::Leave),
+        KeyCode::Char('v') if ctrl => {
+            let from = std::path::Path::new("the clipboard");
+            let loaded =
+                super::clipboard::paste().map(|bytes| super::image::Image::from_bytes(from, bytes));
+            match loaded {
+                Ok(loaded) => attach(live, loaded),
+                Err(why) => live.notice = Some((why, Role::Warn)),
+            }
+        }
+        KeyCode::Backspace if e.is_empty() && !live.images.is_empty() => {
+            live.images.pop();
+            live.notice = Some(("the last image was taken off".to_owned(), Role::Dim));
+        }
         KeyCode::Char('d') if ctrl && e.is_empty() => return Ok(Then::Leave),
         KeyCode::Char('l') if ctrl => screen.clear().map_err(TalkError::Output)?,
         KeyCode::Esc if !listed.is_empty() => live.closed_for = Some(before.clone()),
@@ -290,138 +305,17 @@ fn key(
     Ok(Then::Stay)
 }
 
-/// Enter: runs a command, completes a partial name, refuses an unknown
-/// one, or sends the text.
-fn enter(
-    client: &mut Client<'_>,
-    view: &mut View,
-    live: &mut Live,
-    screen: &mut Screen,
-    interrupt_at: &mut Option<Instant>,
-    listed: &[&'static commands::Command],
-) -> Result<Then, TalkError> {
-    let text = live.editor.text().to_owned();
-    let parsed = match commands::parse(&text) {
-        Parsed::Partial(_) if !listed.is_empty() => {
-            let c = listed[live.chosen.min(listed.len() - 1)];
-            if c.args != Args::None {
-                live.editor.set(&c.completed());
-                return Ok(Then::Stay);
+/// A paste: an image's path (pasted or dropped) attaches the image; any
+/// other text goes into the box.
+fn paste(live: &mut Live, text: &str) {
+    match super::image::pasted_path(text) {
+        Some(path) if path.is_file() || path.starts_with("~") => match super::image::load(&path) {
+            Err(e @ super::image::ImageError::NotAnImage { .. }) => {
+                live.editor.insert(text);
+                live.notice = Some((format!("{e}; the path was pasted as text"), Role::Dim));
             }
-            Parsed::Run(c, String::new())
-        }
-        Parsed::Partial(name) => {
-            Parsed::Unknown { name: format!("/{name}"), nearest: commands::nearest(&name) }
-        }
-        p => p,
-    };
-    match parsed {
-        Parsed::Empty => {}
-        Parsed::Text(line) => {
-            let file = client.send_line(&line)?;
-            client.own.insert(file);
-            live.editor.take();
-            live.notice = None;
-            if !client.running() {
-                let note = "teneral is not running: your line waits and is answered when the next \
-                            generation is up";
-                say(live, note, Role::Warn);
-            }
-        }
-        Parsed::Unknown { name, nearest } => say(
-            live,
-            format!("{name} is not a command and was not sent; the nearest is {}", nearest.usage()),
-            Role::Bad,
-        ),
-        Parsed::BadArgs(c) => {
-            say(live, format!("{} is how it is used; nothing was sent", c.usage()), Role::Bad);
-        }
-        Parsed::Partial(_) => {}
-        Parsed::Run(c, args) => {
-            live.editor.take();
-            live.notice = None;
-            match c.name {
-                "quit" => return Ok(Then::Leave),
-                "stop" => stop(client, view, live, interrupt_at)?,
-                "help" => {
-                    let dim = view.theme.style(Role::Dim);
-                    let rows =
-                        commands::help().into_iter().map(|r| Line::styled(format!("  {r}"), dim));
-                    print(screen, rows.collect())?;
-                }
-                "tools" => toggle_tools(view, live),
-                "plain" => say(
-                    live,
-                    "teneralctl talk --plain, or any pipe: the same conversation as plain text",
-                    Role::Dim,
-                ),
-                "generations" => generations(client, view, screen)?,
-                "accept" => {
-                    let commit = Some(args.trim()).filter(|a| !a.is_empty());
-                    match crate::accept::accept(&client.home, commit, crate::accept::Via::Talk) {
-                        Ok(commit) => say(live, crate::accept::said(&commit), Role::Good),
-                        Err(e) => say(live, e.to_string(), Role::Bad),
-                    }
-                }
-                other => say(
-                    live,
-                    format!("/{other} is not in this version of the client yet"),
-                    Role::Warn,
-                ),
-            }
-        }
+            loaded => attach(live, loaded),
+        },
+        _ => live.editor.insert(text),
     }
-    Ok(Then::Stay)
-}
-
-/// Esc and `/stop`: interrupts the turn in progress, or says why not.
-fn stop(
-    client: &mut Client<'_>,
-    view: &View,
-    live: &mut Live,
-    interrupt_at: &mut Option<Instant>,
-) -> Result<(), TalkError> {
-    if !client.running() {
-        say(live, "teneral is not running: there is no turn to stop", Role::Warn);
-    } else if !view.doing.interruptible() {
-        say(live, "there is no turn to stop now; nothing was sent", Role::Warn);
-    } else if interrupt_at.is_some() {
-    } else {
-        client.send_interrupt()?;
-        *interrupt_at = Some(Instant::now());
-        say(live, "interrupt sent", Role::Dim);
-    }
-    Ok(())
-}
-
-/// `/generations`: what `teneralctl back --list` prints.
-fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), TalkError> {
-    let options = crate::back::BackOptions {
-        home: client.home.clone(),
-        target: None,
-        list: true,
-        wait: crate::back::ANSWER_WAIT,
-    };
-    let mut text = Vec::new();
-    let rows: Vec<Line<'static>> = match crate::back::run(&options, &mut text) {
-        Ok(_) => String::from_utf8_lossy(&text)
-            .lines()
-            .map(|l| {
-                Line::styled(
-                    format!("  {}", super::render::sanitize(l)),
-                    view.theme.style(Role::Dim),
-                )
-            })
-            .collect(),
-        Err(e) => vec![Line::styled(format!("  {e}"), view.theme.style(Role::Bad))],
-    };
-    print(screen, rows)
-}
-
-/// Tab and `/tools`: tool output shown from now on, or hidden again.
-fn toggle_tools(view: &mut View, live: &mut Live) {
-    view.tools = !view.tools;
-    let what =
-        if view.tools { "tool output is shown from now on" } else { "tool output is hidden" };
-    say(live, what, Role::Dim);
 }

@@ -18,6 +18,7 @@ use ratatui::Frame;
 
 use super::commands::{self, Command};
 use super::editor::Editor;
+use super::image::Image;
 use super::render::cut;
 use super::theme::Role;
 use super::view::{duration, Doing, View};
@@ -50,6 +51,8 @@ pub struct Live {
     pub since: Instant,
     pub running: bool,
     pub started: Instant,
+    /// Images that go with the next line, shown as chips above the box.
+    pub images: Vec<Image>,
 }
 
 impl Live {
@@ -63,6 +66,7 @@ impl Live {
             since: now,
             running,
             started: now,
+            images: Vec::new(),
         }
     }
 
@@ -85,7 +89,7 @@ impl Live {
     /// Rows the region needs for `view`.
     pub fn height(&self, view: &View) -> u16 {
         let pending = view.pending.len().min(MAX_PENDING);
-        let notice = usize::from(self.notice.is_some());
+        let notice = usize::from(self.notice.is_some()) + usize::from(!self.images.is_empty());
         let bottom = match self.listed().len() {
             0 => 1,
             n => n.min(MAX_LIST),
@@ -106,6 +110,11 @@ impl Live {
             (Doing::Running(tool), _) => format!("running {tool}"),
             (Doing::Mutating(None), _) => "mutating".to_owned(),
             (Doing::Mutating(Some(step)), _) => format!("mutating: gate {step}"),
+            (Doing::Retrying { retry, at: Some(at) }, _) => {
+                let left = duration(at - crate::when::now_ms());
+                format!("the model failed; retry {retry} in {left}")
+            }
+            (Doing::Retrying { retry, at: None }, _) => format!("the model failed; retry {retry}"),
             (Doing::Starting, _) => "starting".to_owned(),
         };
         let mut spans = vec![Span::styled(t.marks.status, t.style(Role::Accent)), Span::raw(what)];
@@ -251,6 +260,13 @@ impl Live {
         }
         let listed = self.listed();
         put(frame, vec![self.status(view, !listed.is_empty())], None);
+        if !self.images.is_empty() {
+            let utf8 = !t.marks.ok.is_ascii();
+            let chips: Vec<String> =
+                self.images.iter().enumerate().map(|(i, im)| im.chip(i + 1, utf8)).collect();
+            let text = cut(&chips.join(" "), width.saturating_sub(3).max(4));
+            put(frame, vec![Line::styled(format!("  {text}"), t.style(Role::Accent))], None);
+        }
         let frame_style = t.style(Role::Dim);
         let block =
             Block::default().borders(Borders::TOP | Borders::BOTTOM).border_style(frame_style);

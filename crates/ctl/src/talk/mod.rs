@@ -14,11 +14,14 @@
 //! `--wait` deadline passes); everything from the journal is sanitized before
 //! it is printed ([`render`]); the decisions are pure ([`turns`]).
 
+mod act;
 mod backend;
+pub mod clipboard;
 pub mod commands;
 pub mod editor;
 pub mod follow;
 mod full;
+pub mod image;
 mod live;
 pub mod markdown;
 pub mod panel;
@@ -85,6 +88,8 @@ pub enum TalkError {
     Input(io::Error),
     #[error("cannot write the output: {0}")]
     Output(io::Error),
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
 }
 
 /// What wakes the client.

@@ -3,18 +3,24 @@
 //!
 //! Invariants: a line is sent only after the turn answering the one before
 //! it ended; `/stop` is never sent as text, and becomes an interrupt only
-//! when a turn is in progress; the wait for a line ends with status 1 once
-//! nothing was journaled for `--wait`, and the message says what to check.
+//! when a turn is in progress; `/image <path>` is never sent as text: it
+//! attaches the image to the next line sent, and an image refused (not an
+//! image, too big, a fifth) ends the client with status 1 before anything
+//! more is sent; the wait for a line ends with status 1 once nothing was
+//! journaled for `--wait`, and the message says what to check.
 
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
+use super::image::{self, Image};
 use super::turns::{Activity, Outcome, Waiting};
 use super::{Client, TalkError, TalkOptions};
 use crate::owner::OWNER_DIR;
 
 /// A piped line that interrupts instead of being sent.
 const STOP: &str = "/stop";
+/// A piped line that attaches an image to the next line sent.
+const IMAGE: &str = "/image ";
 
 pub(super) fn run(
     opts: &TalkOptions,
@@ -35,8 +41,25 @@ pub(super) fn run(
     client.note_if_not_running(true)?;
     let mut status = 0;
     let mut line = Some(first);
+    let mut images = Vec::new();
     while let Some(text) = line {
-        match one_line(&mut client, &text, opts.wait)? {
+        if let Some(path) = text.strip_prefix(IMAGE) {
+            let path = image::pasted_path(path).unwrap_or_else(|| path.trim().into());
+            match image::load(&path) {
+                Ok(_) if images.len() >= image::MAX_PER_LINE => {
+                    client.say(&format!("teneralctl talk: {}", image::ImageError::TooMany))?;
+                    return Ok(1);
+                }
+                Ok(im) => images.push(im),
+                Err(e) => {
+                    client.say(&format!("teneralctl talk: {e}"))?;
+                    return Ok(1);
+                }
+            }
+            line = read_line(&mut input)?;
+            continue;
+        }
+        match one_line(&mut client, &text, opts.wait, &mut images)? {
             Step::Skipped | Step::Over(Outcome::Ended | Outcome::Interrupted) => {}
             Step::Over(Outcome::Gone) => {
                 client.say(
@@ -64,8 +87,13 @@ enum Step {
 
 /// Sends one line (or interrupts, for `/stop`) and waits for the turn that
 /// follows to end.
-fn one_line(client: &mut Client<'_>, text: &str, wait: Duration) -> Result<Step, TalkError> {
-    if text.trim().is_empty() {
+fn one_line(
+    client: &mut Client<'_>,
+    text: &str,
+    wait: Duration,
+    images: &mut Vec<Image>,
+) -> Result<Step, TalkError> {
+    if text.trim().is_empty() && images.is_empty() {
         return Ok(Step::Skipped);
     }
     let mut waiting = if text.trim() == STOP {
@@ -87,7 +115,11 @@ fn one_line(client: &mut Client<'_>, text: &str, wait: Duration) -> Result<Step,
         client.send_interrupt()?;
         Waiting::Rest
     } else {
-        let file = client.send_line(text)?;
+        for im in images.iter() {
+            image::store(&client.home, im)?;
+        }
+        let file = client.send_line(&image::line_text(text, images))?;
+        images.clear();
         Waiting::Line { file, taken: false }
     };
     let mut deadline = Instant::now() + wait;

@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, Write};
 
+use super::image::{self, Image};
 use super::turns::{classify, Activity, Typed, COMMANDS};
 use super::{Client, TalkError, TalkOptions, Wake};
 
@@ -37,11 +38,12 @@ pub(super) fn run<R: BufRead + Send + 'static>(
         }
         let _ = tx.send(Wake::End);
     });
+    let mut images = Vec::new();
     while let Ok(wake) = client.rx.recv() {
         match wake {
             Wake::Journal => client.catch_up()?,
             Wake::Line(line) => {
-                if !typed(&mut client, &line)? {
+                if !typed(&mut client, &line, &mut images)? {
                     break;
                 }
             }
@@ -55,7 +57,7 @@ pub(super) fn run<R: BufRead + Send + 'static>(
 }
 
 /// Acts on one typed line; false when the owner leaves.
-fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
+fn typed(client: &mut Client<'_>, line: &str, images: &mut Vec<Image>) -> Result<bool, TalkError> {
     match classify(line) {
         Typed::Empty => {}
         Typed::Quit => return Ok(false),
@@ -67,6 +69,7 @@ fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
             client.print("  Any other line is sent to the agent as its owner's.")?;
         }
         Typed::Stop => stop(client)?,
+        Typed::History => history(client)?,
         Typed::Accept(commit) => {
             match crate::accept::accept(&client.home, commit.as_deref(), crate::accept::Via::Talk) {
                 Ok(commit) => client.say(&crate::accept::said(&commit))?,
@@ -80,12 +83,55 @@ fn typed(client: &mut Client<'_>, line: &str) -> Result<bool, TalkError> {
             "{text} is not a command and was not sent; /help lists the commands, and a line \
              that begins with // is sent with one slash"
         ))?,
+        Typed::Image(path) => {
+            let path = image::pasted_path(&path).unwrap_or_else(|| path.into());
+            match image::load(&path) {
+                Ok(_) if images.len() >= image::MAX_PER_LINE => {
+                    client.say(&format!("[{}]", image::ImageError::TooMany))?;
+                }
+                Ok(im) => {
+                    let chip = im.chip(images.len() + 1, true);
+                    images.push(im);
+                    client.say(&format!("[attached {chip}; it goes with your next line]"))?;
+                }
+                Err(e) => client.say(&format!("[{e}]"))?,
+            }
+        }
         Typed::Send(text) => {
-            let file = client.send_line(&text)?;
+            if let Some(e) = images.iter().find_map(|im| image::store(&client.home, im).err()) {
+                return client.say(&format!("[{e}]")).map(|()| true);
+            }
+            let file = client.send_line(&image::line_text(&text, images))?;
+            images.clear();
             client.own.insert(file);
+            if !client.running() {
+                client.say(
+                    "[teneral is not running: your line waits and is answered when the next \
+                     generation is up]",
+                )?;
+            }
         }
     }
     Ok(true)
+}
+
+/// `/history`: the last 40 exchanges of the journal printed again, read
+/// as on attaching (from the end, within a bounded number of bytes).
+fn history(client: &mut Client<'_>) -> Result<(), TalkError> {
+    let mut recent = super::turns::Recent::new(40, super::MAX_ENTRIES * 10);
+    let width = client.width;
+    let budget = super::LOOK_BACK_BUDGET * 4;
+    let render = |e: &crate::journal::Event| super::render::render(e, width);
+    match super::follow::look_back(&client.journal, &mut recent, budget, render) {
+        Ok(_) => {
+            client.say("[the earlier conversation]")?;
+            for line in recent.into_entries() {
+                client.print(&line)?;
+            }
+            client.say("[end of the earlier conversation]")
+        }
+        Err(e) => client.say(&format!("[{} cannot be read: {e}]", client.journal.display())),
+    }
 }
 
 /// `/stop`: interrupts the turn in progress, or says why there is none.

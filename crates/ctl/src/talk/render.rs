@@ -180,6 +180,17 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
         "kernel.stopped" => {
             with_details("[kernel] stopped".into(), details(event, &["status", "reason"]), width)
         }
+        "model.retry" => {
+            let retry = event.fields.get("retry").and_then(Value::as_u64).unwrap_or(0);
+            let secs = event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+            let wait = crate::when::duration((secs * 1000.0) as i64);
+            let head = format!("[model failed; retry {retry} in {wait}] ");
+            let rest = width.saturating_sub(head.chars().count());
+            format!("{head}{}", first_line(event.text("message"), rest))
+        }
+        "generation.exited" if event.text("status") == "exit status 75" => {
+            format!("[kernel] generation {} stepped aside for its mutation", short(&event.commit))
+        }
         "generation.started" | "generation.ready" | "generation.exited" => {
             let what = event.kind.trim_start_matches("generation.");
             let what = if what == "started" { "starting" } else { what };
@@ -189,6 +200,16 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
         }
         "generation.rolledback" => {
             cut(&format!("[rolled back] {}", first_line(event.text("reason"), width)), width)
+        }
+        "mutation.check" => {
+            let secs = event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+            let took = crate::when::duration((secs * 1000.0) as i64);
+            let line = format!(
+                "[gate] {}: {} ({took})",
+                first_line(event.text("check"), 40),
+                first_line(event.text("result"), 20)
+            );
+            cut(&line, width)
         }
         kind if kind.starts_with("mutation.") => {
             let what = sanitize(kind.trim_start_matches("mutation."));
@@ -289,6 +310,18 @@ mod tests {
             (
                 r#"{"type":"generation.exited","commit":"0123456789","status":101}"#,
                 Some("[kernel] generation 0123456 exited (status 101)"),
+            ),
+            (
+                r#"{"type":"generation.exited","commit":"0123456789","status":"exit status 75"}"#,
+                Some("[kernel] generation 0123456 stepped aside for its mutation"),
+            ),
+            (
+                r#"{"type":"model.retry","message":"HTTP 503: busy\nmore","retry":2,"seconds":60}"#,
+                Some("[model failed; retry 2 in 60s] HTTP 503: busy"),
+            ),
+            (
+                r#"{"type":"mutation.check","check":"kernel tests","result":"passed","seconds":12.5}"#,
+                Some("[gate] kernel tests: passed (12s)"),
             ),
             (
                 r#"{"type":"generation.rolledback","reason":"silent for 10 min"}"#,

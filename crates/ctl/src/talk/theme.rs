@@ -3,9 +3,12 @@
 //! Invariants: every style and mark the full client shows comes from a
 //! [`Theme`]; with `NO_COLOR` set (to anything but the empty string) no style
 //! carries a colour (emphasis such as bold and dim stays); when the locale is
-//! not UTF-8 every mark is ASCII. Colours are the 16 basic ones, which the
-//! terminal maps to its own palette and so read on dark and light
-//! backgrounds alike.
+//! not UTF-8 every mark is ASCII. Colours are chosen by what the terminal
+//! says it can show ([`Depth`]): 24-bit colour when `COLORTERM` says
+//! `truecolor` or `24bit`, the 256-colour palette when `TERM` names
+//! `256color`, else the 16 basic colours (which the terminal maps to its
+//! own palette). The 24-bit and 256 colours are mid-tones, dark enough for
+//! a light background and bright enough for a dark one.
 
 use ratatui::style::{Color, Modifier, Style};
 
@@ -83,23 +86,73 @@ const ASCII: Marks = Marks {
     warn: "! ",
 };
 
+/// How many colours the terminal shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Basic16,
+    Palette256,
+    TrueColor,
+}
+
+impl Depth {
+    /// What `COLORTERM` and `TERM` say.
+    pub fn of(colorterm: Option<&str>, term: Option<&str>) -> Depth {
+        let colorterm = colorterm.unwrap_or_default().to_ascii_lowercase();
+        if colorterm == "truecolor" || colorterm == "24bit" {
+            Depth::TrueColor
+        } else if term.is_some_and(|t| t.contains("256color")) {
+            Depth::Palette256
+        } else {
+            Depth::Basic16
+        }
+    }
+}
+
 /// Colours (or none) and marks, decided once when the client starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
     pub color: bool,
+    pub depth: Depth,
     pub marks: Marks,
 }
 
 impl Theme {
-    /// The theme for these settings.
+    /// The theme for these settings, in the 16 basic colours.
     pub fn new(color: bool, utf8: bool) -> Self {
-        Self { color, marks: if utf8 { UNICODE } else { ASCII } }
+        Self { color, depth: Depth::Basic16, marks: if utf8 { UNICODE } else { ASCII } }
+    }
+
+    /// The same theme in `depth` colours.
+    pub fn with_depth(self, depth: Depth) -> Self {
+        Self { depth, ..self }
     }
 
     /// The theme this process's environment asks for.
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok();
-        Self::new(!no_color(var("NO_COLOR").as_deref()), utf8_locale(&var))
+        let depth = Depth::of(var("COLORTERM").as_deref(), var("TERM").as_deref());
+        Self::new(!no_color(var("NO_COLOR").as_deref()), utf8_locale(&var)).with_depth(depth)
+    }
+
+    /// `basic` in this theme's depth: the same hue as a mid-tone.
+    fn hue(&self, basic: Color) -> Color {
+        // (basic, 256-colour index, 24-bit), each readable on light and dark.
+        const HUES: [(Color, u8, (u8, u8, u8)); 6] = [
+            (Color::Cyan, 31, (0, 135, 175)),
+            (Color::Magenta, 133, (175, 95, 175)),
+            (Color::Yellow, 136, (175, 135, 0)),
+            (Color::Green, 29, (0, 135, 95)),
+            (Color::Red, 160, (215, 0, 0)),
+            (Color::Blue, 26, (0, 95, 215)),
+        ];
+        let Some(&(_, index, (r, g, b))) = HUES.iter().find(|(c, _, _)| *c == basic) else {
+            return basic;
+        };
+        match self.depth {
+            Depth::Basic16 => basic,
+            Depth::Palette256 => Color::Indexed(index),
+            Depth::TrueColor => Color::Rgb(r, g, b),
+        }
     }
 
     /// The style of `role`.
@@ -118,7 +171,7 @@ impl Theme {
         };
         let style = Style::default().add_modifier(modifier);
         match color {
-            Some(c) if self.color => style.fg(c),
+            Some(c) if self.color => style.fg(self.hue(c)),
             _ => style,
         }
     }
@@ -183,5 +236,29 @@ mod tests {
             assert!(mark.is_ascii(), "{mark:?}");
         }
         assert_eq!(Theme::new(true, true).style(Role::Bad).fg, Some(Color::Red));
+    }
+
+    #[test]
+    fn colour_depth_table() {
+        let table = [
+            (Some("truecolor"), Some("xterm-256color"), Depth::TrueColor),
+            (Some("24bit"), Some("xterm"), Depth::TrueColor),
+            (Some("TrueColor"), None, Depth::TrueColor),
+            (Some(""), Some("xterm-256color"), Depth::Palette256),
+            (None, Some("tmux-256color"), Depth::Palette256),
+            (None, Some("xterm"), Depth::Basic16),
+            (Some("yes"), Some("linux"), Depth::Basic16),
+            (None, None, Depth::Basic16),
+        ];
+        for (colorterm, term, want) in table {
+            assert_eq!(Depth::of(colorterm, term), want, "{colorterm:?} {term:?}");
+        }
+        let theme = Theme::new(true, true);
+        let fg = |depth| theme.with_depth(depth).style(Role::Owner).fg;
+        assert_eq!(fg(Depth::Basic16), Some(Color::Cyan));
+        assert_eq!(fg(Depth::Palette256), Some(Color::Indexed(31)));
+        assert_eq!(fg(Depth::TrueColor), Some(Color::Rgb(0, 135, 175)));
+        let none = Theme::new(false, true).with_depth(Depth::TrueColor);
+        assert_eq!(none.style(Role::Owner).fg, None, "NO_COLOR wins over any depth");
     }
 }

@@ -141,6 +141,10 @@ pub enum Typed {
     Stop,
     /// `/accept [commit]`: the owner's consent to a species commit.
     Accept(Option<String>),
+    /// `/image <path>`: an image for the next line.
+    Image(String),
+    /// `/history`: the earlier conversation printed again.
+    History,
     /// A command of the full client that the plain one does not have yet.
     NotYet(String),
     /// A slash and a lower-case word that is no command: not sent.
@@ -153,13 +157,15 @@ pub enum Typed {
 pub const COMMANDS: &[(&str, &str)] = &[
     ("/stop", "interrupt the turn in progress (does nothing while the agent rests)"),
     ("/accept [commit]", "accept the species commit the agent asked about, or the one named"),
+    ("/image <path>", "attach a PNG, JPEG, GIF or WebP to your next line (at most 4)"),
+    ("/history", "print the earlier conversation again (the last 40 exchanges)"),
     ("/help", "list the commands"),
     ("/quit", "leave; the agent goes on (Ctrl-D does the same)"),
     ("//...", "send a line that begins with a slash, with one slash"),
 ];
 
 /// Commands of the full client that are not in this version.
-const LATER: &[&str] = &["/offers", "/approve", "/history", "/tools", "/generations"];
+const LATER: &[&str] = &["/offers", "/approve", "/tools", "/generations"];
 
 /// Classifies a line typed at a terminal. A command is a slash and a word of
 /// lower-case letters, then optionally a blank and anything; any other line,
@@ -186,6 +192,8 @@ pub fn classify(line: &str) -> Typed {
         ("/accept", _) => {
             Typed::Accept(Some(args.trim()).filter(|a| !a.is_empty()).map(str::to_owned))
         }
+        ("/image", false) => Typed::Image(args.trim().to_owned()),
+        ("/history", true) => Typed::History,
         (c, _) if LATER.contains(&c) => Typed::NotYet(command),
         _ => Typed::Unknown(line.trim().to_owned()),
     }

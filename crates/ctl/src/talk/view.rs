@@ -17,6 +17,7 @@ use super::markdown;
 use super::render::{cut, sanitize};
 use super::theme::{Role, Theme};
 use crate::journal::Event;
+pub use crate::when::{clock, duration, parse_ts};
 
 /// What the agent is doing, for the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,12 @@ pub enum Doing {
     /// It asked for a mutation; the kernel has not answered (the gate's
     /// current step, when one was journaled).
     Mutating(Option<String>),
+    /// A request to the model failed; retry number `retry` comes at `at`
+    /// (milliseconds since the epoch, when the journal's time was read).
+    Retrying {
+        retry: u64,
+        at: Option<i64>,
+    },
     /// The kernel is there and no body runs.
     Starting,
 }
@@ -37,7 +44,7 @@ pub enum Doing {
 impl Doing {
     /// Whether Esc would stop something now.
     pub fn interruptible(&self) -> bool {
-        matches!(self, Doing::Thinking | Doing::Running(_) | Doing::Waking)
+        matches!(self, Doing::Thinking | Doing::Running(_) | Doing::Waking | Doing::Retrying { .. })
     }
 }
 
@@ -61,42 +68,19 @@ pub struct View {
     pub tools: bool,
     /// The last reply asked a question and nothing arrived since.
     pub question: bool,
+    /// The short commit of the mutation asked for last, as the kernel's
+    /// status names it.
+    candidate: String,
 }
 
-/// Milliseconds since the epoch of an RFC 3339 time in UTC
-/// (`2026-11-30T19:52:33.123Z`), as the journal writes them.
-pub fn parse_ts(ts: &str) -> Option<i64> {
-    let b = ts.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[10] != b'T' || !ts.ends_with('Z') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, min, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let ms = match ts.get(19..ts.len() - 1) {
-        Some(frac) if frac.starts_with('.') => {
-            let digits = format!("{:0<3}", &frac[1..]);
-            digits.get(..3)?.parse::<i64>().ok()?
-        }
-        _ => 0,
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + h) * 60 + min) * 60_000 + s * 1000 + ms)
-}
-
-/// A duration as people read it: `0.3s`, `12s`, `4 min`.
-pub fn duration(ms: i64) -> String {
-    match ms.max(0) {
-        ms if ms < 10_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        ms if ms < 120_000 => format!("{}s", ms / 1000),
-        ms => format!("{} min", ms / 60_000),
-    }
+/// The candidate and the step under way in the kernel's status text
+/// (`checking mutation 0123abc: kernel tests, body tests`), sanitized;
+/// `None` for any other state.
+pub fn gate_step(status: &str) -> Option<(String, String)> {
+    let rest = status.strip_prefix("checking mutation ")?;
+    let (candidate, step) = rest.split_once(": ")?;
+    let step = first_line(step.split("; meanwhile").next().unwrap_or_default());
+    (!step.is_empty()).then(|| (first_line(candidate), cut(&step, 60)))
 }
 
 /// The first non-blank line of sanitized `text`, tabs as blanks.
@@ -121,6 +105,7 @@ impl View {
             doing: Doing::Resting,
             tools: false,
             question: false,
+            candidate: String::new(),
         }
     }
 
@@ -145,6 +130,37 @@ impl View {
         rows
     }
 
+    /// A failed request to the model that will be tried again: the
+    /// provider's words, which retry, and when.
+    fn retry(&mut self, e: &Event) -> Vec<Line<'static>> {
+        let retry = e.fields.get("retry").and_then(Value::as_u64).unwrap_or(0);
+        let secs = e.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+        let wait = (secs * 1000.0) as i64;
+        let at = parse_ts(&e.ts).map(|t| t + wait);
+        self.doing = Doing::Retrying { retry, at };
+        let when = match at {
+            Some(at) => format!("in {} (at {} UTC)", duration(wait), clock(at)),
+            None => format!("in {}", duration(wait)),
+        };
+        let head = format!("the model failed: {}", first_line(e.text("message")));
+        self.block(Role::Warn, head, vec![format!("retry {retry} {when}; Esc gives up the turn")])
+    }
+
+    /// What the kernel's status says of the gate (`.teneral/status`): a row
+    /// when a step starts, while a mutation is under way.
+    pub fn gate_status(&mut self, status: &str) -> Vec<Line<'static>> {
+        let Doing::Mutating(now) = &self.doing else { return Vec::new() };
+        let Some((candidate, step)) = gate_step(status) else { return Vec::new() };
+        if candidate != self.candidate {
+            return Vec::new(); // an older status, or another candidate's
+        }
+        if now.as_deref() == Some(step.as_str()) {
+            return Vec::new();
+        }
+        self.doing = Doing::Mutating(Some(step.clone()));
+        vec![self.row("  ", &format!("gate {step} …"), Role::Dim)]
+    }
+
     /// The rows to print for `event` (often none) and what it changes.
     pub fn event(&mut self, e: &Event) -> Vec<Line<'static>> {
         let m = self.theme.marks;
@@ -155,9 +171,18 @@ impl View {
                 self.question = false;
                 let text = sanitize(e.text("text"));
                 let mut rows = Vec::new();
+                let mut images = 0;
                 for (i, line) in text.trim_end().split('\n').enumerate() {
                     let mark = if i == 0 { m.owner } else { "  " };
-                    rows.push(self.row(mark, line, Role::Owner));
+                    match super::image::referenced(line) {
+                        Some((ext, hash)) => {
+                            images += 1;
+                            let dot = if m.ok.is_ascii() { " - " } else { " · " };
+                            let chip = format!("[image {images}{dot}{ext}{dot}{}]", &hash[..7]);
+                            rows.push(self.row(mark, &chip, Role::Dim));
+                        }
+                        None => rows.push(self.row(mark, line, Role::Owner)),
+                    }
                 }
                 rows
             }
@@ -253,14 +278,24 @@ impl View {
                 self.doing = Doing::Resting;
                 Vec::new()
             }
-            "generation.exited" | "kernel.stopped" => {
+            "model.retry" => self.retry(e),
+            "generation.exited" => {
+                self.pending.clear();
+                if matches!(self.doing, Doing::Mutating(_)) {
+                    // The body left for its mutation: the gate goes on.
+                    return vec![self.row("  ", "the body stepped aside for the gate", Role::Dim)];
+                }
+                self.doing = Doing::Starting;
+                match first_line(e.text("status")) {
+                    s if s.is_empty() || s == "exit status 0" => Vec::new(),
+                    s => vec![self.row(m.warn, &format!("the body ended ({s})"), Role::Warn)],
+                }
+            }
+            "kernel.stopped" => {
                 self.doing = Doing::Starting;
                 self.pending.clear();
-                if e.kind == "kernel.stopped" {
-                    let why = first_line(e.text("reason"));
-                    return vec![self.row("  ", &format!("the kernel stopped {why}"), Role::Warn)];
-                }
-                Vec::new()
+                let why = first_line(e.text("reason"));
+                vec![self.row("  ", &format!("the kernel stopped {why}"), Role::Warn)]
             }
             "kernel.notice" => {
                 let text = sanitize(e.text("text"));
@@ -271,15 +306,20 @@ impl View {
             "mutation.requested" => {
                 self.doing = Doing::Mutating(None);
                 let c = short(e.text("candidate"));
+                self.candidate = c.clone();
                 vec![self.row("  ", &format!("asked for a mutation to {c}"), Role::Dim)]
             }
             "mutation.check" => {
                 let check = first_line(e.text("check"));
                 let result = first_line(e.text("result"));
                 let secs = e.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
-                self.doing = Doing::Mutating(Some(check.clone()));
-                let role = if result == "failed" { Role::Bad } else { Role::Dim };
-                vec![self.row("  ", &format!("gate {check}: {result} ({secs:.1}s)"), role)]
+                self.doing = Doing::Mutating(None);
+                let took = duration((secs * 1000.0) as i64);
+                let (said, role) = match result.as_str() {
+                    "failed" => (m.failed.to_owned(), Role::Bad),
+                    _ => (format!("{} {result}", m.ok), Role::Dim),
+                };
+                vec![self.row("  ", &format!("gate {check} {said} {took}"), role)]
             }
             "mutation.accepted" => {
                 self.doing = Doing::Starting;
@@ -316,86 +356,4 @@ impl View {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::journal::parse_line;
-
-    fn ev(json: &str) -> Event {
-        parse_line(json.as_bytes()).unwrap_or_else(|| panic!("not an event: {json}"))
-    }
-
-    fn text(rows: &[Line<'_>]) -> Vec<String> {
-        rows.iter().map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect()).collect()
-    }
-
-    #[test]
-    fn times_and_durations() {
-        assert_eq!(parse_ts("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_ts("1970-01-02T00:00:01.5Z"), Some(86_401_500));
-        assert_eq!(parse_ts("2000-03-01T00:00:00.000Z"), Some(951_868_800_000));
-        assert_eq!(parse_ts("not a time"), None);
-        assert_eq!(duration(300), "0.3s");
-        assert_eq!(duration(42_000), "42s");
-        assert_eq!(duration(240_000), "4 min");
-    }
-
-    #[test]
-    fn events_table() {
-        let table: &[(&[&str], &[&str])] = &[
-            (&[r#"{"type":"owner.line","text":"hi\nthere"}"#], &["› hi", "  there"]),
-            (&[r#"{"type":"reply","text":"**Yes.**"}"#], &["● Yes."]),
-            (
-                &[
-                    r#"{"type":"tool.call","id":"1","name":"bash","input":{"command":"ls"},"ts":"2026-01-01T00:00:00.000Z"}"#,
-                    r#"{"type":"tool.result","id":"1","output":"a","ts":"2026-01-01T00:00:00.300Z"}"#,
-                ],
-                &["▪ bash  command: ls ✓ 0.3s"],
-            ),
-            (
-                &[
-                    r#"{"type":"tool.call","id":"2","name":"t","input":{}}"#,
-                    r#"{"type":"tool.result","id":"2","output":"x\nboom","error":true}"#,
-                ],
-                &["▪ t ✗ failed", "    boom"],
-            ),
-            (&[r#"{"type":"turn.interrupted"}"#], &["  interrupted by you"]),
-            (&[r#"{"type":"stimulus","source":"clock"}"#], &["  woken by the clock"]),
-            (
-                &[r#"{"type":"mutation.accepted","from":"0123456789ab","to":"fedcba987654"}"#],
-                &["│ mutation accepted: 0123456 → fedcba9"],
-            ),
-            (
-                &[
-                    r#"{"type":"mutation.rejected","candidate":"0123456789ab","check":"tests","output":"ok\nFAILED x"}"#,
-                ],
-                &["│ mutation to 0123456 rejected at gate tests", "│   ok", "│   FAILED x"],
-            ),
-            (
-                &[r#"{"type":"reply","text":"said","from":"body"}"#],
-                &["! not from the model", "● said"],
-            ),
-            (&[r#"{"type":"usage","input_tokens":1,"output_tokens":1}"#], &[]),
-        ];
-        for (events, want) in table {
-            let mut view = View::new(Theme::new(false, true), 80);
-            let rows: Vec<Line<'_>> = events.iter().flat_map(|e| view.event(&ev(e))).collect();
-            assert_eq!(text(&rows), *want, "{events:?}");
-        }
-    }
-
-    #[test]
-    fn the_live_state_follows_the_turn() {
-        let mut view = View::new(Theme::new(false, true), 80);
-        view.event(&ev(r#"{"type":"owner.line","text":"go"}"#));
-        assert_eq!(view.doing, Doing::Thinking);
-        view.event(&ev(r#"{"type":"tool.call","id":"1","name":"bash","input":{}}"#));
-        assert_eq!(view.doing, Doing::Running("bash".into()));
-        assert_eq!(view.pending.len(), 1);
-        view.event(&ev(r#"{"type":"reply","text":"Done?"}"#));
-        view.event(&ev(r#"{"type":"turn.ended"}"#));
-        assert_eq!(
-            (view.doing.clone(), view.pending.len(), view.question),
-            (Doing::Resting, 0, true)
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,147 @@
+//! The view's decisions, table by table.
+
+use super::*;
+use crate::journal::parse_line;
+
+fn ev(json: &str) -> Event {
+    parse_line(json.as_bytes()).unwrap_or_else(|| panic!("not an event: {json}"))
+}
+
+fn text(rows: &[Line<'_>]) -> Vec<String> {
+    rows.iter().map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect()).collect()
+}
+
+#[test]
+fn times_and_durations() {
+    assert_eq!(parse_ts("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(parse_ts("1970-01-02T00:00:01.5Z"), Some(86_401_500));
+    assert_eq!(parse_ts("2000-03-01T00:00:00.000Z"), Some(951_868_800_000));
+    assert_eq!(parse_ts("not a time"), None);
+    assert_eq!(duration(300), "0.3s");
+    assert_eq!(duration(42_000), "42s");
+    assert_eq!(duration(240_000), "4 min");
+}
+
+#[test]
+fn events_table() {
+    let table: &[(&[&str], &[&str])] = &[
+        (&[r#"{"type":"owner.line","text":"hi\nthere"}"#], &["› hi", "  there"]),
+        (
+            &[
+                r#"{"type":"owner.line","text":"look\n[image: memory/images/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.png]\n[image: /etc/passwd]"}"#,
+            ],
+            &["› look", "  [image 1 · png · 9f86d08]", "  [image: /etc/passwd]"],
+        ),
+        (&[r#"{"type":"reply","text":"**Yes.**"}"#], &["● Yes."]),
+        (
+            &[
+                r#"{"type":"tool.call","id":"1","name":"bash","input":{"command":"ls"},"ts":"2026-01-01T00:00:00.000Z"}"#,
+                r#"{"type":"tool.result","id":"1","output":"a","ts":"2026-01-01T00:00:00.300Z"}"#,
+            ],
+            &["▪ bash  command: ls ✓ 0.3s"],
+        ),
+        (
+            &[
+                r#"{"type":"tool.call","id":"2","name":"t","input":{}}"#,
+                r#"{"type":"tool.result","id":"2","output":"x\nboom","error":true}"#,
+            ],
+            &["▪ t ✗ failed", "    boom"],
+        ),
+        (&[r#"{"type":"turn.interrupted"}"#], &["  interrupted by you"]),
+        (&[r#"{"type":"stimulus","source":"clock"}"#], &["  woken by the clock"]),
+        (
+            &[r#"{"type":"mutation.accepted","from":"0123456789ab","to":"fedcba987654"}"#],
+            &["│ mutation accepted: 0123456 → fedcba9"],
+        ),
+        (
+            &[
+                r#"{"type":"mutation.rejected","candidate":"0123456789ab","check":"tests","output":"ok\nFAILED x"}"#,
+            ],
+            &["│ mutation to 0123456 rejected at gate tests", "│   ok", "│   FAILED x"],
+        ),
+        (&[r#"{"type":"reply","text":"said","from":"body"}"#], &["! not from the model", "● said"]),
+        (&[r#"{"type":"usage","input_tokens":1,"output_tokens":1}"#], &[]),
+        (
+            &[
+                r#"{"type":"model.retry","message":"HTTP 429: slow \u001b[2Jdown","retry":1,"seconds":10,"ts":"2026-01-01T10:00:00.000Z"}"#,
+            ],
+            &[
+                "│ the model failed: HTTP 429: slow down",
+                "│   retry 1 in 10s (at 10:00:10 UTC); Esc gives up the turn",
+            ],
+        ),
+        (
+            &[
+                r#"{"type":"mutation.requested","candidate":"0123456789ab"}"#,
+                r#"{"type":"mutation.check","check":"paths","result":"passed","seconds":0.02}"#,
+                r#"{"type":"generation.exited","status":"exit status 75"}"#,
+                r#"{"type":"mutation.check","check":"kernel tests","result":"failed","seconds":95}"#,
+            ],
+            &[
+                "  asked for a mutation to 0123456",
+                "  gate paths ✓ passed 0.0s",
+                "  the body stepped aside for the gate",
+                "  gate kernel tests ✗ failed 95s",
+            ],
+        ),
+        (
+            &[r#"{"type":"generation.exited","status":"exit status 101"}"#],
+            &["! the body ended (exit status 101)"],
+        ),
+        (&[r#"{"type":"generation.exited","status":"exit status 0"}"#], &[]),
+    ];
+    for (events, want) in table {
+        let mut view = View::new(Theme::new(false, true), 80);
+        let rows: Vec<Line<'_>> = events.iter().flat_map(|e| view.event(&ev(e))).collect();
+        assert_eq!(text(&rows), *want, "{events:?}");
+    }
+}
+
+#[test]
+fn the_live_state_follows_the_turn() {
+    let mut view = View::new(Theme::new(false, true), 80);
+    view.event(&ev(r#"{"type":"owner.line","text":"go"}"#));
+    assert_eq!(view.doing, Doing::Thinking);
+    view.event(&ev(r#"{"type":"tool.call","id":"1","name":"bash","input":{}}"#));
+    assert_eq!(view.doing, Doing::Running("bash".into()));
+    assert_eq!(view.pending.len(), 1);
+    view.event(&ev(r#"{"type":"reply","text":"Done?"}"#));
+    view.event(&ev(r#"{"type":"turn.ended"}"#));
+    assert_eq!((view.doing.clone(), view.pending.len(), view.question), (Doing::Resting, 0, true));
+}
+
+#[test]
+fn the_gate_steps_come_from_the_kernels_status() {
+    let table = [
+        ("checking mutation 0123abc: paths", Some("paths")),
+        ("checking mutation 0123abc: kernel tests, body tests", Some("kernel tests, body tests")),
+        ("checking mutation 0123abc: smoke; meanwhile warming", Some("smoke")),
+        ("checking mutation 0123abc: \u{1b}]0;x\u{7}smoke", Some("smoke")),
+        ("generation 0123abc: resting", None),
+        ("checking mutation 0123abc: ", None),
+    ];
+    for (status, want) in table {
+        let got = gate_step(status);
+        assert_eq!(got.as_ref().map(|(_, s)| s.as_str()), want, "{status:?}");
+        assert!(got.is_none_or(|(c, _)| c == "0123abc"), "{status:?}");
+    }
+    let mut view = View::new(Theme::new(false, true), 80);
+    let status = "checking mutation 0123456: paths";
+    assert!(view.gate_status(status).is_empty(), "no mutation asked for");
+    view.event(&ev(r#"{"type":"mutation.requested","candidate":"0123456789ab"}"#));
+    assert!(view.gate_status("checking mutation fedcba9: paths").is_empty(), "another's");
+    assert_eq!(text(&view.gate_status(status)), ["  gate paths …"]);
+    assert!(view.gate_status(status).is_empty(), "said once");
+    assert_eq!(view.doing, Doing::Mutating(Some("paths".into())));
+}
+
+#[test]
+fn a_retry_can_be_interrupted() {
+    let mut view = View::new(Theme::new(false, true), 80);
+    view.event(&ev(r#"{"type":"owner.line","text":"go"}"#));
+    view.event(&ev(
+        r#"{"type":"model.retry","message":"m","retry":3,"seconds":300,"ts":"1970-01-01T00:00:00Z"}"#,
+    ));
+    assert_eq!(view.doing, Doing::Retrying { retry: 3, at: Some(300_000) });
+    assert!(view.doing.interruptible());
+}

@@ -1,0 +1,232 @@
+//! What the terminal tests share: a tmux server running one client, a
+//! test individual and its journal, and small readers of the screen.
+//!
+//! tmux runs `teneralctl talk` against a journal the test writes,
+//! `send-keys` types and `capture-pane` reads the screen. Each test has a
+//! tmux server of its own (`tmux -L`), killed when the test ends. These are
+//! system tests: they need tmux (`scripts/deps` installs it) and run when
+//! `TENERAL_SYSTEM_TESTS` is set, as `scripts/test` sets it. A gate's check
+//! of a species commit leaves them out, as it leaves out the kernel's other
+//! system tests.
+#![allow(dead_code, clippy::expect_used, clippy::panic)]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// One tmux server running one client.
+pub struct Tmux {
+    pub socket: String,
+    /// tmux's own directory for its socket (TMUX_TMPDIR), not /tmp's.
+    pub dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// Starts `teneralctl talk -d home` in an 80x30 terminal with `env`.
+    pub fn start(home: &Path, env: &[(&str, &str)]) -> Tmux {
+        Tmux::start_with(home, env, &[])
+    }
+
+    /// Starts `teneralctl talk -d home` with `args` after it.
+    pub fn start_with(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("talk-test-{}-{n}", std::process::id());
+        let dir = tempfile::tempdir().expect("a temp dir for tmux");
+        let tmux = Tmux { socket, dir };
+        let mut line = String::from("env -u NO_COLOR -u COLORTERM LANG=C.UTF-8 LC_ALL= LC_CTYPE=");
+        for (k, v) in env {
+            line.push_str(&format!(" {k}={v}"));
+        }
+        line.push_str(&format!(
+            " {} talk -d {} {}; sleep 600",
+            env!("CARGO_BIN_EXE_teneralctl"),
+            home.display(),
+            args.join(" ")
+        ));
+        let out = tmux.run(&["new-session", "-d", "-x", "80", "-y", "30", &line]);
+        assert!(out.status.success(), "tmux starts: {out:?}");
+        tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+        tmux
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .env("TMUX_TMPDIR", self.dir.path())
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs (scripts/deps installs it)")
+    }
+
+    /// Presses keys as tmux names them (`Enter`, `C-d`, `Escape`).
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+
+    /// Types `text` as it is.
+    pub fn type_text(&self, text: &str) {
+        assert!(self.run(&["send-keys", "-t", "0", "-l", text]).status.success());
+    }
+
+    /// The screen as text (`escapes`: with its colours as SGR sequences).
+    pub fn screen(&self, escapes: bool) -> String {
+        let mut args = vec!["capture-pane", "-p", "-t", "0", "-S", "-200"];
+        if escapes {
+            args.push("-e");
+        }
+        String::from_utf8_lossy(&self.run(&args).stdout).into_owned()
+    }
+
+    /// Waits until the screen contains every one of `texts` (lines are
+    /// printed one after the other, and the live region drawn apart);
+    /// returns the screen.
+    pub fn wait_for_all(&self, texts: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen(false);
+            if texts.iter().all(|t| screen.contains(t)) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "{texts:?} never all showed; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the screen contains `text`; returns the screen.
+    pub fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen(false);
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "{text:?} never showed; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// An individual with a soul, settings and a journal of `events` (JSON
+/// objects without `ts`, `seq` and `commit`, which are added).
+/// Whether system tests run; says why not when they do not.
+pub fn system_tests(name: &str) -> bool {
+    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
+    if !on {
+        eprintln!(
+            "{name}: skipped, a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)"
+        );
+    }
+    on
+}
+
+pub fn individual(events: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path();
+    for sub in ["memory", "soul", ".teneral"] {
+        std::fs::create_dir_all(home.join(sub)).expect("the individual's directories");
+    }
+    std::fs::write(home.join("soul/self.md"), "name: Ada\n").expect("a soul");
+    std::fs::write(home.join(".env"), "TENERAL_MODEL=gpt-test\nTENERAL_API_KEY=do-not-show\n")
+        .expect("settings");
+    append(home, events);
+    dir
+}
+
+/// Appends `events` to the journal, as a kernel would.
+pub fn append(home: &Path, events: &[&str]) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.join("memory/journal.jsonl"))
+        .expect("the journal");
+    for (i, e) in events.iter().enumerate() {
+        let head = format!(
+            r#"{{"ts":"2026-11-30T10:00:{:02}.{:03}Z","seq":{i},"commit":"{COMMIT}","#,
+            i / 1000 % 60,
+            (i * 400) % 1000
+        );
+        let line = format!("{head}{}\n", e.trim_start_matches('{'));
+        file.write_all(line.as_bytes()).expect("an event appended");
+    }
+}
+
+pub fn owner_files(home: &Path, ext: &str) -> Vec<PathBuf> {
+    match std::fs::read_dir(home.join(".teneral/owner")) {
+        Ok(dir) => dir
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+pub const CONVERSATION: &[&str] = &[
+    r#"{"type":"owner.line","file":"a.txt","text":"What are you working on?"}"#,
+    r#"{"type":"tool.call","id":"1","name":"bash","input":{"command":"ls -la"}}"#,
+    r#"{"type":"tool.result","id":"1","output":"total 0"}"#,
+    r##"{"type":"reply","text":"# Plan\n\nI am *reading* my **soul**.\n\n- one\n- two\n\n> a quote\n\n```\nfn main() { println!(\"a very long line of code that goes well past the edge of the screen\"); }\n```\n\nSee [the docs](https://example.com/docs)."}"##,
+    r#"{"type":"turn.ended"}"#,
+];
+
+/// Whether `screen` (captured with escapes) sets a foreground or
+/// background colour anywhere.
+pub fn has_colour(screen: &str) -> bool {
+    screen.split("\u{1b}[").skip(1).any(|seq| {
+        let params = seq.split('m').next().unwrap_or_default();
+        params.split(';').any(|p| {
+            p.parse::<u32>()
+                .is_ok_and(|n| (30..=38).contains(&n) || (40..=48).contains(&n) || n >= 90)
+        })
+    })
+}
+
+/// A 1×1 PNG.
+pub const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+pub fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Tmux {
+    /// Pastes `text` as a terminal does (bracketed, when the client asked).
+    pub fn paste(&self, text: &str) {
+        assert!(self.run(&["set-buffer", "--", text]).status.success());
+        assert!(self.run(&["paste-buffer", "-p", "-t", "0"]).status.success());
+    }
+}
+
+/// The pid of `teneralctl` in the tmux of `tmux`.
+pub fn client_pid(tmux: &Tmux) -> u32 {
+    let out = tmux.run(&["display-message", "-p", "-t", "0", "#{pane_pid}"]);
+    let shell: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("the pane's pid");
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .expect("the shell's children");
+    children
+        .split_whitespace()
+        .filter_map(|p| p.parse::<u32>().ok())
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "teneralctl")
+        })
+        .unwrap_or(shell)
+}
