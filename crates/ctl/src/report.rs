@@ -41,7 +41,7 @@ pub fn facts(home: &Path) -> Facts {
                 .as_ref()
                 .filter(|_| !running)
                 .map(|s| (s.reason.clone(), s.status, s.at.clone())),
-            s.generation.clone(),
+            s.generation.as_ref().map(ToString::to_string),
             None,
         ),
         Err(e) => (None, None, None, Some(e.to_string())),
