@@ -81,27 +81,10 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
     tokio::task::LocalSet::new().run_until(supervise_at(home)).await
 }
 
-/// Names the individual and its generation (commit and ordinal) on every
-/// line the kernel logs from now on: the generation the state file says, or
-/// HEAD at a first start, until the start settles which one runs.
-fn name_in_the_log(home: &Path) {
-    log::set_individual(home);
-    match crate::back_request::lineage(home) {
-        Ok(lineage) => log::set_lineage(&lineage),
-        Err(e) => log::warn(format!("the log's generation numbers may be off: {e}")),
-    }
-    let head = || repo::open(home).ok().and_then(|git| repo::head_commit(&git, home).ok());
-    let commit =
-        State::load(home).ok().and_then(|s| s.generation).or_else(|| head().map(repo::commit_of));
-    if let Some(commit) = commit {
-        log::set_commit(&commit);
-    }
-}
-
 async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let home = home.canonicalize().map_err(io("the individual's directory"))?;
     let _lock = lock::acquire(&home)?;
-    name_in_the_log(&home);
+    start::name_in_the_log(&home);
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
     let status = Arc::new(Reporter::new(&home));
     status.set(Doing::Starting);

@@ -169,3 +169,20 @@ pub(super) fn sweep_files(home: &Path) {
         }
     }
 }
+
+/// Names the individual and its generation (commit and ordinal) on every
+/// line the kernel logs from now on: the generation the state file says, or
+/// HEAD at a first start, until the start settles which one runs.
+pub(super) fn name_in_the_log(home: &Path) {
+    log::set_individual(home);
+    match crate::back_request::lineage(home) {
+        Ok(lineage) => log::set_lineage(&lineage),
+        Err(e) => log::warn(format!("the log's generation numbers may be off: {e}")),
+    }
+    let head = || repo::open(home).ok().and_then(|git| repo::head_commit(&git, home).ok());
+    let commit =
+        State::load(home).ok().and_then(|s| s.generation).or_else(|| head().map(repo::commit_of));
+    if let Some(commit) = commit {
+        log::set_commit(&commit);
+    }
+}
