@@ -32,7 +32,11 @@ const HELLO: &str = "use std::os::unix::process::CommandExt;\n\nfn main() {\n   
 /// A species commit giving the stand-in kernel a `teneral` binary with
 /// `main`, made in the agent's workspace and published as the local branch
 /// `species` of the individual; the agent's candidate is that commit.
-fn species_commit(ind: &Individual, main: &str, launch: &str) -> Result<String, Box<dyn std::error::Error>> {
+fn species_commit(
+    ind: &Individual,
+    main: &str,
+    launch: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
     let workspace = ind.path().join(".teneral/candidate");
     std::fs::write(workspace.join("Cargo.toml"), STUB_WITH_BIN)?;
     std::fs::write(workspace.join("src/main.rs"), main)?;
@@ -44,7 +48,8 @@ fn species_commit(ind: &Individual, main: &str, launch: &str) -> Result<String, 
     let tree = repo.find_tree(index.write_tree()?)?;
     let sig = Signature::now("maintainer", "maintainer@localhost")?;
     let parent = repo.head()?.peel_to_commit()?;
-    let commit = repo.commit(Some("HEAD"), &sig, &sig, "the kernel gains a binary", &tree, &[&parent])?;
+    let commit =
+        repo.commit(Some("HEAD"), &sig, &sig, "the kernel gains a binary", &tree, &[&parent])?;
     let out = Command::new("git")
         .arg("-C")
         .arg(ind.path())
@@ -58,7 +63,9 @@ fn species_commit(ind: &Individual, main: &str, launch: &str) -> Result<String, 
 
 /// A kernel on a fixture body in `mutate` mode, taking species commits
 /// without asking, at rest after its birth.
-fn started(vars: &[(&str, &str)]) -> Result<(Individual, Kernel, String), Box<dyn std::error::Error>> {
+fn started(
+    vars: &[(&str, &str)],
+) -> Result<(Individual, Kernel, String), Box<dyn std::error::Error>> {
     let env = ["TENERAL_SPECIES=auto", "TENERAL_UPSTREAM=species"];
     let ind = Individual::with_mode("mutate", "", &env)?;
     let base = ind.head()?;
@@ -94,7 +101,9 @@ fn rolled_back(ind: &Individual, from: &str, to: &str, reason: &str, stderr: &st
     let tail = back["stderr"].as_str().unwrap_or_default();
     assert!(tail.contains(stderr), "stderr {tail:?} should hold {stderr:?}");
     ind.wait_for("the old generation again", LONG, |e| {
-        e["type"] == "generation.ready" && e["commit"] == to && e["seq"].as_u64() > back["seq"].as_u64()
+        e["type"] == "generation.ready"
+            && e["commit"] == to
+            && e["seq"].as_u64() > back["seq"].as_u64()
     })?;
     let s = state(ind.path());
     assert_eq!(s["generation"], to, "{s}");
@@ -116,7 +125,10 @@ fn a_species_kernel_that_crashes_on_start_is_rolled_back_by_the_launcher() -> Te
         "species kernel v2: cannot start, on purpose",
     )?;
     let log = ind.kernel_log();
-    assert!(log.contains("generation runs another kernel") || log.contains("runs another kernel"), "{log}");
+    assert!(
+        log.contains("generation runs another kernel") || log.contains("runs another kernel"),
+        "{log}"
+    );
     Ok(())
 }
 
@@ -125,7 +137,13 @@ fn a_species_kernel_never_ready_is_rolled_back_after_the_window() -> TestResult 
     let (ind, _kernel, base) = started(&[("TENERAL_TEST_KERNEL_TRIAL_MS", "3000")])?;
     let v2 = species_commit(&ind, ASLEEP, "{\"launcher\": 1}\n")?;
     promoted(&ind, &v2)?;
-    rolled_back(&ind, &v2, &base, "did not get the generation ready within 3 s", "species kernel v2: asleep")?;
+    rolled_back(
+        &ind,
+        &v2,
+        &base,
+        "did not get the generation ready within 3 s",
+        "species kernel v2: asleep",
+    )?;
     Ok(())
 }
 
@@ -158,7 +176,10 @@ fn a_species_kernel_is_built_from_live_and_runs_the_new_generation() -> TestResu
         e["type"] == "reply" && e["commit"] == v2.as_str()
     })?;
     let s = state(ind.path());
-    assert_eq!((s["generation"].as_str(), s["previous"].as_str()), (Some(v2.as_str()), Some(base.as_str())));
+    assert_eq!(
+        (s["generation"].as_str(), s["previous"].as_str()),
+        (Some(v2.as_str()), Some(base.as_str()))
+    );
     Ok(())
 }
 

@@ -123,7 +123,15 @@ fn main() -> ExitCode {
     };
     let result: anyhow::Result<i32> = runtime.block_on(async {
         match cli.command {
-            Command::Run { dir } => Ok(teneral::launcher::run(&dir).await?),
+            Command::Run { dir } => {
+                let in_process: teneral::launcher::InProcess<'_> = Box::new(|home| {
+                    let home = home.to_owned();
+                    Box::pin(async move {
+                        teneral::supervisor::run(&home).await.map_err(|e| e.to_string())
+                    })
+                });
+                Ok(teneral::launcher::run(&dir, in_process).await?)
+            }
             Command::Kernel { dir } => kernel(&dir).await,
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
             Command::Standin { listen, key, script, log, end_with_stdout } => {

@@ -54,10 +54,7 @@ type Tail = Arc<Mutex<VecDeque<String>>>;
 
 /// Starts the kernel and waits for its end. `Err`: it could not be started.
 pub async fn run(start: Start<'_>, on_ready: impl FnOnce()) -> std::io::Result<Ran> {
-    let mut spec = Spec::new(start.exe, start.home)
-        .arg("kernel")
-        .arg("--dir")
-        .arg(start.home);
+    let mut spec = Spec::new(start.exe, start.home).arg("kernel").arg("--dir").arg(start.home);
     spec.env = std::env::vars_os()
         .filter_map(|(k, v)| k.into_string().ok().map(|k| (k, v)))
         .filter(|(k, _)| k != VERSION_VARIABLE && k != KERNEL_VARIABLE)
@@ -106,7 +103,8 @@ pub async fn run(start: Start<'_>, on_ready: impl FnOnce()) -> std::io::Result<R
         let _ = err.await;
     })
     .await;
-    let stderr = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+    let stderr =
+        tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
     Ok(Ran { exit, ready, missed, asked_to_stop, stderr })
 }
 
@@ -145,7 +143,8 @@ fn saw_ready(journal: &PathBuf, offset: &mut u64, generation: &str) -> bool {
     }
     let Some(last) = bytes.iter().rposition(|b| *b == b'\n') else { return false };
     *offset += last as u64 + 1;
-    bytes[..last].split(|b| *b == b'\n').filter_map(parse_line).any(|e| {
-        e.kind == "generation.ready" && e.commit == generation
-    })
+    bytes[..last]
+        .split(|b| *b == b'\n')
+        .filter_map(parse_line)
+        .any(|e| e.kind == "generation.ready" && e.commit == generation)
 }

@@ -193,8 +193,12 @@ fn keep(target: &Path, kept: &Path) -> std::io::Result<()> {
     }
     let tmp = kept.with_extension("tmp");
     let mut built = fsutil::open_beneath(target, Path::new("debug/teneral"))?;
-    let mut out =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o755).open(&tmp)?;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o755)
+        .open(&tmp)?;
     std::io::copy(&mut built, &mut out)?;
     out.sync_all()?;
     drop(out);
@@ -223,13 +227,19 @@ mod tests {
             ("b", None, Some("b"), false, own("b")),
         ];
         for (key, install, trial, kept, want) in table {
-            assert_eq!(choose(key, install, trial, kept), want, "{key} {install:?} {trial:?} {kept}");
+            assert_eq!(
+                choose(key, install, trial, kept),
+                want,
+                "{key} {install:?} {trial:?} {kept}"
+            );
         }
     }
 
     #[test]
     fn what_makes_no_kernel() {
-        for top in ["body", "BACKLOG.md", "README.md", "docs", ".github", ".ci", "site", "LICENSE-MIT"] {
+        for top in
+            ["body", "BACKLOG.md", "README.md", "docs", ".github", ".ci", "site", "LICENSE-MIT"]
+        {
             assert!(not_kernel(top), "{top}");
         }
         for top in ["src", "Cargo.toml", "Cargo.lock", "launch.json", "SIGNERS", "units", "bodyx"] {

@@ -58,18 +58,34 @@ fn other(what: &str) -> impl Fn(std::fmt::Arguments<'_>) -> LaunchError + '_ {
     move |e| LaunchError::Other(format!("{what}: {e}"))
 }
 
+/// The install's kernel run in the launcher's own process: the supervisor
+/// (`teneral kernel` without a process of its own). Given by the binary, so
+/// that the launcher does not depend on the supervisor, which depends on it.
+pub type InProcess<'a> = Box<
+    dyn FnOnce(
+            &Path,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<i32, String>> + 'a>>
+        + 'a,
+>;
+
 /// Launches the kernels of the individual at `home` until one ends the
 /// launcher. Returns the exit status.
-pub async fn run(home: &Path) -> Result<i32, LaunchError> {
+///
+/// The first kernel, when it is the install's and not on trial (the common
+/// start), runs in this process (`in_process`): the same process, pid and
+/// exit status as a kernel started alone. Every kernel after an exit 85, and
+/// any kernel on trial or built from a generation, is a child.
+pub async fn run(home: &Path, in_process: InProcess<'_>) -> Result<i32, LaunchError> {
     let home = home
         .canonicalize()
         .map_err(|e| other("the individual's directory")(format_args!("{e}")))?;
-    crate::spawn::start_reaper()
-        .map_err(|e| other("cannot become a child subreaper")(format_args!("{e}")))?;
     let install = std::env::current_exe()
         .map_err(|e| other("the launcher's own binary")(format_args!("{e}")))?;
     // Chosen once, when a generation's own kernel is first built.
     let mut runner: Option<Runner> = None;
+    let mut in_process = Some(in_process);
+    let mut reaping = false;
     loop {
         let generation = current(&home)?;
         let trial = on_trial(&home, generation.as_deref())?;
@@ -79,6 +95,28 @@ pub async fn run(home: &Path) -> Result<i32, LaunchError> {
         };
         if let Some(status) = needs_newer(&home, generation.as_deref(), &which)? {
             return Ok(status);
+        }
+        if let Some(kernel) =
+            in_process.take().filter(|_| which == Which::Install && trial.is_none())
+        {
+            // The supervisor becomes the subreaper and reaps every child.
+            reaping = true;
+            let status = kernel(&home).await.map_err(LaunchError::Other)?;
+            crate::spawn::stop_keeping_groups();
+            if status != EXIT_NEXT_KERNEL {
+                return Ok(status);
+            }
+            if current(&home)? == generation {
+                return Err(next_without_change());
+            }
+            continue;
+        }
+        if !reaping {
+            crate::spawn::start_reaper()
+                .map_err(|e| other("cannot become a child subreaper")(format_args!("{e}")))?;
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+                .map_err(|e| other("cannot make the launcher non-dumpable")(format_args!("{e}")))?;
+            reaping = true;
         }
         let exe = match &which {
             Which::Install => Ok(install.clone()),
@@ -102,7 +140,9 @@ pub async fn run(home: &Path) -> Result<i32, LaunchError> {
                     if let Err(e) = Trial::remove(home) {
                         log::info(format!("launcher: {e}"));
                     }
-                    log::info("launcher: the new kernel got its generation ready; its trial is over");
+                    log::info(
+                        "launcher: the new kernel got its generation ready; its trial is over",
+                    );
                 };
                 child::run(start, || ended(&home)).await.map_err(|e| e.to_string())
             }
@@ -114,7 +154,9 @@ pub async fn run(home: &Path) -> Result<i32, LaunchError> {
             (Some(t), ran) if !ran.as_ref().is_ok_and(|r| r.ready) => {
                 let (end, stderr, stop) = match ran {
                     Err(why) => (End::NotStarted(why), String::new(), false),
-                    Ok(r) if r.missed => (End::NotReady(trial::window()), r.stderr, r.asked_to_stop),
+                    Ok(r) if r.missed => {
+                        (End::NotReady(trial::window()), r.stderr, r.asked_to_stop)
+                    }
                     Ok(r) => {
                         let end = End::Exited {
                             status: code(r.exit),
@@ -139,18 +181,20 @@ pub async fn run(home: &Path) -> Result<i32, LaunchError> {
             }
             (_, Ok(r)) => match code(r.exit) {
                 Some(EXIT_NEXT_KERNEL) if changed => {}
-                Some(EXIT_NEXT_KERNEL) => {
-                    return Err(LaunchError::Other(
-                        "the kernel asked for the next kernel (exit 85) without changing the \
-                         generation; the launcher stops rather than loop: see the lines above"
-                            .into(),
-                    ))
-                }
+                Some(EXIT_NEXT_KERNEL) => return Err(next_without_change()),
                 Some(status) => return Ok(status),
                 None => return Ok(128 + signal_of(r.exit)),
             },
         }
     }
+}
+
+fn next_without_change() -> LaunchError {
+    LaunchError::Other(
+        "the kernel asked for the next kernel (exit 85) without changing the generation; the \
+         launcher stops rather than loop: see the lines above"
+            .into(),
+    )
 }
 
 /// The current generation, as the state says (none yet: the kernel starts

@@ -12,13 +12,18 @@ use serde_json::json;
 
 use super::trial::Trial;
 use super::LaunchError;
+use crate::commit::short;
 use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::state::State;
-use crate::commit::short;
 use crate::{lock, log, repo};
 
 /// Goes back from the trial's generation to the one before it.
-pub fn roll_back(home: &Path, trial: &Trial, reason: &str, stderr: &str) -> Result<(), LaunchError> {
+pub fn roll_back(
+    home: &Path,
+    trial: &Trial,
+    reason: &str,
+    stderr: &str,
+) -> Result<(), LaunchError> {
     let _lock = lock::acquire(home)?;
     let mut state = State::load(home)?;
     let from = trial.commit.as_str();

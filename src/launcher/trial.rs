@@ -121,7 +121,9 @@ pub fn verdict(end: &End, asked_to_stop: bool) -> After {
             (Some(78), _) => After::RollBack(
                 "its kernel says the owner must update the install (exit 78)".into(),
             ),
-            _ => After::RollBack(format!("its kernel ended before the generation was ready ({words})")),
+            _ => After::RollBack(format!(
+                "its kernel ended before the generation was ready ({words})"
+            )),
         },
     }
 }
@@ -138,17 +140,49 @@ mod tests {
     fn what_follows_a_kernel_on_trial() {
         let back = |s: &str| After::RollBack(s.to_owned());
         let table = [
-            (End::NotStarted("no cargo".into()), false, back("its kernel could not be started: no cargo")),
-            (End::NotReady(Duration::from_secs(2)), false, back("its kernel did not get the generation ready within 2 s")),
+            (
+                End::NotStarted("no cargo".into()),
+                false,
+                back("its kernel could not be started: no cargo"),
+            ),
+            (
+                End::NotReady(Duration::from_secs(2)),
+                false,
+                back("its kernel did not get the generation ready within 2 s"),
+            ),
             (exited(Some(85), true), false, After::Next),
             (exited(Some(85), true), true, After::Next),
-            (exited(Some(85), false), false, back("its kernel asked for another kernel without having changed the generation")),
+            (
+                exited(Some(85), false),
+                false,
+                back("its kernel asked for another kernel without having changed the generation"),
+            ),
             (exited(Some(0), false), true, After::Stop(0)),
-            (exited(Some(0), false), false, back("its kernel ended before the generation was ready (Some(0))")),
-            (exited(Some(1), false), false, back("its kernel ended before the generation was ready (Some(1))")),
-            (exited(Some(3), true), false, back("its kernel ended before the generation was ready (Some(3))")),
-            (exited(None, false), true, back("its kernel ended before the generation was ready (None)")),
-            (exited(Some(78), false), false, back("its kernel says the owner must update the install (exit 78)")),
+            (
+                exited(Some(0), false),
+                false,
+                back("its kernel ended before the generation was ready (Some(0))"),
+            ),
+            (
+                exited(Some(1), false),
+                false,
+                back("its kernel ended before the generation was ready (Some(1))"),
+            ),
+            (
+                exited(Some(3), true),
+                false,
+                back("its kernel ended before the generation was ready (Some(3))"),
+            ),
+            (
+                exited(None, false),
+                true,
+                back("its kernel ended before the generation was ready (None)"),
+            ),
+            (
+                exited(Some(78), false),
+                false,
+                back("its kernel says the owner must update the install (exit 78)"),
+            ),
         ];
         for (end, stop, want) in table {
             assert_eq!(verdict(&end, stop), want, "{end:?} stop={stop}");
@@ -160,7 +194,8 @@ mod tests {
         let home = tempfile::tempdir().expect("a temp dir");
         std::fs::create_dir_all(home.path().join(".teneral")).expect(".teneral");
         assert_eq!(Trial::load(home.path()).expect("no file is no trial"), None);
-        let trial = Trial { commit: "c".into(), previous: "p".into(), kernel: "k".into(), since_ms: 7 };
+        let trial =
+            Trial { commit: "c".into(), previous: "p".into(), kernel: "k".into(), since_ms: 7 };
         trial.save(home.path()).expect("saved");
         assert_eq!(Trial::load(home.path()).expect("read back"), Some(trial));
         Trial::remove(home.path()).expect("removed");

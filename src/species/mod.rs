@@ -162,9 +162,8 @@ fn launcher_for(ctx: &SpeciesContext<'_>, species: &Commit) -> Result<(), Refusa
     use crate::launcher::{contract, kernels};
     let oid = Oid::from_str(species.as_str()).map_err(|e| git_refusal("commit id", e))?;
     let text = kernels::launch_file(ctx.repo, oid).map_err(|e| git_refusal("launch file", e))?;
-    let needed = contract::needs(text.as_deref()).map_err(|e| {
-        Refusal::counted("species", format!("species commit {species}: {e}"))
-    })?;
+    let needed = contract::needs(text.as_deref())
+        .map_err(|e| Refusal::counted("species", format!("species commit {species}: {e}")))?;
     let have = contract::launcher_here();
     if needed > have {
         let what = format!("species commit {species}");

@@ -141,9 +141,22 @@ fn consent_under_each_setting() {
 fn the_launchers_kernel_key_leaves_out_what_the_rule_takes_like_a_body_change() {
     use crate::launcher::kernels::not_kernel;
     let paths = [
-        "body/src/main.rs", "BACKLOG.md", "README.md", "LICENSE", "LICENSE-MIT", "docs/x.md",
-        ".github/ci.yml", ".ci/run", "site/index.html", "src/main.rs", "Cargo.toml",
-        "launch.json", "SIGNERS", "units/teneral.service", "README.txt", "bodyx/y",
+        "body/src/main.rs",
+        "BACKLOG.md",
+        "README.md",
+        "LICENSE",
+        "LICENSE-MIT",
+        "docs/x.md",
+        ".github/ci.yml",
+        ".ci/run",
+        "site/index.html",
+        "src/main.rs",
+        "Cargo.toml",
+        "launch.json",
+        "SIGNERS",
+        "units/teneral.service",
+        "README.txt",
+        "bodyx/y",
     ];
     for path in paths {
         let top = path.split('/').next().unwrap_or(path);
