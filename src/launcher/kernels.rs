@@ -154,6 +154,7 @@ pub async fn build(
     if kept.is_file() {
         return Ok(kept);
     }
+    let began = std::time::Instant::now();
     log::info(format!("building the kernel {} from {}", short(key), checkout.display()));
     touch_tree(checkout).map_err(io("touch the checkout"))?;
     let tmp = target.join("tmp");
@@ -181,6 +182,7 @@ pub async fn build(
         return Err(BuildError::Failed { exit: ended.exit, tail: run.stderr_tail() });
     }
     keep(&target, &kept).map_err(io("keep the built kernel"))?;
+    log::info(format!("built the kernel {} in {:.2} s", short(key), began.elapsed().as_secs_f64()));
     Ok(kept)
 }
 
