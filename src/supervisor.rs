@@ -169,7 +169,11 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     } else {
         k.status.set(Doing::Stopping);
     }
-    k.status.stopping();
+    // Handing over to the next kernel is no stop of the unit: STOPPING=1
+    // would have systemd stop the launcher too.
+    if status != crate::launcher::contract::EXIT_NEXT_KERNEL {
+        k.status.stopping();
+    }
     // Nothing the kernel started outlives its clean end: the stand-in is
     // stopped and reaped, a warm-up still under way is dropped (its run is
     // killed), and whatever is still listed is killed and the list removed.
