@@ -340,3 +340,19 @@ fn bench_species() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn a_kernel_started_by_an_older_launcher_asks_for_an_update_and_starts_nothing() -> TestResult {
+    let ind = Individual::new("", &[])?;
+    let out = Command::new(teneral())
+        .args(["kernel", "--dir"])
+        .arg(ind.path())
+        .env(teneral::launcher::contract::VERSION_VARIABLE, "0")
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{said}");
+    assert!(said.contains("this kernel needs launcher version 1"), "{said}");
+    assert!(said.contains("the owner must update the install"), "{said}");
+    assert!(ind.journal().is_empty(), "nothing was started: {:?}", ind.journal());
+    Ok(())
+}
