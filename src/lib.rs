@@ -12,6 +12,7 @@ pub mod egress;
 pub mod events;
 pub mod gate;
 pub mod generation;
+pub mod launcher;
 pub mod lifecycle;
 pub mod organs;
 pub mod proxy;

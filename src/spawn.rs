@@ -21,7 +21,9 @@
 
 mod groups;
 
-pub use groups::{keep_groups, keeper_main, sweep_leftover_groups, CHILDREN_PATH};
+pub use groups::{
+    keep_groups, keeper_main, stop_keeping_groups, sweep_leftover_groups, CHILDREN_PATH,
+};
 
 use std::collections::HashMap;
 use std::ffi::OsString;

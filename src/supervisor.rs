@@ -165,14 +165,18 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let (status, reason) = k.supervise().await?;
     let now = k.current();
     kernel_event(&k.journal, &now, "kernel.stopped", json!({"reason": reason, "status": status}));
-    if status != EXIT_STOPPED {
+    if status != EXIT_STOPPED && status != crate::launcher::contract::EXIT_NEXT_KERNEL {
         k.state.stopped = Some(Stopped { reason: reason.clone(), status, at: now_text() });
         log::at(log::Priority::Error, format!("stopping: {reason}"));
         k.status.set(Doing::GaveUp(reason.clone()));
     } else {
         k.status.set(Doing::Stopping);
     }
-    k.status.stopping();
+    // Handing over to the next kernel is no stop of the unit: STOPPING=1
+    // would have systemd stop the launcher too.
+    if status != crate::launcher::contract::EXIT_NEXT_KERNEL {
+        k.status.stopping();
+    }
     // Nothing the kernel started outlives its clean end: the stand-in is
     // stopped and reaped, a warm-up still under way is dropped (its run is
     // killed), and whatever is still listed is killed and the list removed.
@@ -238,7 +242,14 @@ impl Kernel {
         loop {
             match self.generation().await? {
                 Next::End(status, reason) => return Ok((status, reason)),
-                Next::Switch { to, trial } => self.switch(&to, trial)?,
+                Next::Switch { to, trial } => {
+                    let next_kernel = self.handover(&to, trial)?;
+                    self.switch(&to, trial)?;
+                    if next_kernel {
+                        let why = format!("generation {} runs another kernel", short(&to));
+                        return Ok((crate::launcher::contract::EXIT_NEXT_KERNEL, why));
+                    }
+                }
                 Next::Same => {}
             }
         }

@@ -11,6 +11,7 @@ mod egress;
 mod fetch;
 mod gate;
 mod kernel;
+mod launcher;
 mod organs;
 mod selfmod;
 mod species;

@@ -297,3 +297,22 @@ fn without_a_species_a_kernel_edit_is_a_protected_path() -> Res<()> {
     assert!(refused.counts, "{refused:?}");
     Ok(())
 }
+
+#[test]
+fn a_species_commit_needing_a_newer_launcher_is_refused_for_the_owner() -> Res<()> {
+    let w = World::new()?;
+    let s1 = w.publish(&[KERNEL_V1, ("launch.json", "{\"launcher\": 2}\n")], None)?;
+    let c = w.candidate(&w.s0, true, &[BODY_EDIT])?;
+    let (settings, signers) = (World::settings("auto", "")?, w.signers("")?);
+    let refused = w.judge(&settings, &signers, &w.s0, &c)?.expect_err("launcher 2 is not here");
+    assert!(refused.message.contains(&s1), "{}", refused.message);
+    assert!(refused.message.contains("needs launcher version 2"), "{}", refused.message);
+    assert!(refused.message.contains("the owner must update the install"), "{}", refused.message);
+    assert!(!refused.counts, "only the owner can mend it: not counted");
+    // The same species at launcher 1 passes.
+    let s2 = w.publish(&[("launch.json", "{\"launcher\": 1}\n")], None)?;
+    let c2 = w.candidate(&w.s0, true, &[BODY_EDIT])?;
+    let got = w.judge(&settings, &signers, &w.s0, &c2)?;
+    assert_eq!(got, Ok(Judgement::Species { species: commit(&s2), from: Some(commit(&w.s0)) }));
+    Ok(())
+}

@@ -18,8 +18,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Supervise the individual in DIR (default: the current directory) in the foreground.
+    /// Supervise the individual in DIR (default: the current directory) in
+    /// the foreground: the launcher, which starts the current generation's kernel.
     Run {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// The kernel itself, as the launcher starts it (docs/contract.md, The launcher).
+    #[command(hide = true)]
+    Kernel {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
@@ -123,7 +130,16 @@ fn main() -> ExitCode {
     };
     let result: anyhow::Result<i32> = runtime.block_on(async {
         match cli.command {
-            Command::Run { dir } => Ok(teneral::supervisor::run(&dir).await?),
+            Command::Run { dir } => {
+                let in_process: teneral::launcher::InProcess<'_> = Box::new(|home| {
+                    let home = home.to_owned();
+                    Box::pin(async move {
+                        teneral::supervisor::run(&home).await.map_err(|e| e.to_string())
+                    })
+                });
+                Ok(teneral::launcher::run(&dir, in_process).await?)
+            }
+            Command::Kernel { dir } => kernel(&dir).await,
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
             Command::Standin { listen, key, script, log, end_with_stdout } => {
                 let key = key.or_else(|| {
@@ -151,6 +167,18 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `teneral kernel`: the supervisor, once it knows its launcher can start it.
+async fn kernel(dir: &std::path::Path) -> anyhow::Result<i32> {
+    use teneral::launcher::contract;
+    let needed = contract::own_needs()?;
+    let have = contract::launcher_here();
+    if needed > have {
+        eprintln!("teneral: {}", contract::update_the_install("this kernel", needed, have));
+        return Ok(contract::EXIT_UPDATE_INSTALL);
+    }
+    Ok(teneral::supervisor::run(dir).await?)
 }
 
 /// `teneral organs`: the gate's organ step for a workspace.

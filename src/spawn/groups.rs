@@ -89,6 +89,14 @@ pub fn keep_groups(home: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// This process stops listing its groups (a kernel that ran in the
+/// launcher's process has ended; the launcher's next child is a kernel,
+/// which lists and sweeps groups of its own and must not find itself
+/// listed). The keeper stays and finds no list of this process.
+pub fn stop_keeping_groups() {
+    *kept().lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
 /// A child group began: list it.
 pub(super) fn started(pid: u32) {
     let start = super::process_start_time(pid).unwrap_or_default();

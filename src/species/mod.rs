@@ -106,6 +106,7 @@ pub async fn judge(
     match placed {
         rule::Placed::Documents(species) => Ok(Judgement::DocumentsOnly { species }),
         rule::Placed::Kernel(species) => {
+            launcher_for(ctx, &species)?;
             let record = Record::load(ctx.home).map_err(|e| Refusal::waiting(e.to_string()))?;
             let accepted = record
                 .accepted
@@ -152,6 +153,22 @@ fn signed(ctx: &SpeciesContext<'_>, on: &Commit) -> Result<(), Refusal> {
         counts: true,
         awaiting: None,
     })
+}
+
+/// A species commit whose kernel needs a newer launcher than the install's
+/// is refused (not counted: only the owner can mend it).
+fn launcher_for(ctx: &SpeciesContext<'_>, species: &Commit) -> Result<(), Refusal> {
+    use crate::launcher::{contract, kernels};
+    let oid = Oid::from_str(species.as_str()).map_err(|e| git_refusal("commit id", e))?;
+    let text = kernels::launch_file(ctx.repo, oid).map_err(|e| git_refusal("launch file", e))?;
+    let needed = contract::needs(text.as_deref())
+        .map_err(|e| Refusal::counted("species", format!("species commit {species}: {e}")))?;
+    let have = contract::launcher_here();
+    if needed > have {
+        let what = format!("species commit {species}");
+        return Err(Refusal::waiting(contract::update_the_install(&what, needed, have)));
+    }
+    Ok(())
 }
 
 /// Records that the gate asked about `species`, for `teneralctl accept`

@@ -42,7 +42,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn counted(check: &'static str, message: String) -> Refusal {
+    pub(crate) fn counted(check: &'static str, message: String) -> Refusal {
         Refusal { check, message, counts: true, awaiting: None }
     }
 

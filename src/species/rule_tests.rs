@@ -136,3 +136,31 @@ fn consent_under_each_setting() {
     assert!(asked.message.contains("teneralctl accept bbbbbbb"), "{}", asked.message);
     assert!(consent(Setting::Off, &c('b'), true).is_err());
 }
+
+#[test]
+fn the_launchers_kernel_key_leaves_out_what_the_rule_takes_like_a_body_change() {
+    use crate::launcher::kernels::not_kernel;
+    let paths = [
+        "body/src/main.rs",
+        "BACKLOG.md",
+        "README.md",
+        "LICENSE",
+        "LICENSE-MIT",
+        "docs/x.md",
+        ".github/ci.yml",
+        ".ci/run",
+        "site/index.html",
+        "src/main.rs",
+        "Cargo.toml",
+        "launch.json",
+        "SIGNERS",
+        "units/teneral.service",
+        "README.txt",
+        "bodyx/y",
+    ];
+    for path in paths {
+        let top = path.split('/').next().unwrap_or(path);
+        let by_rule = changeable(path) || document(path);
+        assert_eq!(not_kernel(top), by_rule, "{path}");
+    }
+}
