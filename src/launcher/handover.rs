@@ -46,8 +46,8 @@ pub fn decide(
         return Ok(Handover::Stay);
     }
     let trial = brings_kernel.then(|| Trial {
-        commit: to.to_string(),
-        previous: from.to_string(),
+        commit: crate::repo::commit_of(to),
+        previous: crate::repo::commit_of(from),
         kernel: key,
         since_ms: crate::state::unix_ms_now(),
     });

@@ -168,7 +168,7 @@ pub async fn build(
         spec.env = env.clone();
         spec
     };
-    let unit = |step| runner::systemd::build_unit(key, step, "kernel");
+    let unit = |step| runner::systemd::build_unit_of(key, step, "kernel");
     let mut build = Launch::new(cargo(&["build", "--locked", "--bin", "teneral"]), limits);
     if runner.caged() {
         let fetch = Launch::new(cargo(&["fetch", "--locked"]), limits);

@@ -25,7 +25,7 @@ use contract::{EXIT_NEXT_KERNEL, EXIT_UPDATE_INSTALL, LAUNCHER_VERSION};
 use kernels::Which;
 use trial::{After, End, Trial};
 
-use crate::commit::short;
+use crate::commit::{short, Commit};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::spawn::Exit;
@@ -118,12 +118,10 @@ pub async fn run(home: &Path, in_process: InProcess<'_>) -> Result<i32, LaunchEr
                 .map_err(|e| other("cannot make the launcher non-dumpable")(format_args!("{e}")))?;
             reaping = true;
         }
-        let exe = match &which {
-            Which::Install => Ok(install.clone()),
-            Which::Own(key) => {
-                let commit = generation.clone().unwrap_or_default();
-                own_kernel(&home, &commit, key, &mut runner).await
-            }
+        let exe = match (&which, &generation) {
+            (Which::Own(key), Some(commit)) => own_kernel(&home, commit, key, &mut runner).await,
+            // Without a generation yet the kernel starts from HEAD: the install's.
+            _ => Ok(install.clone()),
         };
         let trial_of = trial.as_ref().map(|t| (t.commit.as_str(), trial::window()));
         let ran = match exe {
@@ -199,7 +197,7 @@ fn next_without_change() -> LaunchError {
 
 /// The current generation, as the state says (none yet: the kernel starts
 /// from HEAD).
-fn current(home: &Path) -> Result<Option<String>, LaunchError> {
+fn current(home: &Path) -> Result<Option<Commit>, LaunchError> {
     Ok(crate::state::State::load(home)?.generation)
 }
 
@@ -216,7 +214,7 @@ fn on_trial(home: &Path, generation: Option<&str>) -> Result<Option<Trial>, Laun
     }
 }
 
-fn which_of(home: &Path, commit: &str) -> Result<Which, LaunchError> {
+fn which_of(home: &Path, commit: &Commit) -> Result<Which, LaunchError> {
     let git = repo::open(home)?;
     let oid = repo::commit_id(&git, home, commit)?;
     kernels::which(home, &git, oid)
@@ -248,7 +246,7 @@ fn needs_newer(
 /// The generation's own kernel, built from `.teneral/live` if not kept.
 async fn own_kernel(
     home: &Path,
-    commit: &str,
+    commit: &Commit,
     key: &str,
     runner: &mut Option<Runner>,
 ) -> Result<PathBuf, String> {

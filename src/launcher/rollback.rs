@@ -27,7 +27,7 @@ pub fn roll_back(
     let _lock = lock::acquire(home)?;
     let mut state = State::load(home)?;
     let from = trial.commit.as_str();
-    let to = trial.previous.as_str();
+    let to = &trial.previous;
     log::at(
         log::Priority::Warning,
         format!("launcher: rolling back from {} to {}: {reason}", short(from), short(to)),
@@ -39,7 +39,7 @@ pub fn roll_back(
         json!({"from": from, "to": to, "reason": reason, "stderr": stderr, "by": "launcher"}),
     )?;
     drop(journal);
-    state.generation = Some(to.to_owned());
+    state.generation = Some(to.clone());
     state.previous = None;
     state.trial = None;
     state.pending = None;

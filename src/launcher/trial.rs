@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::commit::Commit;
 use crate::fsutil;
 
 pub const TRIAL_FILE: &str = ".teneral/trial.json";
@@ -25,9 +26,9 @@ pub const TRIAL_WINDOW_VARIABLE: &str = "TENERAL_TEST_KERNEL_TRIAL_MS";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trial {
     /// The generation promoted, whose kernel is on trial.
-    pub commit: String,
+    pub commit: Commit,
     /// The generation before it, to go back to.
-    pub previous: String,
+    pub previous: Commit,
     /// The kernel key of `commit` (`super::kernels::key_of`).
     pub kernel: String,
     /// When the promoting kernel wrote it (ms since the epoch).
@@ -132,6 +133,10 @@ pub fn verdict(end: &End, asked_to_stop: bool) -> After {
 mod tests {
     use super::*;
 
+    fn c(digit: char) -> Commit {
+        Commit::parse(&digit.to_string().repeat(40)).expect("forty hex digits are a commit")
+    }
+
     fn exited(status: Option<i32>, changed: bool) -> End {
         End::Exited { status, words: format!("{status:?}"), generation_changed: changed }
     }
@@ -194,8 +199,7 @@ mod tests {
         let home = tempfile::tempdir().expect("a temp dir");
         std::fs::create_dir_all(home.path().join(".teneral")).expect(".teneral");
         assert_eq!(Trial::load(home.path()).expect("no file is no trial"), None);
-        let trial =
-            Trial { commit: "c".into(), previous: "p".into(), kernel: "k".into(), since_ms: 7 };
+        let trial = Trial { commit: c('c'), previous: c('d'), kernel: "k".into(), since_ms: 7 };
         trial.save(home.path()).expect("saved");
         assert_eq!(Trial::load(home.path()).expect("read back"), Some(trial));
         Trial::remove(home.path()).expect("removed");

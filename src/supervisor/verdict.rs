@@ -101,7 +101,7 @@ impl Kernel {
     /// Whether switching to `to` hands over to another kernel (the launcher
     /// starts it after exit 85); a promotion that brings a new kernel writes
     /// `.teneral/trial.json` first (`crate::launcher::handover`).
-    pub(super) fn handover(&self, to: &str, promoted: bool) -> Result<bool, KernelError> {
+    pub(super) fn handover(&self, to: &Commit, promoted: bool) -> Result<bool, KernelError> {
         use crate::launcher::handover::{decide, Handover};
         let from = repo::commit_id(&self.git, &self.home, &self.current())?;
         let to = repo::commit_id(&self.git, &self.home, to)?;

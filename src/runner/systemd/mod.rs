@@ -19,8 +19,8 @@ mod names;
 mod unit;
 
 pub use names::{
-    build_unit, check_unit, description, gate_unit, generation_unit, instance_for, leftovers,
-    unit_path,
+    build_unit, build_unit_of, check_unit, description, gate_unit, generation_unit, instance_for,
+    leftovers, unit_path,
 };
 pub use unit::{Unit, BACKGROUND_NICE};
 

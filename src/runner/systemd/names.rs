@@ -53,7 +53,14 @@ pub fn generation_unit(commit: &Commit) -> String {
 /// `teneral-build-<short>-<step>-<place>.service`, where `place` tells
 /// apart the target directories of individuals that build the same commit.
 pub fn build_unit(commit: &Commit, step: &str, place: &str) -> String {
-    format!("teneral-build-{}-{step}-{place}.service", commit.short())
+    build_unit_of(commit.short(), step, place)
+}
+
+/// The unit of a build step named by `tag` rather than a commit (a
+/// kernel's key): `teneral-build-<tag>-<step>-<place>.service`.
+pub fn build_unit_of(tag: &str, step: &str, place: &str) -> String {
+    let tag = crate::commit::short(tag);
+    format!("teneral-build-{tag}-{step}-{place}.service")
 }
 
 /// The unit one gate check runs in: `teneral-gate-<short>-<check>.service`,
