@@ -47,16 +47,36 @@ pub enum SetupError {
          give the individual's directory with --dir (or -d)"
     )]
     NotHere(PathBuf),
+    // The causes are in the message itself, not chained as sources, so
+    // that `{:#}` does not print them twice.
     #[error("{0}; nothing was written. {ANSWERS}")]
-    Ask(#[from] AskError),
+    Ask(AskError),
     #[error("{0}; nothing was written")]
-    Probe(#[from] ProbeError),
+    Probe(ProbeError),
     #[error("{0}; nothing was written")]
-    Value(#[from] env::BadValue),
+    Value(env::BadValue),
     #[error("cannot read {}: {source}; nothing was written", path.display())]
     Read { path: PathBuf, source: std::io::Error },
     #[error("cannot write {}: {source}; .env is as it was", path.display())]
     Write { path: PathBuf, source: std::io::Error },
+}
+
+impl From<AskError> for SetupError {
+    fn from(e: AskError) -> Self {
+        SetupError::Ask(e)
+    }
+}
+
+impl From<ProbeError> for SetupError {
+    fn from(e: ProbeError) -> Self {
+        SetupError::Probe(e)
+    }
+}
+
+impl From<env::BadValue> for SetupError {
+    fn from(e: env::BadValue) -> Self {
+        SetupError::Value(e)
+    }
 }
 
 /// The answers `--plain` reads, in order; said when input is missing.
