@@ -9,6 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+mod common;
+
 const KEY: &str = "sk-test-secret-4711";
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
@@ -218,4 +220,45 @@ fn declining_or_running_out_of_answers_writes_nothing() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("is not a teneral individual or checkout"), "{text}");
     assert!(!elsewhere.path().join(".env").exists());
+}
+
+#[test]
+fn at_a_terminal_the_key_is_typed_unseen() {
+    if !common::system_tests("at_a_terminal_the_key_is_typed_unseen") {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let tmux = common::Tmux {
+        socket: format!("setup-test-{}", std::process::id()),
+        dir: tempfile::tempdir().expect("a temp dir for tmux"),
+    };
+    let line = format!(
+        "env LANG=C.UTF-8 {} setup -d {}; echo exit=$?; sleep 600",
+        env!("CARGO_BIN_EXE_teneralctl"),
+        home.display()
+    );
+    let out = tmux.run(&["new-session", "-d", "-x", "100", "-y", "40", &line]);
+    assert!(out.status.success(), "tmux starts: {out:?}");
+    tmux.wait_for("Go on? [y/N]");
+    tmux.type_text("y");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_all(&["1) openai", "2) compatible", "3) standin", "Provider (number or name):"]);
+    tmux.type_text("2");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Address:");
+    tmux.type_text(&standin.url);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("API key:");
+    tmux.type_text(KEY);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_all(&["(typed, not shown)", "1) standin", "Model (number or name):"]);
+    tmux.type_text("1");
+    tmux.keys(&["Enter"]);
+    let screen =
+        tmux.wait_for_all(&["Test 2 of 2", "called the tool record_word", "Wrote ", "exit=0"]);
+    assert!(!screen.contains(KEY), "the key never shows:\n{screen}");
+    let (text, mode) = env_of(&home);
+    assert!(text.contains(&format!("TENERAL_API_KEY={KEY}\n")), "{text}");
+    assert_eq!(mode, 0o600);
 }

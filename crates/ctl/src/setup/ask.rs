@@ -36,9 +36,16 @@ impl<R: BufRead, W: Write> Asker<R, W> {
 
     /// One answer, trimmed.
     pub fn line(&mut self, what: &str, prompt: &str) -> Result<String, AskError> {
-        let _ = write!(self.out, "{prompt} ");
-        let _ = self.out.flush();
+        self.prompt(prompt);
         self.read(what)
+    }
+
+    /// At a terminal the answer is typed after the question; from a pipe
+    /// each question is a line of its own.
+    fn prompt(&mut self, prompt: &str) {
+        let end = if self.terminal { " " } else { "\n" };
+        let _ = write!(self.out, "{prompt}{end}");
+        let _ = self.out.flush();
     }
 
     fn read(&mut self, what: &str) -> Result<String, AskError> {
@@ -55,8 +62,7 @@ impl<R: BufRead, W: Write> Asker<R, W> {
 
     /// An answer typed unseen when stdin is a terminal.
     pub fn secret(&mut self, what: &str, prompt: &str) -> Result<String, AskError> {
-        let _ = write!(self.out, "{prompt} ");
-        let _ = self.out.flush();
+        self.prompt(prompt);
         if !self.terminal {
             return self.read(what);
         }
