@@ -195,7 +195,7 @@ fn ask_endpoint<R: BufRead, W: Write>(
         );
         (Protocol::Chat, asker.line("the address", "Address:")?)
     };
-    env::check_value("the address", &base_url)?;
+    env::check_address(&base_url)?;
     let base_url = base_url.trim_end_matches('/').to_owned();
     let key = asker.secret("the key", "API key:")?;
     env::check_value("the key", &key)?;

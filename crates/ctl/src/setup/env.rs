@@ -38,6 +38,22 @@ pub fn check_value(what: &'static str, value: &str) -> Result<(), BadValue> {
     Ok(())
 }
 
+/// Checks an endpoint's address as the kernel will: http or https, with a host.
+pub fn check_address(value: &str) -> Result<(), BadValue> {
+    check_value("the address", value)?;
+    let usable = reqwest::Url::parse(value)
+        .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.host_str().is_some());
+    if usable {
+        Ok(())
+    } else {
+        Err(BadValue {
+            what: "the address",
+            problem: "is not an http:// or https:// address with a host",
+            fix: "give the endpoint's base address, e.g. https://host/v1",
+        })
+    }
+}
+
 /// Whether `line` sets `name` (`NAME=...`, maybe after `export `).
 fn sets(line: &str, name: &str) -> bool {
     let line = line.trim_start();
@@ -81,12 +97,14 @@ pub fn merge(existing: &str, settings: &[(&str, &str)]) -> String {
 mod tests {
     use super::*;
 
-    const OPENAI: &[(&str, &str)] =
+    type Pairs = &'static [(&'static str, &'static str)];
+
+    const OPENAI: Pairs =
         &[("TENERAL_PROVIDER", "openai"), ("TENERAL_API_KEY", "sk-1"), ("TENERAL_MODEL", "gpt-5")];
 
     #[test]
     fn merges() {
-        let table: &[(&str, &[(&str, &str)], &str)] = &[
+        let table: &[(&str, Pairs, &str)] = &[
             // Nothing yet: just the provider.
             ("", OPENAI, "TENERAL_PROVIDER=openai\nTENERAL_API_KEY=sk-1\nTENERAL_MODEL=gpt-5\n"),
             // In place of the first provider line; the others dropped, the rest kept.
@@ -133,6 +151,21 @@ mod tests {
         ];
         for (value, ok) in table {
             assert_eq!(check_value("the key", value).is_ok(), *ok, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn addresses_the_kernel_takes() {
+        let table: &[(&str, bool)] = &[
+            ("https://api.openai.com/v1", true),
+            ("http://127.0.0.1:8080/v1", true),
+            ("api.openai.com/v1", false),
+            ("ftp://host/v1", false),
+            ("http://", false),
+            ("", false),
+        ];
+        for (value, ok) in table {
+            assert_eq!(check_address(value).is_ok(), *ok, "{value:?}");
         }
     }
 }
