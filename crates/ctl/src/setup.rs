@@ -259,7 +259,8 @@ pub fn advice(running: bool, unit: Option<&str>) -> String {
     match (running, unit) {
         (false, _) => "teneral reads it when it starts next.".to_owned(),
         (true, Some(unit)) => format!(
-            "The running kernel keeps its configuration until it is restarted; restart it with:\n  systemctl --user restart {unit}"
+            "The running kernel keeps its configuration until it is restarted; restart it with:\n  systemctl --user restart {}",
+            shell_word(unit)
         ),
         (true, None) => "The running kernel keeps its configuration until it is restarted: stop it \
              (Ctrl-C where `teneral run` runs) and start it again."
@@ -267,9 +268,33 @@ pub fn advice(running: bool, unit: Option<&str>) -> String {
     }
 }
 
+/// `word` as the shell reads it back: as it is when it is plain, else in
+/// single quotes (an instance unit's name has `\x2d` escapes).
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "@._:-/".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_names_as_the_shell_reads_them() {
+        let table: &[(&str, &str)] = &[
+            ("teneral.service", "teneral.service"),
+            ("teneral@srv-agents-ada.service", "teneral@srv-agents-ada.service"),
+            (r"teneral@home-a\x2db.service", r"'teneral@home-a\x2db.service'"),
+            ("it's", r"'it'\''s'"),
+        ];
+        for (unit, shown) in table {
+            assert_eq!(shell_word(unit), *shown);
+        }
+    }
 
     #[test]
     fn restart_advice_by_case() {

@@ -109,6 +109,23 @@ fn compatible_is_tested_then_written_with_the_other_settings_kept() {
 }
 
 #[test]
+fn a_running_kernel_under_systemd_gets_the_restart_line() {
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let _kernel = teneralctl::lock::acquire(&home).expect("the lock, as a kernel holds it");
+    let status = r#"{"pid":1,"generation":null,"status":"resting","since":"2026-11-30T10:00:00.000Z","unit":"teneral.service"}"#;
+    std::fs::write(home.join(".teneral/status"), status).expect("the kernel's status");
+    let answers = format!("y\ncompatible\n{}\n{KEY}\nstandin\n", standin.url);
+    let (out, text) = setup(&home, &["--plain"], &answers);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("The running kernel keeps its configuration until it is restarted"),
+        "{text}"
+    );
+    assert!(text.contains("\n  systemctl --user restart teneral.service\n"), "{text}");
+}
+
+#[test]
 fn openai_speaks_the_responses_api_and_a_new_env_starts_from_the_example() {
     let standin = Standin::start(WORDS_THEN_CALL);
     let (_dir, home) = home(None);
