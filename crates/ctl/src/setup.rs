@@ -49,7 +49,7 @@ pub enum SetupError {
     NotHere(PathBuf),
     // The causes are in the message itself, not chained as sources, so
     // that `{:#}` does not print them twice.
-    #[error("{0}; nothing was written. {ANSWERS}")]
+    #[error("{0}; nothing was written{hint}", hint = plain_hint(.0))]
     Ask(AskError),
     #[error("{0}; nothing was written")]
     Probe(ProbeError),
@@ -76,6 +76,14 @@ impl From<ProbeError> for SetupError {
 impl From<env::BadValue> for SetupError {
     fn from(e: env::BadValue) -> Self {
         SetupError::Value(e)
+    }
+}
+
+/// After input that ended: what `--plain` reads.
+fn plain_hint(e: &AskError) -> String {
+    match e {
+        AskError::Ended { .. } => format!(". {ANSWERS}"),
+        _ => String::new(),
     }
 }
 

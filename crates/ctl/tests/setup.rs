@@ -278,4 +278,49 @@ fn at_a_terminal_the_key_is_typed_unseen() {
     let (text, mode) = env_of(&home);
     assert!(text.contains(&format!("TENERAL_API_KEY={KEY}\n")), "{text}");
     assert_eq!(mode, 0o600);
+
+    // Ctrl-C at the key gives up, writes nothing and leaves the echo on.
+    let (_dir, again) = self::home(Some(OTHER));
+    let line = format!(
+        "env LANG=C.UTF-8 {} setup -d {}; echo exit=$? tty=$(stty -a | grep -o -- '-\\?echo ' | head -1); sleep 600",
+        env!("CARGO_BIN_EXE_teneralctl"),
+        again.display()
+    );
+    let out = tmux.run(&["new-window", "-t", ":1", &line]);
+    assert!(out.status.success(), "a second window: {out:?}");
+    let keys = |keys: &[&str]| {
+        let mut args = vec!["send-keys", "-t", ":1"];
+        args.extend_from_slice(keys);
+        assert!(tmux.run(&args).status.success());
+    };
+    let screen_of = || {
+        let out = tmux.run(&["capture-pane", "-p", "-t", ":1"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let wait = |text: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let screen = screen_of();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(std::time::Instant::now() < deadline, "{text:?} never showed:\n{screen}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    wait("Go on? [y/N]");
+    keys(&["y", "Enter"]);
+    wait("Provider (number or name):");
+    keys(&["2", "Enter"]);
+    wait("Address:");
+    keys(&["-l", &standin.url]);
+    keys(&["Enter"]);
+    wait("API key:");
+    keys(&["-l", "half-typed"]);
+    keys(&["C-c", "Enter"]);
+    let screen = wait("exit=1 tty=");
+    assert!(screen.contains("you gave up (Ctrl-C) at the key; nothing was written"), "{screen}");
+    assert!(!screen.contains("half-typed"), "{screen}");
+    assert!(screen.contains("exit=1 tty=echo\n"), "the echo is back on:\n{screen}");
+    assert_eq!(env_of(&again), (OTHER.to_owned(), 0o640));
 }

@@ -1,5 +1,6 @@
 //! Asking the owner, one answer a line: at a terminal or from a pipe
-//! (`--plain`). A key is read with the terminal's echo off.
+//! (`--plain`). A key is read with the terminal's echo off (and Ctrl-C
+//! read as giving up, not as a signal that would leave the echo off).
 //!
 //! Invariants: the echo is turned back on however the read ends (a guard
 //! restores the terminal's modes); the end of input is an error that names
@@ -11,6 +12,8 @@ use std::io::{BufRead, Write};
 pub enum AskError {
     #[error("the input ended before {what} was given")]
     Ended { what: String },
+    #[error("you gave up (Ctrl-C) at {what}")]
+    GaveUp { what: String },
     #[error("cannot read the answer to {what}: {source}")]
     Io {
         what: String,
@@ -69,6 +72,14 @@ impl<R: BufRead, W: Write> Asker<R, W> {
         let guard = EchoOff::new();
         let answer = self.read(what);
         drop(guard);
+        // With the signals off, Ctrl-C arrives as a character.
+        let answer = answer.and_then(|a| {
+            if a.contains('\u{3}') {
+                Err(AskError::GaveUp { what: what.to_owned() })
+            } else {
+                Ok(a)
+            }
+        });
         self.say(if answer.as_ref().is_ok_and(|a| !a.is_empty()) {
             "(typed, not shown)"
         } else {
@@ -127,7 +138,8 @@ pub fn pick(answer: &str, options: &[String], other: bool) -> Option<String> {
     other.then(|| answer.to_owned())
 }
 
-/// The terminal's echo, off while this lives.
+/// The terminal's echo, off while this lives. Its signal keys are off too,
+/// so Ctrl-C cannot end the process with the echo left off.
 struct EchoOff {
     saved: Option<rustix::termios::Termios>,
 }
@@ -139,6 +151,7 @@ impl EchoOff {
         if let Some(saved) = &saved {
             let mut quiet = saved.clone();
             quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            quiet.local_modes.remove(rustix::termios::LocalModes::ISIG);
             let _ =
                 rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet);
         }
