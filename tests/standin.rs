@@ -396,9 +396,9 @@ fn malformed_requests_are_refused_as_the_provider_refuses_them() {
     let (status, answer) = server.request("POST", CHAT, Some("Bearer k"), "{\"model\":");
     assert_eq!(status, 400);
     assert!(error_message(&answer).contains("not valid JSON"), "{answer}");
-    let (status, answer) = server.request("GET", "/v1/models", Some("Bearer k"), "");
+    let (status, answer) = server.request("GET", "/v1/embeddings", Some("Bearer k"), "");
     assert_eq!(status, 404);
-    assert_eq!(error_message(&answer), "Invalid URL (GET /v1/models)");
+    assert_eq!(error_message(&answer), "Invalid URL (GET /v1/embeddings)");
 
     let (status, answer) = server.post(CHAT, &json!({"model": "m", "messages": [user]}));
     assert_eq!(status, 200);
@@ -409,7 +409,7 @@ fn malformed_requests_are_refused_as_the_provider_refuses_them() {
     assert_eq!(log[8]["body"], "{\"model\":", "a body that is not JSON is logged as text");
     assert_eq!(
         (log[9]["path"].as_str(), log[9]["status"].as_u64()),
-        (Some("/v1/models"), Some(404))
+        (Some("/v1/embeddings"), Some(404))
     );
 }
 

@@ -1,6 +1,7 @@
 //! The stand-in model: an HTTP/1.1 server on loopback that answers as a model
 //! provider does, on both wire protocols at once (`POST /v1/chat/completions`
-//! and `POST /v1/responses`, non-streaming). The gate's smoke run, the tests
+//! and `POST /v1/responses`, non-streaming), and lists its model
+//! (`GET /v1/models`, [`models`]). The gate's smoke run, the tests
 //! and an owner with no account (`TENERAL_PROVIDER=standin`) talk to it.
 //!
 //! It is as strict as the real protocols read: a request that the provider
@@ -31,6 +32,7 @@ pub mod chat;
 pub mod child;
 mod http;
 pub mod image;
+pub mod models;
 pub mod responses;
 pub mod script;
 pub mod service;

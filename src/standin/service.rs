@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::script::{Outcome, Script};
 use super::turn::{Call, Newest, Turn, Usage};
 use super::wire::ApiError;
-use super::{chat, responses};
+use super::{chat, models, responses};
 
 pub const CHAT_PATH: &str = "/v1/chat/completions";
 pub const RESPONSES_PATH: &str = "/v1/responses";
@@ -88,6 +88,14 @@ impl Service {
         let key = self.key.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Err(e) = authorize(key.as_deref(), authorization) {
             return Prepared::error(&e);
+        }
+        if method == "GET" {
+            if let Some(listed) = models::answer(path) {
+                return match listed {
+                    Ok(body) => Prepared::now(200, body),
+                    Err(e) => Prepared::error(&e),
+                };
+            }
         }
         let protocol = match (method, path) {
             ("POST", CHAT_PATH) => Protocol::Chat,

@@ -6,6 +6,7 @@ pub mod accept;
 pub mod back;
 pub mod individual;
 pub mod report;
+pub mod setup;
 pub mod talk;
 pub mod when;
 

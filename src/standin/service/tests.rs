@@ -128,3 +128,24 @@ fn scripted_errors_and_mismatches() {
     let on = post(&service, RESPONSES_PATH, &json!({"model": "m", "input": "the magic word"}));
     assert_eq!(on.body["output"][0]["content"][0]["text"], "yes");
 }
+
+#[test]
+fn models_are_listed_behind_the_key_like_every_endpoint() {
+    let service = Service::new(Some("k".into()), Script::default());
+    let list = service.handle("GET", "/v1/models", BEARER, b"", 7);
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body["data"][0]["id"], "standin");
+    let one = service.handle("GET", "/v1/models/standin", BEARER, b"", 7);
+    assert_eq!((one.status, &one.body["id"]), (200, &json!("standin")));
+    let unknown = service.handle("GET", "/v1/models/nope", BEARER, b"", 7);
+    assert_eq!((unknown.status, &unknown.body["error"]["code"]), (404, &json!("model_not_found")));
+    let wrong_key = service.handle("GET", "/v1/models", Some("Bearer x"), b"", 7);
+    assert_eq!(
+        (wrong_key.status, &wrong_key.body["error"]["code"]),
+        (401, &json!("invalid_api_key"))
+    );
+    let no_key = service.handle("GET", "/v1/models", None, b"", 7);
+    assert_eq!(no_key.status, 401);
+    let posted = service.handle("POST", "/v1/models", BEARER, b"{}", 7);
+    assert_eq!(posted.status, 404);
+}

@@ -62,6 +62,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Choose the model provider: its address, key and model, two test
+    /// requests, then the provider's settings written into .env (the rest kept).
+    Setup {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+        /// Ask the questions as lines, also when stdin is not a terminal (one answer a line).
+        #[arg(long)]
+        plain: bool,
+    },
     /// Print the shell completions for SHELL (scripts/install puts them in place).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -122,6 +132,10 @@ fn main() -> ExitCode {
             };
             println!("{text}");
             Ok(status)
+        }
+        Command::Setup { dir, plain } => {
+            let options = teneralctl::setup::SetupOptions { home: dir, plain };
+            teneralctl::setup::run(&options).map_err(anyhow::Error::from)
         }
         Command::Completions { shell } => {
             use clap::CommandFactory;

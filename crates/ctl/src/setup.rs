@@ -1,0 +1,314 @@
+//! `teneralctl setup`: choosing the model provider. It asks for the
+//! provider, its address, key and model (offering the provider's model list
+//! where it has one), sends two test requests (one answered in words, one
+//! that must come back as a tool call) and only then writes the provider's
+//! settings into `.env`, keeping every other setting.
+//!
+//! Invariants: nothing is written unless both tests passed (and for an
+//! existing `.env`, the owner said yes first); `.env` is replaced atomically
+//! with mode 0600; the key is never printed; with no terminal and no
+//! `--plain` it asks nothing and says what it would need.
+//!
+//! Not here yet: the ChatGPT sign-in (`chatgpt`), and full-screen pages;
+//! at a terminal the questions are lines with numbered choices.
+pub mod ask;
+pub mod env;
+pub mod probe;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use ask::{AskError, Asker};
+use probe::{Endpoint, ProbeError, Protocol};
+
+/// OpenAI's API address, the `openai` provider's default.
+pub const OPENAI_URL: &str = "https://api.openai.com/v1";
+
+/// The providers setup offers, as written in `.env`.
+pub const PROVIDERS: &[&str] = &["openai", "compatible", "standin"];
+
+/// What `teneralctl setup` was asked to do.
+#[derive(Debug, Clone)]
+pub struct SetupOptions {
+    /// The individual's directory.
+    pub home: PathBuf,
+    /// Questions as lines even without a terminal.
+    pub plain: bool,
+}
+
+/// Why setup stopped. Every one of them leaves `.env` as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{0} is not a directory; give the individual's directory with --dir (or -d)")]
+    NoDir(PathBuf),
+    #[error(
+        "{0} is not a teneral individual or checkout (no .teneral/, .env or .env.example); \
+         give the individual's directory with --dir (or -d)"
+    )]
+    NotHere(PathBuf),
+    // The causes are in the message itself, not chained as sources, so
+    // that `{:#}` does not print them twice.
+    #[error("{0}; nothing was written{hint}", hint = plain_hint(.0))]
+    Ask(AskError),
+    #[error("{0}; nothing was written")]
+    Probe(ProbeError),
+    #[error("{0}; nothing was written")]
+    Value(env::BadValue),
+    #[error("cannot read {}: {source}; nothing was written", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {}: {source}; .env is as it was", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+impl From<AskError> for SetupError {
+    fn from(e: AskError) -> Self {
+        SetupError::Ask(e)
+    }
+}
+
+impl From<ProbeError> for SetupError {
+    fn from(e: ProbeError) -> Self {
+        SetupError::Probe(e)
+    }
+}
+
+impl From<env::BadValue> for SetupError {
+    fn from(e: env::BadValue) -> Self {
+        SetupError::Value(e)
+    }
+}
+
+/// After input that ended: what `--plain` reads.
+fn plain_hint(e: &AskError) -> String {
+    match e {
+        AskError::Ended { .. } => format!(". {ANSWERS}"),
+        _ => String::new(),
+    }
+}
+
+/// The answers `--plain` reads, in order; said when input is missing.
+pub const ANSWERS: &str = "With --plain give one answer a line: y when asked to replace an existing .env; \
+    the provider (openai, compatible or standin); for openai the address (an empty line for \
+    https://api.openai.com/v1), the key and the model; for compatible the address, the key and the model";
+
+/// Runs setup on the process's stdin and stdout; the exit status.
+pub fn run(options: &SetupOptions) -> Result<i32, SetupError> {
+    let terminal = std::io::stdin().is_terminal();
+    if !terminal && !options.plain {
+        eprintln!(
+            "teneralctl setup: stdin is not a terminal, so there is nobody to ask; nothing was written. \
+             Run it at a terminal, or answer from a pipe with `teneralctl setup --plain`. {ANSWERS}."
+        );
+        return Ok(1);
+    }
+    let stdin = std::io::stdin();
+    let mut asker = Asker { input: stdin.lock(), out: std::io::stdout(), terminal };
+    setup(&options.home, &mut asker)
+}
+
+/// The whole conversation over `asker`; the exit status.
+pub fn setup<R: BufRead, W: Write>(
+    home: &Path,
+    asker: &mut Asker<R, W>,
+) -> Result<i32, SetupError> {
+    check_home(home)?;
+    let path = home.join(".env");
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => return Err(SetupError::Read { path, source }),
+    };
+    if existing.is_some() {
+        asker.say(&format!(
+            "{} exists. Setup replaces its provider settings ({}) and keeps every other line.",
+            path.display(),
+            env::PROVIDER_NAMES.join(", ")
+        ));
+        if !asker.yes("whether to replace the provider settings", "Go on? [y/N]")? {
+            asker.say("Nothing was written; .env is as it was.");
+            return Ok(0);
+        }
+    }
+    let options: Vec<String> = PROVIDERS.iter().map(|p| (*p).to_owned()).collect();
+    asker.say("Which model provider?");
+    let provider = asker.choose("the provider", &options, false, "Provider (number or name):")?;
+    let settings: Vec<(&str, String)> = match provider.as_str() {
+        "standin" => {
+            asker.say(
+                "The stand-in model runs inside the kernel: no address, key or test requests.",
+            );
+            vec![("TENERAL_PROVIDER", "standin".to_owned())]
+        }
+        remote => {
+            let endpoint = ask_endpoint(remote, asker)?;
+            test(&endpoint, asker)?;
+            let mut settings = vec![("TENERAL_PROVIDER", remote.to_owned())];
+            if remote == "compatible" || endpoint.base_url != OPENAI_URL {
+                settings.push(("TENERAL_BASE_URL", endpoint.base_url.clone()));
+            }
+            settings.push(("TENERAL_API_KEY", endpoint.key.clone()));
+            settings.push(("TENERAL_MODEL", endpoint.model.clone()));
+            settings
+        }
+    };
+    let base = match existing {
+        Some(text) => text,
+        // A new .env starts from the checkout's commented example.
+        None => std::fs::read_to_string(home.join(".env.example")).unwrap_or_default(),
+    };
+    let pairs: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let text = env::merge(&base, &pairs);
+    write_private(&path, text.as_bytes())
+        .map_err(|source| SetupError::Write { path: path.clone(), source })?;
+    let shown: Vec<String> = settings
+        .iter()
+        .map(|(name, value)| {
+            if *name == "TENERAL_API_KEY" {
+                format!("{name}=(the key)")
+            } else {
+                format!("{name}={value}")
+            }
+        })
+        .collect();
+    asker.say(&format!("Wrote {} (mode 0600): {}.", path.display(), shown.join(", ")));
+    asker.say(&restart_advice(home));
+    Ok(0)
+}
+
+fn check_home(home: &Path) -> Result<(), SetupError> {
+    let shown = || home.canonicalize().unwrap_or_else(|_| home.to_owned());
+    if !home.is_dir() {
+        return Err(SetupError::NoDir(shown()));
+    }
+    let marks = [".teneral", ".env", ".env.example", crate::journal::JOURNAL_PATH];
+    if marks.iter().any(|mark| home.join(mark).exists()) {
+        Ok(())
+    } else {
+        Err(SetupError::NotHere(shown()))
+    }
+}
+
+/// Address, key and model for `openai` or `compatible`.
+fn ask_endpoint<R: BufRead, W: Write>(
+    provider: &str,
+    asker: &mut Asker<R, W>,
+) -> Result<Endpoint, SetupError> {
+    let (protocol, base_url) = if provider == "openai" {
+        let url = asker.line("the address", &format!("Address (Enter for {OPENAI_URL}):"))?;
+        (Protocol::Responses, if url.is_empty() { OPENAI_URL.to_owned() } else { url })
+    } else {
+        asker.say(
+            "The endpoint's base address speaks OpenAI's chat completions, e.g. https://host/v1.",
+        );
+        (Protocol::Chat, asker.line("the address", "Address:")?)
+    };
+    env::check_address(&base_url)?;
+    let base_url = base_url.trim_end_matches('/').to_owned();
+    let key = asker.secret("the key", "API key:")?;
+    env::check_value("the key", &key)?;
+    let client = probe::Client::new()?;
+    let model = match client.models(&base_url, &key) {
+        Some(ids) => {
+            asker.say(&format!(
+                "{base_url} offers these models (choose one that supports tool calls):"
+            ));
+            asker.choose("the model", &ids, true, "Model (number or name):")?
+        }
+        None => asker.line("the model", "Model (its name; it must support tool calls):")?,
+    };
+    env::check_value("the model's name", &model)?;
+    Ok(Endpoint { protocol, base_url, key, model })
+}
+
+/// The two test requests, with their progress.
+fn test<R: BufRead, W: Write>(
+    endpoint: &Endpoint,
+    asker: &mut Asker<R, W>,
+) -> Result<(), SetupError> {
+    let client = probe::Client::new()?;
+    asker.say(&format!("Test 1 of 2: asking {} for a sentence ...", endpoint.model));
+    let words = client.text_test(endpoint)?;
+    let shown: String = words.chars().take(120).collect();
+    asker.say(&format!("  answered in words: {shown:?}"));
+    asker.say("Test 2 of 2: asking it to call a tool ...");
+    let name = client.tool_test(endpoint)?;
+    asker.say(&format!("  called the tool {name}."));
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically: a 0600 file beside it, synced, then
+/// renamed over it, and the directory synced.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".env.setup-{}", std::process::id()));
+    let result = (|| {
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        crate::fsutil::sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// What the owner does next for the kernel to use the new settings.
+fn restart_advice(home: &Path) -> String {
+    let unit = crate::status::read(home).and_then(|s| s.unit);
+    advice(crate::lock::is_held(home), unit.as_deref())
+}
+
+/// Pure: the advice for a kernel that runs or not, in a unit or not.
+pub fn advice(running: bool, unit: Option<&str>) -> String {
+    match (running, unit) {
+        (false, _) => "teneral reads it when it starts next.".to_owned(),
+        (true, Some(unit)) => format!(
+            "The running kernel keeps its configuration until it is restarted; restart it with:\n  systemctl --user restart {}",
+            shell_word(unit)
+        ),
+        (true, None) => "The running kernel keeps its configuration until it is restarted: stop it \
+             (Ctrl-C where `teneral run` runs) and start it again."
+            .to_owned(),
+    }
+}
+
+/// `word` as the shell reads it back: as it is when it is plain, else in
+/// single quotes (an instance unit's name has `\x2d` escapes).
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "@._:-/".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_names_as_the_shell_reads_them() {
+        let table: &[(&str, &str)] = &[
+            ("teneral.service", "teneral.service"),
+            ("teneral@srv-agents-ada.service", "teneral@srv-agents-ada.service"),
+            (r"teneral@home-a\x2db.service", r"'teneral@home-a\x2db.service'"),
+            ("it's", r"'it'\''s'"),
+        ];
+        for (unit, shown) in table {
+            assert_eq!(shell_word(unit), *shown);
+        }
+    }
+
+    #[test]
+    fn restart_advice_by_case() {
+        assert!(advice(false, Some("teneral.service")).contains("when it starts next"));
+        assert!(advice(true, Some("teneral.service"))
+            .ends_with("\n  systemctl --user restart teneral.service"));
+        assert!(advice(true, None).contains("Ctrl-C"));
+    }
+}
