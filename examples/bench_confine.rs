@@ -45,23 +45,52 @@ fn main() -> Result<()> {
         &options,
         truth(),
     )?;
-    let cases: [(&str, Vec<OsString>); 3] = [
-        ("plain fork+exec", truth()),
-        ("confined, generation", generation),
-        ("confined, gate", gate),
+    // Where the time goes: the helper's own start (it stops at reading its
+    // arguments, before any namespace), and util-linux making the same
+    // namespaces with no grant, Landlock or seccomp.
+    let helper_start = vec![teneral.clone().into_os_string(), OsString::from("confine")];
+    let lean_start =
+        vec![target.join("release/teneral-confine").into_os_string(), OsString::from("confine")];
+    let unshare: Vec<OsString> =
+        ["unshare", "-m", "-p", "-n", "-f", "/bin/true"].iter().map(OsString::from).collect();
+    let mut cases: Vec<(&str, Vec<OsString>, i32)> = vec![
+        ("plain fork+exec", truth(), 0),
+        ("helper start only", helper_start, confine::EXIT_USAGE),
+        ("lean helper start only", lean_start, confine::EXIT_USAGE),
+        ("unshare -m -p -n -f", unshare, 0),
+        ("confined, generation", generation, 0),
+        ("confined, gate", gate, 0),
     ];
+    // Another build of the helper (`BEFORE=path/to/teneral`), measured in
+    // the same run: before and after a change, under the same load.
+    if let Some(before) = std::env::var_os("BEFORE") {
+        let options = confine::Options { exe: Some(before.into()), ..confine::Options::default() };
+        let generation = confine::wrap_with(
+            &Profile::Generation { home: home.clone(), forward: vec![] },
+            &options,
+            truth(),
+        )?;
+        let gate = confine::wrap_with(
+            &Profile::Gate { checkout: checkout.clone(), writable: vec![] },
+            &options,
+            truth(),
+        )?;
+        cases.push(("BEFORE, generation", generation, 0));
+        cases.push(("BEFORE, gate", gate, 0));
+    }
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
     for _ in 0..runs {
-        for (i, (name, argv)) in cases.iter().enumerate() {
+        for (i, (name, argv, expected)) in cases.iter().enumerate() {
             let start = Instant::now();
             let status = Command::new(&argv[0])
                 .args(&argv[1..])
                 .current_dir(&checkout)
                 .stdin(Stdio::null())
+                .stderr(Stdio::null())
                 .status()
                 .with_context(|| format!("{name}: cannot start"))?;
             times[i].push(start.elapsed());
-            if !status.success() {
+            if status.code() != Some(*expected) {
                 bail!("{name}: {status}");
             }
         }
@@ -74,7 +103,7 @@ fn main() -> Result<()> {
         })
         .collect();
     println!("median of {runs} runs each of /bin/true:");
-    for ((name, _), median) in cases.iter().zip(&medians) {
+    for ((name, _, _), median) in cases.iter().zip(&medians) {
         let extra = median - medians[0];
         if extra == 0.0 {
             println!("  {name:<22} {median:7.3} ms");

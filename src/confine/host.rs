@@ -200,6 +200,21 @@ pub fn exe() -> io::Result<PathBuf> {
     std::env::current_exe()
 }
 
+/// The program that is the helper for the kernel `exe`: `teneral-confine`
+/// beside it (the cage's code alone, which starts without loading the
+/// kernel's TLS and git libraries) when it is there, else `exe` itself, as
+/// `teneral confine`. Both take the same arguments; `cargo build` builds
+/// both from the same sources (a `cargo build --bin teneral` alone would
+/// leave an older helper in place).
+pub fn helper_program(exe: &Path) -> PathBuf {
+    let lean = exe.with_file_name("teneral-confine");
+    if lean != exe && lean.is_file() {
+        lean
+    } else {
+        exe.to_owned()
+    }
+}
+
 /// `[exe, "confine", args..., "--", argv...]`.
 pub fn helper_argv(exe: &Path, args: Vec<OsString>, argv: Vec<OsString>) -> Vec<OsString> {
     let mut all = Vec::with_capacity(args.len() + argv.len() + 3);
@@ -286,5 +301,20 @@ mod tests {
         prune(&mut host);
         assert_eq!(host.exec, vec![PathBuf::from("/root/.cargo"), "/usr".into()]);
         assert_eq!(host.read, vec![PathBuf::from("/etc")]);
+    }
+
+    #[test]
+    fn the_lean_helper_is_used_when_it_lies_beside_the_kernel() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let exe = dir.path().join("teneral");
+        std::fs::write(&exe, "").expect("the kernel's stand-in is written");
+        assert_eq!(helper_program(&exe), exe, "alone, the kernel is its own helper");
+        let lean = dir.path().join("teneral-confine");
+        std::fs::create_dir(&lean).expect("a directory by the helper's name");
+        assert_eq!(helper_program(&exe), exe, "a directory is not a program");
+        std::fs::remove_dir(&lean).expect("it is removed");
+        std::fs::write(&lean, "").expect("the helper's stand-in is written");
+        assert_eq!(helper_program(&exe), lean);
+        assert_eq!(helper_program(&lean), lean, "the helper named itself stays itself");
     }
 }

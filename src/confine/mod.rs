@@ -290,8 +290,8 @@ pub fn wrap_with(
     argv: Vec<OsString>,
 ) -> io::Result<Vec<OsString>> {
     let exe = match &options.exe {
-        Some(exe) => exe.clone(),
-        None => host::exe()?,
+        Some(exe) => host::helper_program(exe),
+        None => host::helper_program(&host::exe()?),
     };
     let exe = exe.as_path();
     let forwards = !options.forward.is_empty()
