@@ -181,6 +181,40 @@ pub fn table(all: &[Figures]) -> Vec<String> {
     out
 }
 
+/// One short line per generation, for `/generations` in talk's 80 columns.
+pub fn compact(all: &[Figures]) -> Vec<String> {
+    if all.is_empty() {
+        return vec!["no generation in the journal yet".into()];
+    }
+    let mut out: Vec<String> = all
+        .iter()
+        .map(|f| {
+            let mark = if f.current { " (current)" } else { "" };
+            let latency = match (f.latency.median_ms, f.latency.p90_ms) {
+                (Some(p50), Some(p90)) => format!(", p50 {} p90 {}", duration(p50), duration(p90)),
+                _ => String::new(),
+            };
+            let m = &f.mutations;
+            format!(
+                "{}{mark}: lived {}, {} turns{latency}, {}/{} tools failed, {} retries, \
+                 {} crashes, mutations {}/{}/{}",
+                short(&f.commit),
+                duration(f.lived_ms),
+                f.turns,
+                f.tool_failures,
+                f.tool_calls,
+                f.model.retries,
+                f.crashes,
+                m.requested,
+                m.accepted,
+                m.rejected
+            )
+        })
+        .collect();
+    out.push("mutations: asked/accepted/rejected; all of it: teneralctl generations".into());
+    out
+}
+
 fn details(all: &[Figures], out: &mut Vec<String>) {
     let named = |pairs: Vec<String>| pairs.join(", ");
     for f in all.iter().filter(|f| !f.tools.is_empty()) {
@@ -231,5 +265,20 @@ mod tests {
         for (given, want) in table {
             assert_eq!(since_ts(given).ok().as_deref(), want, "{given}");
         }
+    }
+
+    #[test]
+    fn compact_lines_for_talk() {
+        let mut f = Figures { commit: "a".repeat(40), current: true, ..Figures::default() };
+        (f.lived_ms, f.turns, f.tool_calls, f.tool_failures) = (26_000, 2, 4, 1);
+        (f.latency.median_ms, f.latency.p90_ms) = (Some(3000), Some(5000));
+        f.mutations.requested = 2;
+        let lines = compact(&[f]);
+        assert_eq!(
+            lines[0],
+            "aaaaaaa (current): lived 26s, 2 turns, p50 3.0s p90 5.0s, 1/4 tools failed, \
+             0 retries, 0 crashes, mutations 2/0/0"
+        );
+        assert_eq!(compact(&[]), ["no generation in the journal yet"]);
     }
 }
