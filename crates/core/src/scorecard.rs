@@ -80,34 +80,6 @@ pub struct Scorecard {
     last_ms: Option<i64>,
 }
 
-/// The journal's types (docs/contract.md); others are passed over.
-const KNOWN: &[&str] = &[
-    "kernel.started",
-    "kernel.stopped",
-    "kernel.notice",
-    "generation.started",
-    "generation.exited",
-    "generation.ready",
-    "generation.rolledback",
-    "generation.sentback",
-    "owner.line",
-    "birth",
-    "reply",
-    "reasoning",
-    "tool.call",
-    "tool.result",
-    "turn.ended",
-    "turn.interrupted",
-    "model.retry",
-    "usage",
-    "stimulus",
-    "mutation.requested",
-    "mutation.check",
-    "mutation.accepted",
-    "mutation.rejected",
-    "note",
-];
-
 /// Milliseconds since the epoch of the journal's `ts`.
 fn ms(ts: &str) -> Option<i64> {
     let t = humantime::parse_rfc3339(ts).ok()?;
@@ -163,7 +135,7 @@ impl Scorecard {
 
     fn count(&mut self, kind: &str, line: &Line<'_>, bytes: &[u8]) {
         let commit = line.commit.str();
-        if commit.is_empty() || !KNOWN.contains(&kind) {
+        if commit.is_empty() || !line::KNOWN.contains(&kind) {
             return;
         }
         let g = self.generation(commit);

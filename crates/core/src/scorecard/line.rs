@@ -10,6 +10,34 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
+/// The journal's types (docs/contract.md); others are passed over.
+pub const KNOWN: &[&str] = &[
+    "kernel.started",
+    "kernel.stopped",
+    "kernel.notice",
+    "generation.started",
+    "generation.exited",
+    "generation.ready",
+    "generation.rolledback",
+    "generation.sentback",
+    "owner.line",
+    "birth",
+    "reply",
+    "reasoning",
+    "tool.call",
+    "tool.result",
+    "turn.ended",
+    "turn.interrupted",
+    "model.retry",
+    "usage",
+    "stimulus",
+    "mutation.requested",
+    "mutation.check",
+    "mutation.accepted",
+    "mutation.rejected",
+    "note",
+];
+
 /// A field's value, as far as the scorecard cares.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum Scalar<'a> {
