@@ -366,6 +366,33 @@ pub fn of_individual(
     }
 }
 
+/// The figures as one JSON object, as `teneralctl generations --json`
+/// prints them and as a copy the body may read would hold:
+/// `{"generations": [...], "counted_by": ..., "latency": ...}`, each
+/// generation with its `short` commit and `failure_rate` added.
+pub fn document(all: &[Figures]) -> Value {
+    let generations: Vec<Value> = all
+        .iter()
+        .map(|f| {
+            let mut v = serde_json::to_value(f).unwrap_or(Value::Null);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("short".into(), Value::from(crate::commit::short(&f.commit)));
+                o.insert("failure_rate".into(), Value::from(f.failure_rate()));
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({
+        "generations": generations,
+        "counted_by": "the kernel's journal; body_notes are the body's own words, not counted",
+        "latency": format!(
+            "owner line or stimulus to the first reply; exact up to {} turns per generation, \
+             then within 1 %",
+            latency::EXACT
+        ),
+    })
+}
+
 /// The few fields the lineage reads, as an [`Event`].
 fn lineage_event(kind: &str, line: &Line<'_>) -> Event {
     let mut fields = serde_json::Map::new();

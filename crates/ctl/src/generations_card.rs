@@ -10,7 +10,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::commit::short;
 use crate::scorecard::{self, Figures};
@@ -99,28 +99,10 @@ pub fn run(options: &GenerationsOptions, out: &mut impl Write) -> Result<i32, Ge
     Ok(0)
 }
 
-/// One JSON object: the figures of each generation, oldest first.
+/// One JSON object: the figures of each generation, oldest first
+/// ([`scorecard::document`]).
 pub fn json(all: &[Figures]) -> Value {
-    let generations: Vec<Value> = all
-        .iter()
-        .map(|f| {
-            let mut v = serde_json::to_value(f).unwrap_or(Value::Null);
-            if let Some(o) = v.as_object_mut() {
-                o.insert("short".into(), json!(short(&f.commit)));
-                o.insert("failure_rate".into(), json!(f.failure_rate()));
-            }
-            v
-        })
-        .collect();
-    json!({
-        "generations": generations,
-        "counted_by": "the kernel's journal; body_notes are the body's own words, not counted",
-        "latency": format!(
-            "owner line or stimulus to the first reply; exact up to {} turns per generation, \
-             then within 1 %",
-            scorecard::latency::EXACT
-        ),
-    })
+    scorecard::document(all)
 }
 
 /// A body's text made one harmless line.
