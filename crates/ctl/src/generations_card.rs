@@ -224,7 +224,11 @@ fn details(all: &[Figures], out: &mut Vec<String>) {
     }
     for f in noted {
         for (kind, claim) in &f.body_notes {
-            let last = cut(&clean(&claim.last.to_string()), 80);
+            let last = match &claim.last {
+                Value::String(text) => format!("{:?}", clean(text)),
+                other => clean(&other.to_string()),
+            };
+            let last = cut(&last, 80);
             let times = if claim.notes == 1 { "1 note" } else { &format!("{} notes", claim.notes) };
             out.push(format!("  {} {}: {times}, last {last}", short(&f.commit), clean(kind)));
         }
@@ -262,5 +266,18 @@ mod tests {
              0 retries, 0 crashes, mutations 2/0/0"
         );
         assert_eq!(compact(&[]), ["no generation in the journal yet"]);
+    }
+
+    #[test]
+    fn the_bodys_words_reach_the_terminal_harmless() {
+        let mut f = Figures { commit: "a".repeat(40), ..Figures::default() };
+        f.tools.insert("\u{1b}[2Jwipe\nline".into(), scorecard::Tool { calls: 1, failures: 1 });
+        let claim =
+            scorecard::Claim { notes: 1, last: Value::from("\u{1b}]0;title\u{7}0 failures") };
+        f.body_notes.insert("self\nreport".into(), claim);
+        let text = table(&[f]).join("\n");
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains("tools of aaaaaaa: wipe line 1 (1 failed)"), "{text}");
+        assert!(text.contains("  aaaaaaa self report: 1 note, last \"0 failures\""), "{text}");
     }
 }
