@@ -12,5 +12,6 @@ pub mod journal;
 pub mod lock;
 pub mod log;
 pub mod owner;
+pub mod scorecard;
 pub mod state;
 pub mod status;

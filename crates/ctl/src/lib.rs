@@ -4,6 +4,8 @@
 //! the program an owner runs at a terminal.
 pub mod accept;
 pub mod back;
+pub mod generations_card;
+pub mod generations_plot;
 pub mod individual;
 pub mod report;
 pub mod setup;
@@ -11,5 +13,5 @@ pub mod talk;
 pub mod when;
 
 pub use teneral_core::{
-    back_request, commit, fsutil, generations, journal, lock, log, owner, state, status,
+    back_request, commit, fsutil, generations, journal, lock, log, owner, scorecard, state, status,
 };

@@ -44,6 +44,28 @@ enum Command {
         #[arg(long, requires = "list")]
         json: bool,
     },
+    /// What each generation did, oldest first, counted from the kernel's journal: turns and
+    /// their latency, tool calls and failures, model requests, crashes, mutations.
+    Generations {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+        /// One JSON object for scripts, with every figure and timestamp.
+        #[arg(long, conflicts_with = "plot")]
+        json: bool,
+        /// Count only events since this time (UTC): 2026-11-30 or 2026-11-30T10:00:00Z.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only the generation(s) whose commit starts with these hex digits.
+        #[arg(long)]
+        commit: Option<String>,
+        /// Draw median latency and tool failure rate per generation as a small chart.
+        #[arg(long)]
+        plot: bool,
+        /// Write the same chart as an SVG to FILE.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+    },
     /// Accept the species commit the agent asked about, or COMMIT, and every
     /// species commit before it: its kernel may then be taken in.
     Accept {
@@ -105,6 +127,22 @@ fn main() -> ExitCode {
                 wait: Duration::from_secs(wait),
             };
             teneralctl::back::run(&options, &mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
+        }
+        Command::Generations { dir, json, since, commit, plot, svg } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            let options = teneralctl::generations_card::GenerationsOptions {
+                home: dir,
+                json,
+                since,
+                commit,
+                plot,
+                svg,
+            };
+            teneralctl::generations_card::run(&options, &mut std::io::stdout().lock())
                 .map_err(anyhow::Error::from)
         }
         Command::Accept { dir, commit } => {

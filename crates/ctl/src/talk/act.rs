@@ -200,25 +200,14 @@ fn history(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), 
     print(screen, rows)
 }
 
-/// `/generations`: what `teneralctl back --list` prints.
+/// `/generations`: what each generation did (`teneralctl generations`), one line each.
 fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), TalkError> {
-    let options = crate::back::BackOptions {
-        home: client.home.clone(),
-        target: None,
-        list: true,
-        json: false,
-        wait: crate::back::ANSWER_WAIT,
-    };
-    let mut text = Vec::new();
-    let rows: Vec<Line<'static>> = match crate::back::run(&options, &mut text) {
-        Ok(_) => String::from_utf8_lossy(&text)
-            .lines()
-            .map(|l| {
-                Line::styled(
-                    format!("  {}", super::render::sanitize(l)),
-                    view.theme.style(Role::Dim),
-                )
-            })
+    let dim = view.theme.style(Role::Dim);
+    let rows: Vec<Line<'static>> = match crate::generations_card::figures(&client.home, None, None)
+    {
+        Ok(all) => crate::generations_card::compact(&all)
+            .into_iter()
+            .map(|l| Line::styled(format!("  {l}"), dim))
             .collect(),
         Err(e) => vec![Line::styled(format!("  {e}"), view.theme.style(Role::Bad))],
     };

@@ -44,7 +44,11 @@ pub const COMMANDS: &[Command] = &[
         args: Args::None,
         what: "print the earlier conversation read on attaching",
     },
-    Command { name: "generations", args: Args::None, what: "the generations it has lived in" },
+    Command {
+        name: "generations",
+        args: Args::None,
+        what: "what each generation did: turns, latency, failures, crashes",
+    },
     Command { name: "offers", args: Args::None, what: "what waits for your approval to go out" },
     Command { name: "approve", args: Args::Required("commit"), what: "approve one offered commit" },
     Command { name: "plain", args: Args::None, what: "how to get the plain text client" },
