@@ -8,11 +8,15 @@
 #[allow(dead_code)]
 mod filter;
 
-use std::path::PathBuf;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-changed=seccomp/teneral.json");
-    println!("cargo:rerun-if-changed=src/confine/filter.rs");
+    println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=crates/core/src");
+    println!("cargo:rerun-if-changed=Cargo.lock");
+    source_id();
     let Some(out) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
         println!("cargo:warning=no OUT_DIR; the seccomp profile is compiled at run time");
         return;
@@ -29,5 +33,36 @@ fn main() {
         if let Err(e) = std::fs::write(&path, b"") {
             println!("cargo:warning=cannot write {}: {e}", path.display());
         }
+    }
+}
+
+/// `TENERAL_SOURCE_ID`: a hash of the sources both programs of this package
+/// are built from. The kernel hands it to `teneral-confine`, which refuses
+/// to confine anything for a kernel built from other sources (a helper left
+/// behind by `cargo build --bin teneral` would otherwise run a cage older
+/// than the kernel asks for).
+fn source_id() {
+    let mut files = Vec::new();
+    for root in ["src", "crates/core/src", "seccomp", "Cargo.lock"] {
+        collect(Path::new(root), &mut files);
+    }
+    files.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for file in &files {
+        file.hash(&mut hasher);
+        std::fs::read(file).unwrap_or_default().hash(&mut hasher);
+    }
+    println!("cargo:rustc-env=TENERAL_SOURCE_ID={:016x}", hasher.finish());
+}
+
+fn collect(path: &Path, files: &mut Vec<PathBuf>) {
+    match std::fs::read_dir(path) {
+        Ok(entries) => {
+            for entry in entries.flatten() {
+                collect(&entry.path(), files);
+            }
+        }
+        Err(_) if path.is_file() => files.push(path.to_owned()),
+        Err(_) => {}
     }
 }

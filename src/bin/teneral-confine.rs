@@ -11,13 +11,28 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let usage = ExitCode::from(u8::try_from(teneral::confine::EXIT_USAGE).unwrap_or(1));
     if args.get(1).is_some_and(|a| a == "confine") {
-        let status = teneral::confine::helper_main(&args[2..]);
+        let mut plan = &args[2..];
+        // The kernel names its sources; a helper left from other sources
+        // (a build of `--bin teneral` alone) confines nothing for it.
+        if plan.first().is_some_and(|a| a == "--source") {
+            let given = plan.get(1).map(|s| s.to_string_lossy()).unwrap_or_default();
+            if given != teneral::confine::host::SOURCE_ID {
+                eprintln!(
+                    "teneral-confine: built from other sources ({}) than the kernel that runs                      it ({given}); build both programs again: cargo build --bins",
+                    teneral::confine::host::SOURCE_ID
+                );
+                return usage;
+            }
+            plan = &plan[2.min(plan.len())..];
+        }
+        let status = teneral::confine::helper_main(plan);
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
     eprintln!(
         "teneral-confine: the kernel runs this as `teneral-confine confine PLAN -- PROGRAM ...` \
          (see teneral::confine::wrap); there is nothing else to do with it"
     );
-    ExitCode::from(u8::try_from(teneral::confine::EXIT_USAGE).unwrap_or(1))
+    usage
 }

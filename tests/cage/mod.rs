@@ -369,3 +369,29 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     drop(kernel);
     Ok(())
 }
+
+/// `teneral-confine` confines only for a kernel built from its own sources:
+/// one left behind by a build of `--bin teneral` alone is refused, loudly,
+/// before anything runs (the kernel's own plans ask for what it has).
+#[test]
+fn a_helper_from_other_sources_confines_nothing() {
+    let helper = env!("CARGO_BIN_EXE_teneral-confine");
+    let marker = tempfile::tempdir().expect("a temporary directory");
+    let ran = marker.path().join("ran");
+    let out = Command::new(helper)
+        .args(["confine", "--source", "0000000000000000", "--", "/bin/touch"])
+        .arg(&ran)
+        .output()
+        .expect("teneral-confine starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(teneral::confine::EXIT_USAGE), "{stderr}");
+    assert!(stderr.contains("built from other sources"), "{stderr}");
+    assert!(!ran.exists(), "the program ran");
+    let argv = teneral::confine::host::helper_argv(
+        Path::new(helper),
+        vec!["--profile".into()],
+        vec!["/bin/true".into()],
+    );
+    let source = [std::ffi::OsString::from("--source"), teneral::confine::host::SOURCE_ID.into()];
+    assert_eq!(argv[2..4], source);
+}
