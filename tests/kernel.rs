@@ -232,3 +232,68 @@ fn an_owner_line_is_journaled_only_as_the_owner_wrote_it() -> TestResult {
     let _ = server.wait();
     Ok(())
 }
+
+/// The full client, in a real terminal (tmux), against a running kernel:
+/// the line typed reaches the body through the kernel, and the model's
+/// answer comes back onto the screen, under the panel, marked as the
+/// owner's line and the agent's reply. A system test (it needs tmux).
+#[test]
+fn the_full_client_in_a_terminal_talks_with_a_running_kernel() -> TestResult {
+    if !system_tests("the_full_client_in_a_terminal_talks_with_a_running_kernel") {
+        return Ok(());
+    }
+    let ind = Individual::new(SCRIPT, &[])?;
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth reply", LONG, |e| e["type"] == "reply")?;
+
+    // tmux keeps its socket in a directory of its own, not /tmp's.
+    let tmux_dir = tempfile::tempdir()?;
+    let socket = format!("kernel-talk-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .env("TMUX_TMPDIR", tmux_dir.path())
+            .args(["-L", &socket])
+            .args(args)
+            .output()
+    };
+    let client = format!(
+        "env LANG=C.UTF-8 LC_ALL= {} talk -d {}; sleep 600",
+        teneralctl().display(),
+        ind.path().display()
+    );
+    let started = tmux(&["new-session", "-d", "-x", "100", "-y", "30", &client])?;
+    assert!(started.status.success(), "tmux starts: {started:?}");
+    let screen = || -> String {
+        tmux(&["capture-pane", "-p", "-S", "-100"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let wait_for = |text: &str| -> Result<String, String> {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let now = screen();
+            if now.contains(text) {
+                return Ok(now);
+            }
+            if std::time::Instant::now() > until {
+                return Err(format!("{text:?} never came on screen:\n{now}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let result = (|| -> TestResult {
+        wait_for("Hello. I have just been born.")?;
+        tmux(&["send-keys", "-l", "ping"])?;
+        tmux(&["send-keys", "Enter"])?;
+        let shown = wait_for("pong from the stand-in")?;
+        let ping = shown.find("ping").ok_or("the typed line is not on screen")?;
+        let pong = shown.find("pong from the stand-in").ok_or("no reply")?;
+        assert!(ping < pong, "the reply came before the line:\n{shown}");
+        ind.wait_for("the owner line", SHORT, |e| {
+            e["type"] == "owner.line" && e["text"] == "ping"
+        })?;
+        Ok(())
+    })();
+    let _ = tmux(&["kill-server"]);
+    result.map_err(|e| format!("{e}\nkernel log:\n{}", ind.kernel_log()).into())
+}
