@@ -5,7 +5,8 @@
 //! its clients lives in `teneral-core` (crates/core) and is re-exported here
 //! under its old names.
 pub use teneral_core::{
-    back_request, commit, crash, fsutil, generations, journal, lock, log, owner, state, status,
+    back_request, commit, crash, fsutil, generations, journal, lock, log, owner, scorecard, state,
+    status,
 };
 pub mod confine;
 pub mod egress;

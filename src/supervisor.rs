@@ -18,6 +18,7 @@ mod model;
 mod organ_sets;
 mod reconcile;
 mod run;
+mod scorecard;
 mod start;
 mod verdict;
 mod warm;

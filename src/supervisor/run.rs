@@ -50,6 +50,7 @@ impl Kernel {
         life: &mut Lifecycle,
     ) -> Result<RunEnd, super::KernelError> {
         let commit = of.commit;
+        super::scorecard::keep(&self.home).await;
         let socket = events::socket_path(&self.home, commit, &of.run.to_string())
             .map_err(super::io("the event socket"))?;
         let listener = events::bind(&socket).map_err(super::io("the event socket"))?;

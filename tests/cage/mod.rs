@@ -294,6 +294,9 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("journal.truncate", Errno(EROFS)),
         ("journal.replace", Errno(EBUSY)),
         ("journal.remove", Errno(EBUSY)),
+        ("scorecard.read", Pass),
+        ("scorecard.write", Errno(EROFS)),
+        ("scorecard.replace", Errno(EBUSY)),
         ("backlog.append", Errno(denied)),
         ("backlog.read", Pass),
         ("state.read", Errno(ENOENT)),
@@ -361,6 +364,10 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     }
     let journal = std::fs::read_to_string(ind.path().join("memory/journal.jsonl"))?;
     assert!(!journal.contains(SECRET), "no secret reached the journal");
+    // The kernel's count, written before the body started, and unchanged by it.
+    let card: Value =
+        serde_json::from_slice(&std::fs::read(ind.path().join("memory/scorecard.json"))?)?;
+    assert!(card["generations"].is_array(), "{card}");
     assert_eq!(std::fs::read(ind.path().join("body/src/main.rs"))?, install);
     assert_eq!(std::fs::read(ind.path().join(".git/config"))?, git_config);
     let forged: Vec<String> =

@@ -44,6 +44,9 @@ use latency::Latencies;
 use line::Line;
 
 /// Distinct tool names, note kinds and refusing checks kept per generation.
+/// The copy the kernel keeps for the body, read-only in its cage.
+pub const SCORECARD_PATH: &str = "memory/scorecard.json";
+
 pub const MAX_NAMES: usize = 64;
 /// Where names past [`MAX_NAMES`] are counted.
 pub const OTHER: &str = "(other)";

@@ -272,6 +272,14 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
         fs::rename(at("memory/fake.jsonl"), at("memory/journal.jsonl")).map(|()| "replaced".into()),
     );
     add("journal.remove", fs::remove_file(at("memory/journal.jsonl")).map(|()| "removed".into()));
+    // The kernel's count of what each generation did: readable, not forgeable.
+    add("scorecard.read", read(&at("memory/scorecard.json")));
+    add("scorecard.write", write_to(&at("memory/scorecard.json")));
+    let _ = fs::write(at("memory/fake.json"), "{\"generations\": []}\n");
+    add(
+        "scorecard.replace",
+        fs::rename(at("memory/fake.json"), at("memory/scorecard.json")).map(|()| "replaced".into()),
+    );
     add("backlog.append", write_to(&at("BACKLOG.md")));
     add("backlog.read", read(&at("BACKLOG.md")));
     add("state.read", read(&at(".teneral/state.json")));
