@@ -61,8 +61,12 @@ pub struct Located {
 /// and `/proc/self/mountinfo`: each mount of a hierarchy shows the part of
 /// it below its root (field 4), so the directory is the mount point and the
 /// cgroup's path below that root.
+/// A mount stacked on another at the same point hides it: the last one
+/// there counts (a container's read-only hierarchy with a writable part of
+/// it bound over).
 pub fn locate(proc_cgroup: &str, mountinfo: &str) -> Located {
     let mut found = Located::default();
+    let mut points: [Option<String>; 3] = Default::default();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else { continue };
         let left: Vec<&str> = left.split(' ').collect();
@@ -72,8 +76,8 @@ pub fn locate(proc_cgroup: &str, mountinfo: &str) -> Located {
             continue;
         };
         let options = right.get(2).copied().unwrap_or("");
-        let (slot, own) = match *fstype {
-            "cgroup2" => (&mut found.v2, own_path(proc_cgroup, |id, _| id == "0")),
+        let (slot, own, at) = match *fstype {
+            "cgroup2" => (&mut found.v2, own_path(proc_cgroup, |id, _| id == "0"), &mut points[0]),
             "cgroup" => {
                 let wants = |c: &str| options.split(',').any(|o| o == c);
                 let pick = |ctrl: &str| {
@@ -82,9 +86,9 @@ pub fn locate(proc_cgroup: &str, mountinfo: &str) -> Located {
                     })
                 };
                 if wants("memory") {
-                    (&mut found.memory, pick("memory"))
+                    (&mut found.memory, pick("memory"), &mut points[1])
                 } else if wants("pids") {
-                    (&mut found.pids, pick("pids"))
+                    (&mut found.pids, pick("pids"), &mut points[2])
                 } else {
                     continue;
                 }
@@ -92,10 +96,12 @@ pub fn locate(proc_cgroup: &str, mountinfo: &str) -> Located {
             _ => continue,
         };
         let Some(own) = own else { continue };
-        let below = if *root == "/" { Some(own.as_str()) } else { own.strip_prefix(root) };
-        if let (None, Some(below)) = (&slot, below) {
-            *slot = Some(Path::new(point).join(below.trim_start_matches('/')));
+        if at.as_deref().is_some_and(|first| first != *point) {
+            continue;
         }
+        let below = if *root == "/" { Some(own.as_str()) } else { own.strip_prefix(root) };
+        *slot = below.map(|below| Path::new(point).join(below.trim_start_matches('/')));
+        *at = Some((*point).to_owned());
     }
     found
 }

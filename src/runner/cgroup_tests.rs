@@ -45,9 +45,24 @@ fn locate_reads_where_each_hierarchy_puts_the_kernel() {
         "40 30 0:33 /outer /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
         Located { v2: Some("/sys/fs/cgroup/inner".into()), ..Located::default() },
     );
+    // A container on a v1 host: its own cgroup read-only, and a writable
+    // parent bound over it (docs/container.md).
+    let stacked = (
+        "4:memory:/teneral-ct/libpod-1\n8:pids:/teneral-ct/libpod-1\n",
+        "97 93 0:32 /teneral-ct/libpod-1 /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory
+101 93 0:36 /teneral-ct/libpod-1 /sys/fs/cgroup/pids ro - cgroup cgroup rw,pids
+103 101 0:36 /teneral-ct /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+104 97 0:32 /teneral-ct /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+",
+        Located {
+            v2: None,
+            memory: Some("/sys/fs/cgroup/memory/libpod-1".into()),
+            pids: Some("/sys/fs/cgroup/pids/libpod-1".into()),
+        },
+    );
     let none = ("0::/\n", "20 1 0:5 / /proc rw - proc proc rw\n", Located::default());
     for (i, (cgroup, mounts, want)) in
-        [v2_container, v2_unit, hybrid, bound, none].into_iter().enumerate()
+        [v2_container, v2_unit, hybrid, bound, stacked, none].into_iter().enumerate()
     {
         assert_eq!(locate(cgroup, mounts), want, "case {i}");
     }
