@@ -42,6 +42,11 @@ pub enum CgroupError {
     NoControllers,
     #[error("cannot write below the kernel's cgroup {dir}: {source}")]
     NotWritable { dir: PathBuf, source: std::io::Error },
+    #[error(
+        "other processes share the kernel's cgroup {0}, so it is not delegated to the kernel \
+         (start it as a unit with Delegate=yes, or as a container's first process)"
+    )]
+    Shared(PathBuf),
     #[error("cannot set up {path}: {source}")]
     Setup { path: PathBuf, source: std::io::Error },
 }
@@ -253,6 +258,11 @@ fn probe(dir: &Path) -> Result<(), CgroupError> {
 /// Moves the kernel into `dir/teneral-kernel` and enables memory and pids
 /// for the children of `dir`.
 fn enable_v2(dir: &Path) -> Result<(), CgroupError> {
+    let me = std::process::id().to_string();
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    if procs.lines().any(|pid| pid.trim() != me) {
+        return Err(CgroupError::Shared(dir.to_owned()));
+    }
     let leaf = dir.join("teneral-kernel");
     match std::fs::create_dir(&leaf) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
@@ -260,8 +270,14 @@ fn enable_v2(dir: &Path) -> Result<(), CgroupError> {
         }
         _ => {}
     }
-    write(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
-    write(&dir.join("cgroup.subtree_control"), "+memory +pids")
+    write(&leaf.join("cgroup.procs"), &me)?;
+    let enabled = write(&dir.join("cgroup.subtree_control"), "+memory +pids");
+    if enabled.is_err() {
+        // Back where it was, as if it had never tried.
+        let _ = std::fs::write(dir.join("cgroup.procs"), &me);
+        let _ = std::fs::remove_dir(&leaf);
+    }
+    enabled
 }
 
 /// Makes `dir`, after emptying and removing one a killed kernel left.
