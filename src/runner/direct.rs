@@ -7,7 +7,9 @@ use std::time::Duration;
 use rustix::process::Signal;
 use tokio::time::Instant;
 
-use super::{Ended, Limits};
+use super::{Ended, Limits, RunError, Tails};
+use crate::log;
+use crate::spawn::{self, Output, Spec};
 use crate::spawn::{Child, Exit};
 
 pub(super) struct Direct {
@@ -76,4 +78,28 @@ fn ended(exit: Exit, over_time: bool) -> Ended {
         Exit::Signal(_) => "signal",
     };
     Ended { exit, result: result.to_owned(), over_time }
+}
+
+/// Starts `spec` as the kernel's own child, its output read into `tails`.
+pub(super) fn start(
+    unit: &str,
+    tag: &str,
+    tails: &Tails,
+    mut spec: Spec,
+    limits: &Limits,
+) -> Result<Direct, RunError> {
+    spec.stdout = Output::Pipe;
+    spec.stderr = Output::Pipe;
+    let spawn_err = |source| RunError::Spawn { unit: unit.to_owned(), source };
+    let mut child = spawn::spawn(spec).map_err(spawn_err)?;
+    if limits.background {
+        // Before it can have started anything: its children inherit it.
+        let pid = rustix::process::Pid::from_raw(child.pid as i32);
+        if let Err(e) = rustix::process::setpriority_process(pid, super::systemd::BACKGROUND_NICE) {
+            log::warn(format!("cannot lower the priority of {unit}: {e}"));
+        }
+    }
+    tails.read(child.stdout.take(), tag, None, false);
+    tails.read(child.stderr.take(), tag, None, true);
+    Ok(Direct::new(child, limits))
 }

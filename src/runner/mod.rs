@@ -18,8 +18,12 @@
 //! Limits ([`Limits`]): under systemd `MemoryMax`, `TasksMax`,
 //! `RuntimeMaxSec` are the unit's; run directly, only the runtime limit is
 //! kept (by the kernel, with the same SIGTERM then SIGKILL), and
-//! [`Runner::choose`] logs which limits cannot be applied.
+//! [`Runner::choose`] logs which limits cannot be applied. Without a user
+//! manager but with a cgroup the kernel may write below ([`cgroup`]), the
+//! children are the kernel's own and `MemoryMax` and `TasksMax` are applied
+//! through that cgroup.
 
+pub mod cgroup;
 mod direct;
 mod limits;
 pub mod systemd;
@@ -37,7 +41,7 @@ pub use limits::Limits;
 
 use crate::log;
 use crate::settings::RunnerChoice;
-use crate::spawn::{self, Exit, Output, Spec};
+use crate::spawn::{self, Exit, Spec};
 use crate::state::BodyProcess;
 use systemd::{Systemd, SystemdError, Unit};
 
@@ -108,6 +112,9 @@ enum Backend {
     Direct,
     /// As transient units of the user manager.
     Systemd(Systemd),
+    /// As the kernel's own children, each in a cgroup of its own below the
+    /// kernel's.
+    Cgroup(std::sync::Arc<cgroup::Delegated>),
 }
 
 /// How children are started, for the kernel's whole life.
@@ -133,13 +140,23 @@ impl Runner {
                 Ok(Runner { backend: Backend::Systemd(systemd), cage })
             }
             Err(e) if choice == RunnerChoice::Systemd => Err(RunError::NeedSystemd(e)),
-            Err(e) => {
-                log::info(format!(
-                    "{e}: running children directly; MemoryMax and TasksMax cannot be applied \
-                     (a runtime limit still is, by the kernel)"
-                ));
-                Ok(Runner::direct(cage))
-            }
+            Err(e) => match cgroup::Delegated::find() {
+                Ok(delegated) => {
+                    log::info(format!(
+                        "{e}: running children directly; MemoryMax and TasksMax are applied \
+                         through {} (the runtime limit by the kernel)",
+                        delegated.describe()
+                    ));
+                    Ok(Runner::cgroup(delegated, cage))
+                }
+                Err(why) => {
+                    log::info(format!(
+                        "{e}: running children directly; MemoryMax and TasksMax cannot be \
+                         applied ({why}; a runtime limit still is, by the kernel)"
+                    ));
+                    Ok(Runner::direct(cage))
+                }
+            },
         }
     }
 
@@ -177,6 +194,11 @@ impl Runner {
         Runner { backend: Backend::Direct, cage }
     }
 
+    /// Children as the kernel's own, limited through cgroups below `delegated`.
+    pub fn cgroup(delegated: cgroup::Delegated, cage: Cage) -> Runner {
+        Runner { backend: Backend::Cgroup(std::sync::Arc::new(delegated)), cage }
+    }
+
     pub fn is_systemd(&self) -> bool {
         matches!(self.backend, Backend::Systemd(_))
     }
@@ -200,23 +222,11 @@ impl Runner {
         let tag = unit.strip_suffix(".service").unwrap_or(unit).to_owned();
         let tails = Tails::default();
         let how = match &self.backend {
-            Backend::Direct => {
-                let mut spec = spec;
-                spec.stdout = Output::Pipe;
-                spec.stderr = Output::Pipe;
-                let mut child = spawn::spawn(spec).map_err(spawn_err)?;
-                if limits.background {
-                    // Before it can have started anything: its children inherit it.
-                    let pid = rustix::process::Pid::from_raw(child.pid as i32);
-                    if let Err(e) =
-                        rustix::process::setpriority_process(pid, systemd::BACKGROUND_NICE)
-                    {
-                        log::warn(format!("cannot lower the priority of {unit}: {e}"));
-                    }
-                }
-                tails.read(child.stdout.take(), &tag, None, false);
-                tails.read(child.stderr.take(), &tag, None, true);
-                How::Direct(direct::Direct::new(child, &limits))
+            Backend::Direct => How::Direct(direct::start(unit, &tag, &tails, spec, &limits)?),
+            Backend::Cgroup(delegated) => {
+                let setup = delegated.prepare(unit, &limits, spec);
+                let (group, spec) = setup.map_err(|e| spawn_err(std::io::Error::other(e)))?;
+                How::Cgroup(direct::start(unit, &tag, &tails, spec, &limits)?, group)
             }
             Backend::Systemd(systemd) => {
                 let (out_r, out_w) = pipe_pair().map_err(spawn_err)?;
@@ -258,12 +268,25 @@ impl Runner {
     }
 }
 
+/// A child of the cgroup backend has ended: what is left of it is killed,
+/// its cgroup removed, and a memory kill named as systemd names it.
+async fn cgroup_ended(unit: &str, group: &cgroup::Group, mut ended: Ended) -> Ended {
+    if group.oom_kills() > 0 && !ended.over_time && ended.exit != Exit::Code(0) {
+        ended.result = "oom-kill".to_owned();
+    }
+    if let Err(why) = group.remove().await {
+        log::info(format!("{unit}: {why}"));
+    }
+    ended
+}
+
 fn pipe_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 enum How {
     Direct(direct::Direct),
+    Cgroup(direct::Direct, cgroup::Group),
     Unit(Unit),
 }
 
@@ -281,6 +304,10 @@ impl Running {
         let ended = match &mut self.how {
             How::Unit(unit) => unit.wait().await,
             How::Direct(child) => child.wait().await,
+            How::Cgroup(child, group) => {
+                let ended = child.wait().await;
+                cgroup_ended(&self.unit, group, ended).await
+            }
         };
         self.tails.drained().await;
         ended
@@ -289,7 +316,7 @@ impl Running {
     /// Sends `sig` to every process of it.
     pub async fn signal(&self, sig: Signal) {
         match &self.how {
-            How::Direct(child) => child.signal(sig),
+            How::Direct(child) | How::Cgroup(child, _) => child.signal(sig),
             How::Unit(unit) => unit.signal(sig.as_raw()).await,
         }
     }
@@ -298,6 +325,10 @@ impl Running {
     pub async fn stop(&mut self, grace: Duration) -> Ended {
         let ended = match &mut self.how {
             How::Direct(child) => child.stop(grace).await,
+            How::Cgroup(child, group) => {
+                let ended = child.stop(grace).await;
+                cgroup_ended(&self.unit, group, ended).await
+            }
             How::Unit(unit) => {
                 if unit.try_ended().is_none() {
                     unit.signal(Signal::TERM.as_raw()).await;
@@ -315,7 +346,7 @@ impl Running {
     /// Its main process, when known.
     pub fn pid(&self) -> Option<u32> {
         match &self.how {
-            How::Direct(child) => Some(child.pid()),
+            How::Direct(child) | How::Cgroup(child, _) => Some(child.pid()),
             How::Unit(unit) => unit.pid,
         }
     }
