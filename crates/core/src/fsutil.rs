@@ -15,13 +15,23 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-/// Replaces `path` with `bytes` atomically and durably.
+/// Replaces `path` with `bytes` atomically and durably. The temporary file
+/// is always a new one (`O_EXCL`): a link someone left at its name (a body,
+/// in a directory it may write) is removed, never followed, and a file
+/// made there again in between fails the write instead of being trusted.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let create = || fs::OpenOptions::new().write(true).create_new(true).open(&tmp);
     let result = (|| {
-        let mut f = File::create(&tmp)?;
+        let mut f = match create() {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                fs::remove_file(&tmp)?;
+                create()?
+            }
+            other => other?,
+        };
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -145,6 +155,20 @@ mod tests {
             Some(io::ErrorKind::FileTooLarge)
         );
         assert_eq!(read_beneath(&d, Path::new("sub/line.txt"), 5).ok(), Some(b"hello".to_vec()));
+    }
+
+    #[test]
+    fn a_link_at_the_temporary_name_is_not_followed() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"the owner's file").expect("the victim is written");
+        let p = dir.path().join("scorecard.json");
+        let tmp = dir.path().join(format!(".scorecard.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).expect("a link is planted");
+        write_atomic(&p, b"figures").expect("the write goes on beside the link");
+        assert_eq!(fs::read(&victim).unwrap_or_default(), b"the owner's file");
+        assert_eq!(fs::read(&p).unwrap_or_default(), b"figures");
+        assert!(fs::symlink_metadata(&tmp).is_err(), "the link is gone, the temp renamed");
     }
 
     #[test]

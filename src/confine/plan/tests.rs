@@ -45,7 +45,8 @@ fn generation_grants_each_part_as_the_design_table_says() {
     for (path, want) in table {
         assert_eq!(access_of(&plan, path), want, "{path}");
     }
-    assert_eq!(plan.readonly, vec![PathBuf::from("/i/memory/journal.jsonl")]);
+    let readonly = ["/i/memory/journal.jsonl", "/i/memory/scorecard.json"].map(PathBuf::from);
+    assert_eq!(plan.readonly, readonly);
     assert_eq!(plan.net, Net::Loopback);
 }
 

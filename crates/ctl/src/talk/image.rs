@@ -213,26 +213,51 @@ pub fn load(path: &Path) -> Result<Image, ImageError> {
 }
 
 /// Stores `image` under `home` unless a file with its bytes is there.
+///
+/// A body may write `memory/`, and this client runs with its owner's
+/// rights: `memory/images` is opened beneath `home` following no link, the
+/// file is made new there (`O_EXCL`, no link followed) and renamed within
+/// that one directory, so nothing the body planted can send the bytes
+/// anywhere else.
 pub fn store(home: &Path, image: &Image) -> Result<(), ImageError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
     let dir = home.join(DIR);
-    let failed = |source| ImageError::Store { dir: dir.clone(), source };
-    let to = home.join(image.path());
-    if stored(&to, &image.hash) {
+    let failed = |source: io::Error| ImageError::Store { dir: dir.clone(), source };
+    let errno = |e: rustix::io::Errno| failed(io::Error::from(e));
+    let name = format!("{}.{}", image.hash, image.kind.ext());
+    if stored(&dir.join(&name), &image.hash) {
         return Ok(());
     }
     fs::create_dir_all(&dir).map_err(failed)?;
-    let temp = dir.join(format!(".{}.{}.tmp", image.hash, std::process::id()));
-    let mut file = fs::File::create(&temp).map_err(failed)?;
-    file.write_all(&image.bytes).and_then(|()| file.sync_all()).map_err(failed)?;
-    fs::rename(&temp, &to).map_err(|e| {
-        let _ = fs::remove_file(&temp);
+    let base =
+        rustix::fs::open(home, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(errno)?;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let images = rustix::fs::openat2(&base, DIR, flags, Mode::empty(), resolve).map_err(errno)?;
+    let temp = format!(".{}.{}.tmp", image.hash, std::process::id());
+    let _ = rustix::fs::unlinkat(&images, &temp, rustix::fs::AtFlags::empty());
+    let create =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd =
+        rustix::fs::openat(&images, &temp, create, Mode::from_raw_mode(0o644)).map_err(errno)?;
+    let mut file = fs::File::from(fd);
+    let written = file.write_all(&image.bytes).and_then(|()| file.sync_all());
+    let renamed = written.and_then(|()| {
+        rustix::fs::renameat(&images, &temp, &images, &name).map_err(io::Error::from)
+    });
+    renamed.map_err(|e| {
+        let _ = rustix::fs::unlinkat(&images, &temp, rustix::fs::AtFlags::empty());
         failed(e)
     })
 }
 
-/// Whether the file at `path` holds bytes whose SHA-256 is `hash`.
+/// Whether the file at `path` holds bytes whose SHA-256 is `hash`: a
+/// regular file, reached by no link at its end (a FIFO a body left there
+/// does not block the client).
 pub fn stored(path: &Path, hash: &str) -> bool {
-    fs::read(path).is_ok_and(|bytes| {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return false };
+    crate::fsutil::read_beneath(dir, Path::new(name), MAX_BYTES).is_ok_and(|bytes| {
         Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect::<String>() == hash
     })
 }

@@ -101,3 +101,41 @@ fn storing_writes_once_and_mends_a_changed_file() {
     let left: Vec<_> = fs::read_dir(dir.path().join(DIR)).expect("the dir").flatten().collect();
     assert_eq!(left.len(), 1, "no temp file left: {left:?}");
 }
+
+/// A body writes `memory/`; the client stores with its owner's rights, so
+/// nothing planted there may send the bytes anywhere else.
+#[test]
+fn what_a_body_planted_in_memory_does_not_redirect_the_store() {
+    let image = Image::from_bytes(Path::new("/x.png"), png()).expect("a png");
+    // memory/images as a link to another directory of the owner's: ELOOP.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let elsewhere = tempfile::tempdir().expect("another dir");
+    fs::create_dir_all(dir.path().join("memory")).expect("memory/");
+    std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(DIR)).expect("a link");
+    let e = store(dir.path(), &image).expect_err("a link is not followed");
+    assert!(e.to_string().contains("Too many levels of symbolic links"), "{e}");
+    assert_eq!(fs::read_dir(elsewhere.path()).expect("the dir").count(), 0, "nothing written");
+    // A link at the temporary name: removed, not followed.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    fs::create_dir_all(dir.path().join(DIR)).expect("memory/images");
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"the owner's file").expect("the victim");
+    let temp = format!(".{}.{}.tmp", image.hash, std::process::id());
+    std::os::unix::fs::symlink(&victim, dir.path().join(DIR).join(temp)).expect("a link");
+    store(dir.path(), &image).expect("stored beside the link");
+    assert_eq!(fs::read(&victim).expect("the victim"), b"the owner's file");
+    assert_eq!(fs::read(dir.path().join(image.path())).expect("the image"), png());
+    // A FIFO at the image's name does not block the check.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    fs::create_dir_all(dir.path().join(DIR)).expect("memory/images");
+    let at = dir.path().join(image.path());
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &at,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("a fifo");
+    assert!(!stored(&at, &image.hash), "a FIFO is no stored image, and no wait");
+}
