@@ -130,6 +130,9 @@ enum OfferCommand {
         /// Print the report as JSON instead of lines.
         #[arg(long)]
         json: bool,
+        /// Also print how long reading and scanning took (scripts/bench-offer).
+        #[arg(long, hide = true)]
+        timings: bool,
     },
 }
 
@@ -141,7 +144,7 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
             print!("{}", offer::key::explain(&dir, key.public_key()));
             Ok(0)
         }
-        OfferCommand::Check { branch, base, dir, json } => {
+        OfferCommand::Check { branch, base, dir, json, timings } => {
             let report = offer::check(&dir, &branch, base.as_deref())?;
             let kept = offer::keep(&dir, &report)?;
             if json {
@@ -149,6 +152,9 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
             } else {
                 print!("{}", offer::to_text(&report));
                 println!("kept in {}", kept.display());
+            }
+            if timings {
+                eprintln!("{}", offer::timings(&report));
             }
             Ok(if report.passed() { 0 } else { 1 })
         }

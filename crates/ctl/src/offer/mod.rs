@@ -14,6 +14,7 @@ pub mod secrets;
 pub mod verdict;
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -53,6 +54,9 @@ pub struct CheckReport {
     pub signatures: Vec<(Commit, Result<(), String>)>,
     pub message: Vec<String>,
     pub key_fingerprint: String,
+    /// How long reading the branch and scanning it took.
+    pub read_time: Duration,
+    pub scan_time: Duration,
 }
 
 impl CheckReport {
@@ -82,9 +86,13 @@ pub fn base_ref(home: &Path, base: Option<&str>) -> Result<String, OfferError> {
 pub fn check(home: &Path, branch: &str, base: Option<&str>) -> Result<CheckReport, OfferError> {
     let base = base_ref(home, base)?;
     let key = key::ensure(home)?;
+    let started = Instant::now();
     let offer = read::read(home, branch, &base)?;
+    let read_time = started.elapsed();
     let secrets = secrets::collect(home, std::env::vars());
+    let started = Instant::now();
     let scan = Scanner::new(&secrets, &offer.known_top).scan(&offer.commits);
+    let scan_time = started.elapsed();
     let signatures = offer
         .commits
         .iter()
@@ -115,6 +123,8 @@ pub fn check(home: &Path, branch: &str, base: Option<&str>) -> Result<CheckRepor
         signatures,
         message,
         key_fingerprint: key::fingerprint(key.public_key()),
+        read_time,
+        scan_time,
     })
 }
 
@@ -208,4 +218,17 @@ pub fn to_text(r: &CheckReport) -> String {
     let verdict = if r.passed() { "passed" } else { "FAILED: put the marked items right and check again" };
     let _ = writeln!(s, "\n{verdict}");
     s
+}
+
+/// One line on how long the check's parts took and the scan's throughput.
+pub fn timings(r: &CheckReport) -> String {
+    let secs = r.scan_time.as_secs_f64().max(1e-9);
+    let mb = r.scan.bytes as f64 / 1e6;
+    format!(
+        "read {} commits in {:.2} s; scanned {mb:.1} MB of paths, added lines and messages in {:.3} s: {:.0} MB/s",
+        r.commits.len(),
+        r.read_time.as_secs_f64(),
+        r.scan_time.as_secs_f64(),
+        mb / secs
+    )
 }
