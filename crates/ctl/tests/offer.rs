@@ -41,7 +41,8 @@ fn write(home: &Home, rel: &str, text: &str) {
     std::fs::write(path, text).expect("write");
 }
 
-const MESSAGE: &str = "Faster lookups\n\nWhat it changes: the body's index\nWhy: lookups were slow\n\
+const MESSAGE: &str =
+    "Faster lookups\n\nWhat it changes: the body's index\nWhy: lookups were slow\n\
                        Evidence: 3 times faster in its bench\nNot verified: on ARM\n";
 
 /// A species of one commit on `main`, the key made, and `offer/fast` at main.
@@ -151,8 +152,9 @@ fn a_secret_added_then_removed_is_found_in_the_commit_that_added_it() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains(&format!("{} body/a.ts:1: GitHub token: ghp_…", &added[..7])), "{out}");
     assert!(!out.contains(&token), "the token is masked: {out}");
-    let kept = std::fs::read_to_string(home.dir.join(format!(".teneral/offers/{}.json", head(&home))))
-        .expect("the report is kept");
+    let kept =
+        std::fs::read_to_string(home.dir.join(format!(".teneral/offers/{}.json", head(&home))))
+            .expect("the report is kept");
     assert!(!kept.contains(&token) && kept.contains("\"rule\": \"GitHub token\""), "{kept}");
 }
 
@@ -204,7 +206,10 @@ fn an_offer_that_does_not_descend_from_the_species_head_says_rebase() {
     git(&home.dir, &["commit", "-qam", "The species moves on"]);
     let (code, out, _) = check(&home);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("FAIL descends from the species' head") && out.contains("rebase"), "{out}");
+    assert!(
+        out.contains("FAIL descends from the species' head") && out.contains("rebase"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -28,7 +28,9 @@ pub const PRINCIPAL: &str = "teneral-individual";
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("cannot {what} {path}: {source}; the directory must be the individual's, writable by you")]
+    #[error(
+        "cannot {what} {path}: {source}; the directory must be the individual's, writable by you"
+    )]
     Io { what: &'static str, path: PathBuf, source: io::Error },
     #[error("{path} is not a plain file of its own ({why}); move it away and look at what made it: the key is never taken through a link")]
     Linked { path: PathBuf, why: String },
@@ -106,7 +108,8 @@ fn make(home: &Path) -> Result<(), KeyError> {
     let dir = home.join(AUTH_DIR);
     fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io_err("make", &dir))?;
     let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|e| io_err("make a key for", &dir)(io::Error::other(e.to_string())))?;
+    getrandom::fill(&mut seed)
+        .map_err(|e| io_err("make a key for", &dir)(io::Error::other(e.to_string())))?;
     let pair = KeypairData::Ed25519(Ed25519Keypair::from_seed(&seed));
     seed.fill(0);
     let bad = |e: ssh_key::Error| KeyError::Bad { path: key_path(home), why: e.to_string() };
@@ -116,8 +119,7 @@ fn make(home: &Path) -> Result<(), KeyError> {
     let path = key_path(home);
     let tmp = dir.join(format!(".{KEY_NAME}.tmp-{}", std::process::id()));
     let written = (|| {
-        let mut f =
-            OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         match fs::hard_link(&tmp, &path) {
@@ -128,7 +130,8 @@ fn make(home: &Path) -> Result<(), KeyError> {
     let _ = fs::remove_file(&tmp);
     written.map_err(io_err("write", &path))?;
     let pub_path = dir.join(format!("{KEY_NAME}.pub"));
-    write_atomic(&pub_path, format!("{public}\n").as_bytes()).map_err(io_err("write", &pub_path))?;
+    write_atomic(&pub_path, format!("{public}\n").as_bytes())
+        .map_err(io_err("write", &pub_path))?;
     sync_dir(&dir).map_err(io_err("sync", &dir))
 }
 

@@ -35,7 +35,9 @@ pub enum OfferError {
     Key(#[from] key::KeyError),
     #[error(transparent)]
     Read(#[from] read::ReadError),
-    #[error("no species head to check against: pass --base <ref>, or set TENERAL_UPSTREAM in .env")]
+    #[error(
+        "no species head to check against: pass --base <ref>, or set TENERAL_UPSTREAM in .env"
+    )]
     NoBase,
     #[error("cannot keep the report in {path}: {source}; the directory must be the individual's, writable by you")]
     Keep { path: PathBuf, source: std::io::Error },
@@ -175,7 +177,8 @@ fn mark(ok: bool) -> &'static str {
 pub fn to_text(r: &CheckReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "offer {} at {} (species' head {})", r.branch, r.head.short(), r.base.short());
+    let _ =
+        writeln!(s, "offer {} at {} (species' head {})", r.branch, r.head.short(), r.base.short());
     let _ = writeln!(s, "\ncommits ({}):", r.commits.len());
     for (c, title) in &r.commits {
         let _ = writeln!(s, "  {} {title}", c.short());
@@ -195,7 +198,12 @@ pub fn to_text(r: &CheckReport) -> String {
     if !r.descends {
         let _ = writeln!(s, "     rebase it onto {} and check again", r.base.short());
     }
-    let _ = writeln!(s, "{} scan: {} finding(s)", mark(r.scan.findings.is_empty()), r.scan.findings.len());
+    let _ = writeln!(
+        s,
+        "{} scan: {} finding(s)",
+        mark(r.scan.findings.is_empty()),
+        r.scan.findings.len()
+    );
     for f in &r.scan.findings {
         let at = match (&f.path, f.line) {
             (Some(p), Some(n)) => format!("{p}:{n}"),
@@ -215,7 +223,8 @@ pub fn to_text(r: &CheckReport) -> String {
     for m in &r.message {
         let _ = writeln!(s, "     it lacks {m}");
     }
-    let verdict = if r.passed() { "passed" } else { "FAILED: put the marked items right and check again" };
+    let verdict =
+        if r.passed() { "passed" } else { "FAILED: put the marked items right and check again" };
     let _ = writeln!(s, "\n{verdict}");
     s
 }

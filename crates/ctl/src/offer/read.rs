@@ -80,8 +80,8 @@ pub fn read(dir: &Path, branch: &str, base: &str) -> Result<Offer, ReadError> {
             next: "name it with --base <ref>",
         }
     })?;
-    let descends = repo.graph_descendant_of(head.id(), base_commit.id())?
-        || head.id() == base_commit.id();
+    let descends =
+        repo.graph_descendant_of(head.id(), base_commit.id())? || head.id() == base_commit.id();
     let fork = repo.merge_base(head.id(), base_commit.id()).unwrap_or(base_commit.id());
 
     let mut walk = repo.revwalk()?;
@@ -103,14 +103,14 @@ pub fn read(dir: &Path, branch: &str, base: &str) -> Result<Offer, ReadError> {
             message: String::from_utf8_lossy(commit.message_bytes()).into_owned(),
             files: changes(&diff)?,
         });
-        signatures.push(
-            repo.extract_signature(&oid, None).ok().map(|(s, d)| (s.to_vec(), d.to_vec())),
-        );
+        signatures
+            .push(repo.extract_signature(&oid, None).ok().map(|(s, d)| (s.to_vec(), d.to_vec())));
     }
     let base_tree = repo.find_commit(fork)?.tree()?;
     let head_tree = head.tree()?;
     let files = sizes(&repo, &base_tree, &head_tree)?;
-    let known_top = base_commit.tree()?.iter().filter_map(|e| e.name().map(str::to_owned)).collect();
+    let known_top =
+        base_commit.tree()?.iter().filter_map(|e| e.name().map(str::to_owned)).collect();
     Ok(Offer {
         branch,
         head: commit_of(head.id()),

@@ -31,8 +31,9 @@ pub fn signature(key: &PublicKey, found: Option<(&[u8], &[u8])>) -> Result<(), S
     if sig.namespace() != NAMESPACE {
         return Err(format!("signed for namespace {:?}, not {NAMESPACE:?}", sig.namespace()));
     }
-    key.verify(NAMESPACE, signed, &sig)
-        .map_err(|e| format!("its signature does not verify ({e}): the commit changed after it was signed"))
+    key.verify(NAMESPACE, signed, &sig).map_err(|e| {
+        format!("its signature does not verify ({e}): the commit changed after it was signed")
+    })
 }
 
 /// What the last message lacks: a title, or a section with its text.
@@ -77,7 +78,10 @@ mod tests {
             ("", "a title on its first line"),
             ("Why: x\nWhat it changes: y\nEvidence: z\nNot verified: w", "a title"),
             ("T\nWhat it changes: y\nEvidence: z\nNot verified: w", "\"Why:\""),
-            ("T\nWhat it changes: y\nWhy:\nEvidence: z\nNot verified: w", "some text after \"Why:\""),
+            (
+                "T\nWhat it changes: y\nWhy:\nEvidence: z\nNot verified: w",
+                "some text after \"Why:\"",
+            ),
             ("T\nWhat it changes: y\nWhy: x\nEvidence: z\n", "\"Not verified:\""),
         ];
         for (text, lack) in cases {

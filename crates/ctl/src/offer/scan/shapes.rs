@@ -136,9 +136,8 @@ fn url_password(line: &str) -> Option<(Rule, &str)> {
     for at in each(line, "://") {
         let b = line.as_bytes();
         let scheme = b[..at].iter().rev().take_while(|c| c.is_ascii_alphanumeric()).count();
-        let end = at
-            + 3
-            + run(b, at + 3, |c| !c.is_ascii_whitespace() && !b"/\"'`<>?#".contains(&c));
+        let end =
+            at + 3 + run(b, at + 3, |c| !c.is_ascii_whitespace() && !b"/\"'`<>?#".contains(&c));
         let authority = &line[at + 3..end];
         let Some(userinfo) = authority.rsplit_once('@').map(|(u, _)| u) else { continue };
         let Some((_, password)) = userinfo.split_once(':') else { continue };
@@ -180,7 +179,7 @@ fn assignment(line: &str) -> Option<(Rule, &str)> {
     let mut from = 0;
     while let Some(open) = b[from..].iter().position(|c| b"\"'`".contains(c)).map(|i| i + from) {
         let quote = b[open];
-        let Some(len) = b[open + 1..].iter().position(|&c| c == quote) else { return None };
+        let len = b[open + 1..].iter().position(|&c| c == quote)?;
         let value = &line[open + 1..open + 1 + len];
         from = open + len + 2;
         let plain = !value.bytes().any(|c| c.is_ascii_whitespace());

@@ -41,7 +41,12 @@ fn each_shape_is_hit_by_its_seeded_leak() {
         (format!("aws {}{}", "AKIA", "IOSFODNN7EXAMPLE"), Rule::AwsKeyId),
         (format!("slack: xox{}-{}", "b", "1234567890-abcdefABCDEF"), Rule::SlackToken),
         (
-            format!("{}.{}.{}", "eyJhbGciOiJIUzI1NiJ9", "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"),
+            format!(
+                "{}.{}.{}",
+                "eyJhbGciOiJIUzI1NiJ9",
+                "eyJzdWIiOiIxMjM0NTY3ODkwIn0",
+                "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+            ),
             Rule::Jwt,
         ),
         ("db = postgres://app:hunter2hunter@db.local/x".into(), Rule::UrlPassword),
