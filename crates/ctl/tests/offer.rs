@@ -2,6 +2,7 @@
 //! individual's key made at test time and commits signed by git itself
 //! (`gpg.format=ssh`), the way an agent's checkout signs them.
 #![allow(clippy::expect_used)]
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -220,9 +221,7 @@ fn the_key_is_made_once_kept_private_and_never_taken_through_a_link() {
     assert!(first.starts_with("ssh-ed25519 "), "{first}");
     assert_eq!(first, second, "never replaced");
     let path = PathBuf::from(key_path(&home));
-    let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(&path).expect("the key is there").permissions(),
-    );
+    let mode = std::fs::metadata(&path).expect("the key is there").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let pubkey = std::fs::read_to_string(path.with_extension("pub")).expect("the public half");
     assert_eq!(pubkey.lines().next(), first.lines().next());
@@ -239,4 +238,19 @@ fn the_key_is_made_once_kept_private_and_never_taken_through_a_link() {
     let (code, _, err) = ctl(&home, &["offer", "key"]);
     assert_eq!(code, 1);
     assert!(err.contains("2 names"), "{err}");
+
+    std::fs::remove_file(&path).expect("unlink");
+    std::fs::rename(&moved, &path).expect("put the key back");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let (code, _, err) = ctl(&home, &["offer", "key"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("may be read by others (mode 644); run chmod 600"), "{err}");
+
+    let auth = home.dir.join(".teneral/auth");
+    let elsewhere = home.dir.join(".teneral/elsewhere");
+    std::fs::rename(&auth, &elsewhere).expect("move the directory");
+    std::os::unix::fs::symlink(&elsewhere, &auth).expect("link the directory");
+    let (code, _, err) = ctl(&home, &["offer", "key"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("never taken through a link"), "{err}");
 }

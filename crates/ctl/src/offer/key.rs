@@ -66,16 +66,12 @@ pub fn ensure(home: &Path) -> Result<PrivateKey, KeyError> {
 pub fn load(home: &Path) -> Result<Option<PrivateKey>, KeyError> {
     let path = key_path(home);
     let dir = home.join(AUTH_DIR);
+    if fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(KeyError::Linked { path: dir, why: "a symbolic link".into() });
+    }
     let file = match open_beneath(&dir, Path::new(KEY_NAME)) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return match fs::symlink_metadata(&dir) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    Err(KeyError::Linked { path: dir, why: "a symbolic link".into() })
-                }
-                _ => Ok(None),
-            }
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) if is_link_refusal(&e) => {
             return Err(KeyError::Linked { path, why: e.to_string() });
         }
