@@ -29,16 +29,42 @@ fn each<'a>(line: &'a str, needle: &'a str) -> impl Iterator<Item = usize> + 'a 
     line.match_indices(needle).map(|(i, _)| i)
 }
 
+/// Which bytes occur in a line: one pass, so that a rule whose literal
+/// bytes are absent is not searched for at all.
+struct Present([bool; 256]);
+
+impl Present {
+    fn of(line: &str) -> Present {
+        let mut seen = [false; 256];
+        for &b in line.as_bytes() {
+            seen[usize::from(b)] = true;
+        }
+        Present(seen)
+    }
+
+    fn all(&self, bytes: &[u8]) -> bool {
+        bytes.iter().all(|&b| self.0[usize::from(b)])
+    }
+}
+
+/// A rule's search of one line.
+type Finder = fn(&str) -> Option<(Rule, &str)>;
+
 /// The first credential shape in `line`, with the text that matched.
 pub fn find(line: &str) -> Option<(Rule, &str)> {
-    private_key(line)
-        .or_else(|| github(line))
-        .or_else(|| sk_key(line))
-        .or_else(|| aws(line))
-        .or_else(|| slack(line))
-        .or_else(|| jwt(line))
-        .or_else(|| url_password(line))
-        .or_else(|| assignment(line))
+    let p = Present::of(line);
+    let quote = p.all(b"\"") || p.all(b"'") || p.all(b"`");
+    let rules: [(bool, Finder); 8] = [
+        (p.all(b"-BPK"), private_key),
+        (p.all(b"g_"), github),
+        (p.all(b"sk-"), sk_key),
+        (p.all(b"AKI") || p.all(b"ASI"), aws),
+        (p.all(b"xo-"), slack),
+        (p.all(b"eyJ."), jwt),
+        (p.all(b":/@"), url_password),
+        (quote && (p.all(b"=") || p.all(b":")), assignment),
+    ];
+    rules.iter().filter(|(open, _)| *open).find_map(|(_, rule)| rule(line))
 }
 
 fn private_key(line: &str) -> Option<(Rule, &str)> {
