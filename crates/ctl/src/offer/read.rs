@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use git2::{Diff, Oid, Patch, Repository, Sort, Tree};
+use git2::{Diff, DiffOptions, Oid, Patch, Repository, Sort, Tree};
 
 use super::scan::{CommitChange, FileChange};
 use crate::commit::Commit;
@@ -97,7 +97,14 @@ pub fn read(dir: &Path, branch: &str, base: &str) -> Result<Offer, ReadError> {
             Some(p) => Some(p.tree()?),
             None => None,
         };
-        let diff = repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&commit.tree()?), None)?;
+        // No context: only added lines are wanted.
+        let mut options = DiffOptions::new();
+        options.context_lines(0).interhunk_lines(0);
+        let diff = repo.diff_tree_to_tree(
+            parent_tree.as_ref(),
+            Some(&commit.tree()?),
+            Some(&mut options),
+        )?;
         commits.push(CommitChange {
             commit: commit_of(oid),
             message: String::from_utf8_lossy(commit.message_bytes()).into_owned(),
