@@ -7,6 +7,7 @@ pub mod back;
 pub mod generations_card;
 pub mod generations_plot;
 pub mod individual;
+pub mod offer;
 pub mod report;
 pub mod setup;
 pub mod talk;

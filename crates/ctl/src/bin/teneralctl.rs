@@ -94,6 +94,11 @@ enum Command {
         #[arg(long)]
         plain: bool,
     },
+    /// What the individual offers to the species: its key, and the check of an offer branch.
+    Offer {
+        #[command(subcommand)]
+        command: OfferCommand,
+    },
     /// Print the shell completions for SHELL (scripts/install puts them in place).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -101,6 +106,59 @@ enum Command {
     },
     /// Print the manual page (roff; scripts/install puts it in place).
     Man,
+}
+
+#[derive(Subcommand)]
+enum OfferCommand {
+    /// Print the individual's public key (made the first time) and how to verify its signatures.
+    Key {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Check an offer/<name> branch as a stranger would: descent, the scan, signatures, message.
+    /// The report is printed and kept in .teneral/offers/<commit>.json; exit 1 when anything fails.
+    Check {
+        /// The branch: offer/<name> or <name>.
+        branch: String,
+        /// The species' head to check against (default: TENERAL_UPSTREAM of .env).
+        #[arg(long)]
+        base: Option<String>,
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+        /// Print the report as JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// Also print how long reading and scanning took (scripts/bench-offer).
+        #[arg(long, hide = true)]
+        timings: bool,
+    },
+}
+
+fn offer(command: OfferCommand) -> anyhow::Result<i32> {
+    use teneralctl::offer;
+    match command {
+        OfferCommand::Key { dir } => {
+            let key = offer::key::ensure(&dir)?;
+            print!("{}", offer::key::explain(&dir, key.public_key()));
+            Ok(0)
+        }
+        OfferCommand::Check { branch, base, dir, json, timings } => {
+            let report = offer::check(&dir, &branch, base.as_deref())?;
+            let kept = offer::keep(&dir, &report)?;
+            if json {
+                println!("{:#}", offer::to_json(&report));
+            } else {
+                print!("{}", offer::to_text(&report));
+                println!("kept in {}", kept.display());
+            }
+            if timings {
+                eprintln!("{}", offer::timings(&report));
+            }
+            Ok(if report.passed() { 0 } else { 1 })
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -175,6 +233,7 @@ fn main() -> ExitCode {
             let options = teneralctl::setup::SetupOptions { home: dir, plain };
             teneralctl::setup::run(&options).map_err(anyhow::Error::from)
         }
+        Command::Offer { command } => offer(command),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = Cli::command();
