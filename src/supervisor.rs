@@ -8,11 +8,10 @@
 //! accepted, the candidate becomes the generation, on trial until its first
 //! reply. A generation that fails goes back one step, or the kernel stops.
 //! SIGHUP carries the owner's request to go back (`teneralctl back`).
-//! SIGTERM and SIGINT stop the body (SIGTERM, a grace period, SIGKILL to all
-//! of it) and then the kernel. The body runs through the [`Runner`] chosen at
-//! the start (a transient unit under systemd); what the kernel does is said
-//! through [`crate::status`] (systemd's STATUS, `.teneral/status`), and
-//! READY=1 goes to systemd once the journal and the owner's channel are open.
+//! SIGTERM and SIGINT stop the body (SIGTERM, a grace, SIGKILL to all of it),
+//! then the kernel. The body runs through the [`Runner`] chosen at the start;
+//! what the kernel does is said through [`crate::status`] (STATUS, the file
+//! `.teneral/status`); READY=1 once the journal and owner's channel are open.
 
 mod model;
 mod organ_sets;

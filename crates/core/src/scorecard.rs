@@ -28,10 +28,12 @@
 //! - rollbacks and send-backs count against their `from`; mutation verdicts
 //!   against the generation that asked (the event's `commit`).
 
+mod document;
 mod figures;
 pub mod latency;
 pub mod line;
 
+pub use document::{document, of_individual};
 pub use figures::{Claim, Figures, Latency, Model, Mutations, Tool};
 
 use std::collections::{BTreeMap, HashMap};
@@ -352,48 +354,6 @@ pub fn read(
         card.take_line(&line);
     }
     Ok(card.finish())
-}
-
-/// The scorecard of the individual at `home` (its `memory/journal.jsonl`);
-/// a missing journal has no generation. What the kernel calls to keep a
-/// copy the body may read.
-pub fn of_individual(
-    home: &std::path::Path,
-    since: Option<String>,
-) -> std::io::Result<Vec<Figures>> {
-    let path = home.join(crate::journal::JOURNAL_PATH);
-    match std::fs::File::open(&path) {
-        Ok(file) => read(std::io::BufReader::with_capacity(1 << 20, file), since),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
-}
-
-/// The figures as one JSON object, as `teneralctl generations --json`
-/// prints them and as a copy the body may read would hold:
-/// `{"generations": [...], "counted_by": ..., "latency": ...}`, each
-/// generation with its `short` commit and `failure_rate` added.
-pub fn document(all: &[Figures]) -> Value {
-    let generations: Vec<Value> = all
-        .iter()
-        .map(|f| {
-            let mut v = serde_json::to_value(f).unwrap_or(Value::Null);
-            if let Some(o) = v.as_object_mut() {
-                o.insert("short".into(), Value::from(crate::commit::short(&f.commit)));
-                o.insert("failure_rate".into(), Value::from(f.failure_rate()));
-            }
-            v
-        })
-        .collect();
-    serde_json::json!({
-        "generations": generations,
-        "counted_by": "the kernel's journal; body_notes are the body's own words, not counted",
-        "latency": format!(
-            "owner line or stimulus to the first reply; exact up to {} turns per generation, \
-             then within 1 %",
-            latency::EXACT
-        ),
-    })
 }
 
 /// The few fields the lineage reads, as an [`Event`].
