@@ -187,7 +187,7 @@ fn an_owner_line_is_journaled_only_as_the_owner_wrote_it() -> TestResult {
     let home = dir.path();
     let socket = home.join("ev.sock");
     let mut server = std::process::Command::new(teneral())
-        .args(["serve-events", "--commit", "c0ffee"])
+        .args(["serve-events", "--commit", "c0ffee0000000000000000000000000000000000"])
         .arg("--socket")
         .arg(&socket)
         .arg("--home")
@@ -227,7 +227,10 @@ fn an_owner_line_is_journaled_only_as_the_owner_wrote_it() -> TestResult {
     );
     let journal = std::fs::read_to_string(home.join("memory/journal.jsonl"))?;
     assert_eq!(journal.lines().count(), 1);
-    assert!(journal.contains(r#""commit":"c0ffee""#), "{journal}");
+    assert!(
+        journal.contains(r#""commit":"c0ffee0000000000000000000000000000000000""#),
+        "{journal}"
+    );
     let _ = server.kill();
     let _ = server.wait();
     Ok(())
