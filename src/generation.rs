@@ -87,6 +87,9 @@ pub async fn build(
         let fetch = Launch::new(cargo(&["fetch", "--locked"]), *limits);
         // A failed fetch shows as the build's own failure to find a crate.
         runner.run(&unit("fetch"), fetch).await?;
+        if let Err(e) = confine::sources::readable_by_checks() {
+            log::warn(format!("cannot open the fetched crate sources to the cage: {e}"));
+        }
         build.spec.args.push("--offline".into());
         build = build
             .caged(Profile::Gate { checkout: checkout.to_owned(), writable: vec![target.clone()] });

@@ -33,6 +33,7 @@ pub mod plan;
 mod relay;
 mod root;
 mod ruleset;
+pub mod sources;
 mod sys;
 
 use std::ffi::OsString;

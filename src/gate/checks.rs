@@ -118,7 +118,9 @@ pub async fn fetch(
         .await
         .map_err(|e| format!("cannot start cargo fetch: {e}"))?;
     if ended.exit.success() {
-        Ok(())
+        crate::confine::sources::readable_by_checks()
+            .map(|_| ())
+            .map_err(|e| format!("cannot open the fetched crate sources to the cage: {e}"))
     } else {
         let (exit, tail) = (ended.exit, run.stderr_tail());
         Err(format!("cargo fetch --locked in {} failed ({exit}):\n{tail}", dir.display()))

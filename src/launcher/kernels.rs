@@ -173,6 +173,9 @@ pub async fn build(
     if runner.caged() {
         let fetch = Launch::new(cargo(&["fetch", "--locked"]), limits);
         runner.run(&unit("fetch"), fetch).await?;
+        if let Err(e) = crate::confine::sources::readable_by_checks() {
+            crate::log::warn(format!("cannot open the fetched crate sources to the cage: {e}"));
+        }
         build.spec.args.push("--offline".into());
         build = build
             .caged(Profile::Gate { checkout: checkout.to_owned(), writable: vec![target.clone()] });
