@@ -27,6 +27,8 @@ pub struct Facts {
     /// Why it stopped by itself: reason, exit status, when.
     pub stopped: Option<(String, i32, String)>,
     pub state_error: Option<String>,
+    /// How to start it: the unit it last ran in, or the program's path.
+    pub start: String,
 }
 
 /// Reads what the kernel of `home` left.
@@ -55,6 +57,7 @@ pub fn facts(home: &Path) -> Facts {
         body,
         stopped,
         state_error,
+        start: crate::status::start_hint(home),
     }
 }
 
@@ -98,10 +101,7 @@ pub fn text(f: &Facts, now: i64) -> (String, i32) {
         out.push(format!("state: {e}"));
     }
     if !f.running {
-        out.push(format!(
-            "start it with: systemctl --user start teneral, or teneral run --dir {}",
-            f.dir
-        ));
+        out.push(format!("start it with: {}", f.start));
     }
     (out.join("\n"), if f.running { 0 } else { 3 })
 }
@@ -141,6 +141,7 @@ mod tests {
             stopped: (!running)
                 .then(|| ("crashed 5 times".into(), 1, "2026-11-30T10:02:00.000Z".into())),
             state_error: None,
+            start: "systemctl --user start teneral@home-ada-ind.service".into(),
         }
     }
 
@@ -158,7 +159,10 @@ mod tests {
         assert_eq!(code, 3);
         assert!(text.contains("last said: generation 0123456: resting (4 min ago)"), "{text}");
         assert!(text.contains("it stopped by itself 2 min ago, with status 1: crashed"), "{text}");
-        assert!(text.contains("start it with"), "{text}");
+        assert!(
+            text.contains("start it with: systemctl --user start teneral@home-ada-ind.service"),
+            "{text}"
+        );
     }
 
     #[test]
