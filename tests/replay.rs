@@ -1,0 +1,134 @@
+//! `teneralctl replay`: two real generations of a test individual on the
+//! same five stimuli, side by side (issue 18).
+//!
+//! Generation A, the fixture body in `normal` mode, lives: the kernel runs
+//! it and it answers five owner lines, the stand-in scripted with answers
+//! the replay can only know from the journal. Generation B is a commit of
+//! the same body in `tool-first` mode, which runs its `number` tool before
+//! it asks the model (failing on a line that is no number). The replay runs
+//! each line through both in the cage and must print exactly what each did,
+//! change nothing of the individual, and reach no provider: the owner's
+//! `.env` names one, with a key, at an address the test listens on.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::{commit_all, set_mode, teneralctl, Individual, TestResult};
+
+const LINES: [&str; 5] = ["hello", "21", "what is the time", "-4", "bye"];
+const ANSWERS: [&str; 5] =
+    ["Answer one.", "Answer two.", "Answer three.", "Answer four.", "Answer five."];
+
+/// What must not change: the journal's bytes, the state's, every reference.
+fn snapshot(home: &Path) -> (Vec<u8>, Vec<u8>, BTreeMap<String, String>) {
+    let read = |p: &str| std::fs::read(home.join(p)).expect("the individual's file is readable");
+    let repo = git2::Repository::open(home).expect("the individual is a repository");
+    let refs = repo
+        .references()
+        .expect("references can be listed")
+        .flatten()
+        .map(|r| {
+            let name = r.name().unwrap_or_default().to_owned();
+            let target = r.target().map(|t| t.to_string()).unwrap_or_default();
+            (name, target)
+        })
+        .collect();
+    (read("memory/journal.jsonl"), read(".teneral/state.json"), refs)
+}
+
+#[test]
+fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
+    let mut script = String::from("{\"reply\": \"Hello, owner.\"}\n");
+    for answer in ANSWERS {
+        script.push_str(&format!("{}\n", json!({"reply": answer})));
+    }
+    let ind = Individual::new(&script, &[])?;
+    let home = ind.path();
+    let from = ind.head()?;
+    let mut kernel = ind.start()?;
+    let wait = Duration::from_secs(300);
+    ind.wait_for("the birth reply", wait, |e| e["type"] == "reply")?;
+    for (i, line) in LINES.iter().enumerate() {
+        teneral::owner::write_line(home, line)?;
+        ind.wait_for("its answer", wait, |e| e["type"] == "reply" && e["text"] == ANSWERS[i])?;
+    }
+    kernel.signal(15);
+    kernel.wait(Duration::from_secs(30))?;
+
+    // Generation B: the same body calling a tool first.
+    set_mode(home, "tool-first")?;
+    let to = commit_all(home, "a body that runs a tool before it asks the model")?;
+    // The owner's provider, with a key: the replay must never reach it.
+    let provider = TcpListener::bind("127.0.0.1:0")?;
+    provider.set_nonblocking(true)?;
+    let dotenv = std::fs::read_to_string(home.join(".env"))?.replace(
+        "TENERAL_PROVIDER=standin\n",
+        &format!(
+            "TENERAL_PROVIDER=compatible\nTENERAL_BASE_URL=http://{}/v1\n\
+             TENERAL_API_KEY=sk-replay-must-not-leave\nTENERAL_MODEL=some-model\n",
+            provider.local_addr()?
+        ),
+    );
+    std::fs::write(home.join(".env"), dotenv)?;
+    let before = snapshot(home);
+
+    let out = Command::new(teneralctl())
+        .args(["replay", "--dir"])
+        .arg(home)
+        .args(["--from", "1", "--to", &to[..9], "--last", "5", "--json"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "replay failed: {stderr}\n{}", ind.kernel_log());
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+
+    assert_eq!(snapshot(home), before, "the replay changed the journal, the state or a reference");
+    assert!(!home.join(".teneral/replay").exists(), "the throwaway individuals are left");
+    assert!(provider.accept().is_err(), "the replay reached the owner's provider");
+
+    assert_eq!(report["from"], json!(from));
+    assert_eq!(report["to"], json!(to));
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 5);
+    for (i, row) in rows.iter().enumerate() {
+        let fails = LINES[i].parse::<i64>().is_err();
+        let answer = json!({"reply": ANSWERS[i]});
+        let mut row = row.clone();
+        for side in ["a", "b"] {
+            let reply = row[side]["reply_seconds"].take();
+            let whole = row[side]["run_seconds"].take();
+            let (reply, whole) = (reply.as_f64().unwrap_or(-1.0), whole.as_f64().unwrap_or(-1.0));
+            assert!(reply > 0.0 && whole >= reply, "{side} of {i}: {reply} s to reply, {whole} s");
+        }
+        row["seq"].take();
+        let said = if fails { "called number (failed)" } else { "called number" };
+        assert_eq!(
+            row,
+            json!({
+                "seq": null,
+                "stimulus": LINES[i],
+                "scripted": true,
+                "a": {"replied": true, "tool_calls": [], "failed": [], "reply_seconds": null,
+                      "run_seconds": null, "ending": "turn.ended", "actions": [answer]},
+                "b": {"replied": true, "tool_calls": ["number"],
+                      "failed": if fails { json!(["number"]) } else { json!([]) },
+                      "reply_seconds": null, "run_seconds": null, "ending": "turn.ended",
+                      "actions": [{"tool": "number", "failed": fails}, answer]},
+                "first_difference": format!("step 1: A replied {:?}, B {said}", ANSWERS[i]),
+            }),
+            "row {i}"
+        );
+    }
+    let figures = &report["figures"];
+    assert_eq!(figures["a"]["replied"], 5);
+    assert_eq!(figures["a"]["tool_calls"], 0);
+    assert_eq!(figures["a"]["failed"], 0);
+    assert_eq!(figures["b"]["replied"], 5);
+    assert_eq!(figures["b"]["tool_calls"], 5);
+    assert_eq!(figures["b"]["failed"], 3);
+    Ok(())
+}
