@@ -76,6 +76,9 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     );
     std::fs::write(home.join(".env"), dotenv)?;
     let before = snapshot(home);
+    // A's body, built when A started, is kept and not built again.
+    let kept = |commit: &str| home.join(".teneral/bin").join(commit).join("teneral-body");
+    let built_a = std::fs::metadata(kept(&from))?.modified()?;
 
     let out = Command::new(teneralctl())
         .args(["replay", "--dir"])
@@ -89,6 +92,9 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     assert_eq!(snapshot(home), before, "the replay changed the journal, the state or a reference");
     assert!(!home.join(".teneral/replay").exists(), "the throwaway individuals are left");
     assert!(provider.accept().is_err(), "the replay reached the owner's provider");
+
+    assert_eq!(std::fs::metadata(kept(&from))?.modified()?, built_a, "A's body was built again");
+    assert!(kept(&to).is_file(), "B's body is kept for the next replay or its generation");
 
     assert_eq!(report["from"], json!(from));
     assert_eq!(report["to"], json!(to));
@@ -130,5 +136,66 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     assert_eq!(figures["b"]["replied"], 5);
     assert_eq!(figures["b"]["tool_calls"], 5);
     assert_eq!(figures["b"]["failed"], 3);
+
+    // The table, for the last two lines, naming A as the current generation.
+    let out = Command::new(teneralctl())
+        .args(["replay", "-d"])
+        .arg(home)
+        .args(["--from", "current", "--to", &to[..7], "--last", "2"])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 9, "{stdout}");
+    let short = |c: &str| c[..7].to_owned();
+    assert_eq!(
+        lines[0],
+        format!(
+            "replay of 2 stimuli: A = {}, B = {} (the stand-in model; nothing of the individual \
+             changed)",
+            short(&from),
+            short(&to)
+        )
+    );
+    assert!(
+        lines[2].starts_with("  1  \"-4\"                     | yes       0 -       "),
+        "{stdout}"
+    );
+    assert!(lines[2].contains("| yes       1 -       "), "{stdout}");
+    assert_eq!(lines[3], "     step 1: A replied \"Answer four.\", B called number");
+    assert!(lines[4].contains("| yes       1 number  "), "{stdout}");
+    assert_eq!(lines[5], "     step 1: A replied \"Answer five.\", B called number (failed)");
+    assert!(lines[6].starts_with("A: replied 2/2, 0 tool calls, 0 failed, median time to reply "));
+    assert!(lines[7].starts_with("B: replied 2/2, 2 tool calls, 1 failed, median time to reply "));
+    assert_eq!(snapshot(home), before, "the second replay changed the individual");
+    Ok(())
+}
+
+#[test]
+fn a_name_that_is_no_generation_is_refused_with_what_to_give() -> TestResult {
+    let ind = Individual::new("", &[])?;
+    let home = ind.path();
+    std::fs::create_dir_all(home.join("memory"))?;
+    std::fs::write(
+        home.join("memory/journal.jsonl"),
+        "{\"type\":\"owner.line\",\"ts\":\"2026-12-01T00:00:00.000Z\",\"seq\":0,\"commit\":\"\",\"text\":\"hi\",\"file\":\"a.txt\"}\n",
+    )?;
+    let run = |from: &str| {
+        Command::new(teneralctl())
+            .args(["replay", "-d"])
+            .arg(home)
+            .args(["--from", from, "--to", "1"])
+            .output()
+    };
+    for (from, words) in [
+        ("main", "names no generation: give 7 or more hex digits"),
+        ("3", "there is no generation 3"),
+        ("eeeeeee", "is no generation of this individual's journal and no commit git has"),
+    ] {
+        let out = run(from)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{from}: {stderr}");
+        assert!(stderr.contains(words), "{from}: {stderr}");
+    }
     Ok(())
 }

@@ -99,6 +99,10 @@ enum Command {
         /// One JSON object instead of the table.
         #[arg(long)]
         json: bool,
+        /// Also time one smoke run of FROM's body (scripts/bench-generations;
+        /// it uses the gate's smoke place, so not while the kernel runs).
+        #[arg(long, hide = true)]
+        smoke: bool,
     },
     /// Run the kernel's event channel alone, for testing a body against it.
     #[command(hide = true)]
@@ -175,8 +179,8 @@ fn main() -> ExitCode {
             // Dispatched before parsing, in main; never reached.
             Command::Confine { .. } => Ok(teneral::confine::EXIT_USAGE),
             Command::KeepChildren { .. } | Command::CrashPoints => Ok(0),
-            Command::Replay { dir, from, to, last, json } => {
-                let options = teneral::replay::Options { from, to, last };
+            Command::Replay { dir, from, to, last, json, smoke } => {
+                let options = teneral::replay::Options { from, to, last, smoke };
                 Ok(teneral::replay::main(&dir, &options, json).await?)
             }
             Command::ServeEvents { socket, home, commit } => {

@@ -4,7 +4,8 @@
 //! and inbox envelopes of the individual's journal ([`stimuli`]), builds the
 //! body of each generation as the kernel and the gate do (caged, kept per
 //! commit in `.teneral/bin/`, so a body the gate or a generation built
-//! already is not built again), and runs each stimulus through each body on
+//! already, for that commit or another with the same `body/` tree, is not
+//! built again), and runs each stimulus through each body on
 //! a throwaway individual in the cage against a stand-in model scripted
 //! with what the model answered at the time ([`run`]). The side-by-side is
 //! [`table`].
@@ -29,7 +30,7 @@ use crate::journal::{parse_line, JOURNAL_PATH};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::{generation, repo};
-use stimuli::{Collector, Named, NameError};
+use stimuli::{Collector, NameError, Named};
 pub use table::Report;
 
 /// How long one run may last when `TENERAL_SMOKE_SECONDS` is 0 (no limit
@@ -64,6 +65,8 @@ pub enum ReplayError {
     Run(#[from] crate::runner::RunError),
     #[error(transparent)]
     Build(#[from] generation::BuildError),
+    #[error("the smoke run to compare with failed: {0}")]
+    Smoke(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }
@@ -74,6 +77,10 @@ pub struct Options {
     pub from: String,
     pub to: String,
     pub last: usize,
+    /// Also time one smoke run of A's body, as the gate makes it, for
+    /// `scripts/bench-generations` (the gate's smoke place is used: not
+    /// while the individual's kernel runs).
+    pub smoke: bool,
 }
 
 /// The replay of the individual at `home`.
@@ -98,8 +105,11 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
     };
     crate::spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
     let exe = std::env::current_exe().map_err(io("the kernel's own program"))?;
-    let cage =
-        crate::confine::Cage::decide(settings.unsafe_unconfined, &settings.pretend_missing, exe.clone())?;
+    let cage = crate::confine::Cage::decide(
+        settings.unsafe_unconfined,
+        &settings.pretend_missing,
+        exe.clone(),
+    )?;
     let runner = Runner::choose(settings.runner, cage).await?.for_individual(home);
     let body_a = body_of(&runner, &git, home, &from, &settings).await?;
     let body_b = body_of(&runner, &git, home, &to, &settings).await?;
@@ -108,7 +118,8 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
         0 => DEFAULT_LIMIT,
         s => Duration::from_secs(u64::from(s)),
     };
-    let ground = run::Ground { home, settings: &settings, runner: &runner, kernel_exe: &exe, limit };
+    let ground =
+        run::Ground { home, settings: &settings, runner: &runner, kernel_exe: &exe, limit };
     let mut rows = Vec::with_capacity(stimuli.len());
     for (i, stimulus) in stimuli.iter().enumerate() {
         let a = ground.run(&from, &body_a, stimulus, &format!("a-{i}")).await;
@@ -121,8 +132,35 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
             b,
         });
     }
+    let smoke_seconds = match options.smoke {
+        true => Some(smoke(&ground, &from, &body_a).await.map_err(ReplayError::Smoke)?),
+        false => None,
+    };
     let _ = std::fs::remove_dir(home.join(run::REPLAY_DIR));
-    Ok(Report { from: from.to_string(), to: to.to_string(), rows })
+    Ok(Report { from: from.to_string(), to: to.to_string(), rows, smoke_seconds })
+}
+
+/// The wall time of one smoke run of `binary`, the body of `commit`, as the
+/// gate makes it ([`crate::gate::smoke`]): set-up, start, answer, stop.
+async fn smoke(ground: &run::Ground<'_>, commit: &Commit, binary: &Path) -> Result<f64, String> {
+    let checkout = ground.home.join(run::REPLAY_DIR).join("smoke-checkout");
+    std::fs::create_dir_all(&checkout).map_err(|e| format!("{}: {e}", checkout.display()))?;
+    let run = crate::gate::smoke::Smoke {
+        home: ground.home,
+        checkout: &checkout,
+        binary,
+        commit,
+        settings: ground.settings,
+        runner: ground.runner,
+        organs: None,
+        limit: Some(ground.limit),
+        kernel_exe: ground.kernel_exe,
+    };
+    let began = std::time::Instant::now();
+    let timeline = run.run().await;
+    let took = began.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&checkout);
+    timeline.map(|_| took)
 }
 
 /// One pass over the journal, oldest first: the last `last` stimuli and the
@@ -179,13 +217,35 @@ async fn body_of(
     if kept.is_file() {
         return Ok(kept);
     }
-    let checkout = home.join(run::REPLAY_DIR).join(format!("checkout-{}", commit.short()));
     let oid = repo::commit_id(git, home, commit.as_str())?;
+    if let Some(same) = body_tree(git, oid).and_then(|tree| kept_for_tree(git, home, tree)) {
+        return Ok(same);
+    }
+    let checkout = home.join(run::REPLAY_DIR).join(format!("checkout-{}", commit.short()));
     repo::checkout_at(git, &checkout, oid)?;
     let limits = Limits::for_build(settings);
     let built = generation::build(runner, home, &checkout, commit, &limits).await;
     let _ = std::fs::remove_dir_all(&checkout);
     Ok(built?)
+}
+
+/// The id of the `body/` tree of `commit`.
+fn body_tree(git: &git2::Repository, commit: git2::Oid) -> Option<git2::Oid> {
+    let tree = git.find_commit(commit).and_then(|c| c.tree()).ok()?;
+    let id = tree.get_name("body").map(|entry| entry.id());
+    id
+}
+
+/// A body kept for another commit whose `body/` is the same tree: the build
+/// reads nothing else, so it is the same program.
+fn kept_for_tree(git: &git2::Repository, home: &Path, tree: git2::Oid) -> Option<PathBuf> {
+    let kept = std::fs::read_dir(home.join(generation::BIN_DIR)).ok()?;
+    kept.flatten().find_map(|entry| {
+        let name = entry.file_name();
+        let oid = git2::Oid::from_str(name.to_str()?).ok()?;
+        let binary = entry.path().join("teneral-body");
+        (binary.is_file() && body_tree(git, oid) == Some(tree)).then_some(binary)
+    })
 }
 
 /// `teneral replay`: the report, as a table or JSON, on stdout.

@@ -46,20 +46,27 @@ const BIRTH: &str = "[replay: a throwaway individual for one stimulus]";
 impl Ground<'_> {
     /// Runs `binary` (the body of `commit`) on `stimulus` in the throwaway
     /// individual `name`; a run that cannot be made is a [`Ending::NotRun`].
-    pub async fn run(&self, commit: &Commit, binary: &Path, stimulus: &Stimulus, name: &str) -> Run {
+    pub async fn run(
+        &self,
+        commit: &Commit,
+        binary: &Path,
+        stimulus: &Stimulus,
+        name: &str,
+    ) -> Run {
         let place = self.home.join(REPLAY_DIR).join(name);
         let _ = std::fs::remove_dir_all(&place);
         let began = Instant::now();
-        let run = match self.caged(&place, commit, binary, stimulus).await {
+        let mut run = match self.caged(&place, commit, binary, stimulus).await {
             Ok(run) => run,
             Err(why) => Run {
                 actions: vec![],
                 reply_seconds: None,
-                run_seconds: began.elapsed().as_secs_f64(),
+                run_seconds: 0.0,
                 ending: Ending::NotRun(why),
             },
         };
         let _ = std::fs::remove_dir_all(&place);
+        run.run_seconds = began.elapsed().as_secs_f64();
         run
     }
 
@@ -177,13 +184,12 @@ impl Ground<'_> {
                 () = tokio::time::sleep_until(deadline) => break Ending::TimeUp(self.limit.as_secs()),
             }
         };
-        let run_seconds = started.elapsed().as_secs_f64();
         body.stop(self.settings.timing.stop_grace).await;
         channel_task.abort();
         model.stop().await;
         let _ = std::fs::remove_file(&socket);
         let events = read_events(&dir.join(JOURNAL_PATH));
-        Ok(Run { actions: actions_of(&events, after), reply_seconds, run_seconds, ending })
+        Ok(Run { actions: actions_of(&events, after), reply_seconds, run_seconds: 0.0, ending })
     }
 }
 

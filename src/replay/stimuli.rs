@@ -142,12 +142,10 @@ impl Collector {
             "turn.ended" | "turn.interrupted" | "stimulus" | "generation.exited" => {
                 self.open = false;
             }
-            "reply" if event.text("from") != "body" => {
-                if stimulus.script.len() < MAX_STEPS {
-                    let reply = Some(event.text("text").to_owned());
-                    stimulus.script.push(Step { reply, calls: Vec::new() });
-                    self.after_words = true;
-                }
+            "reply" if event.text("from") != "body" && stimulus.script.len() < MAX_STEPS => {
+                let reply = Some(event.text("text").to_owned());
+                stimulus.script.push(Step { reply, calls: Vec::new() });
+                self.after_words = true;
             }
             "tool.call" => {
                 let Some(index) = event.fields.get("index").and_then(Value::as_u64) else {
@@ -182,7 +180,9 @@ pub enum NameError {
          `teneralctl generations` lists them (1 is the oldest), or `current`"
     )]
     Bad(String),
-    #[error("there is no generation {given}: the journal knows {count} (`teneralctl generations`)")]
+    #[error(
+        "there is no generation {given}: the journal knows {count} (`teneralctl generations`)"
+    )]
     NoSuchNumber { given: String, count: usize },
     #[error("the journal knows no generation yet, so `current` names none")]
     NoCurrent,

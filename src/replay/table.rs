@@ -35,7 +35,8 @@ pub struct Run {
     pub actions: Vec<Action>,
     /// From the stimulus taken in to the first reply, in seconds.
     pub reply_seconds: Option<f64>,
-    /// From the body's start to its end, in seconds (the whole run's cost).
+    /// The whole run, in seconds: setting up its throwaway individual and
+    /// stand-in, the body's start, its turn, stopping both, cleaning up.
     pub run_seconds: f64,
     pub ending: Ending,
 }
@@ -176,6 +177,8 @@ pub struct Report {
     pub from: String,
     pub to: String,
     pub rows: Vec<Row>,
+    /// One smoke run of A, start to answer, when it was asked for.
+    pub smoke_seconds: Option<f64>,
 }
 
 fn cut(text: &str, max: usize) -> String {
@@ -241,6 +244,9 @@ pub fn text(report: &Report) -> Vec<String> {
             seconds(f.median_reply_seconds),
             seconds(f.mean_run_seconds)
         ));
+    }
+    if let Some(smoke) = report.smoke_seconds {
+        out.push(format!("one smoke run of A, as the gate makes it: {}", seconds(Some(smoke))));
     }
     out.push("time: from the stimulus taken in to the first reply".into());
     out
@@ -309,6 +315,7 @@ pub fn to_json(report: &Report) -> Value {
         "to": report.to,
         "rows": rows,
         "figures": {"a": figures_json(&figures(&a)), "b": figures_json(&figures(&b))},
+        "smoke_seconds": report.smoke_seconds,
     })
 }
 

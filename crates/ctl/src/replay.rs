@@ -102,7 +102,18 @@ mod tests {
             arguments(&options).iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(
             args,
-            ["replay", "--dir", "/some/home", "--from", "1", "--to", "abc1234", "--last", "3", "--json"]
+            [
+                "replay",
+                "--dir",
+                "/some/home",
+                "--from",
+                "1",
+                "--to",
+                "abc1234",
+                "--last",
+                "3",
+                "--json"
+            ]
         );
     }
 }

@@ -44,7 +44,9 @@ fn stimuli_and_what_the_model_answered() {
         r#"{"type":"turn.ended","seq":14}"#,
         r#"{"type":"reply","seq":15,"text":"outside any turn"}"#,
         r#"{"type":"stimulus","seq":16,"source":"clock","text":"tick"}"#,
-        &format!(r#"{{"type":"stimulus","seq":17,"source":"inbox","text":"ping","envelope":{envelope}}}"#),
+        &format!(
+            r#"{{"type":"stimulus","seq":17,"source":"inbox","text":"ping","envelope":{envelope}}}"#
+        ),
         r#"{"type":"turn.interrupted","seq":18}"#,
         r#"{"type":"reply","seq":19,"text":"after the interrupt"}"#,
         "{\"type\":\"owner.line\",\"seq\":20,\"text\":\"torn",
@@ -54,12 +56,19 @@ fn stimuli_and_what_the_model_answered() {
     assert_eq!(
         all,
         vec![
-            Stimulus { seq: 1, kind: Kind::Line("first".into()), script: vec![step(Some("one"), &[])] },
+            Stimulus {
+                seq: 1,
+                kind: Kind::Line("first".into()),
+                script: vec![step(Some("one"), &[])]
+            },
             Stimulus {
                 seq: 4,
                 kind: Kind::Line("second".into()),
                 script: vec![
-                    step(Some("let me look"), &[("ls", json!({"path": "."})), ("cat", json!("raw"))]),
+                    step(
+                        Some("let me look"),
+                        &[("ls", json!({"path": "."})), ("cat", json!("raw"))]
+                    ),
                     step(None, &[("sh", json!({}))]),
                     step(Some("done"), &[]),
                 ],
@@ -145,7 +154,9 @@ fn names_of_generations() {
 fn the_lineage_comes_with_the_stimuli() {
     let lines = [
         &format!(r#"{{"type":"kernel.started","seq":0,"commit":"{A}"}}"#) as &str,
-        &format!(r#"{{"type":"mutation.accepted","seq":1,"commit":"{A}","from":"{A}","to":"{B}"}}"#),
+        &format!(
+            r#"{{"type":"mutation.accepted","seq":1,"commit":"{A}","from":"{A}","to":"{B}"}}"#
+        ),
     ];
     let (_, lineage) = collect(&lines, 5);
     let commits: Vec<&str> = lineage.generations().iter().map(|g| g.commit.as_str()).collect();

@@ -132,6 +132,7 @@ fn report() -> Report {
             Row { stimulus: "hello".into(), seq: 7, scripted: true, a, b },
             Row { stimulus: "21".into(), seq: 12, scripted: false, a: same.clone(), b: same },
         ],
+        smoke_seconds: None,
     }
 }
 
@@ -149,6 +150,9 @@ fn the_table() {
         "time: from the stimulus taken in to the first reply",
     ];
     assert_eq!(text(&report()), want);
+    let timed = Report { smoke_seconds: Some(1.5), ..report() };
+    let lines = text(&timed);
+    assert_eq!(lines[lines.len() - 2], "one smoke run of A, as the gate makes it: 1.50 s");
 }
 
 #[test]
@@ -169,6 +173,7 @@ fn the_json() {
         })
     );
     assert_eq!(value["rows"][1]["first_difference"], Value::Null);
+    assert_eq!(value["smoke_seconds"], Value::Null);
     assert_eq!(
         value["figures"]["b"],
         json!({"replied": 2, "tool_calls": 1, "failed": 1, "median_reply_seconds": 0.3125,
