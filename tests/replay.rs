@@ -1,14 +1,15 @@
 //! `teneralctl replay`: two real generations of a test individual on the
 //! same five stimuli, side by side (issue 18).
 //!
-//! Generation A, the fixture body in `normal` mode, lives: the kernel runs
-//! it and it answers five owner lines, the stand-in scripted with answers
-//! the replay can only know from the journal. Generation B is a commit of
-//! the same body in `tool-first` mode, which runs its `number` tool before
-//! it asks the model (failing on a line that is no number). The replay runs
-//! each line through both in the cage and must print exactly what each did,
-//! change nothing of the individual, and reach no provider: the owner's
-//! `.env` names one, with a key, at an address the test listens on.
+//! Generation A, the fixture body, answers directly. It asks for generation
+//! B, the same body in `tool-first` mode, which runs its `number` tool
+//! before it asks the model (failing on a line that is no number); the gate
+//! accepts it, and B answers five owner lines, the stand-in scripted with
+//! answers the replay can only know from the journal. The replay runs each
+//! line through both in the cage and must print exactly what each did,
+//! change nothing of the individual, build no body again, and reach no
+//! provider: the owner's `.env` names one, with a key, at an address the
+//! test listens on.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{commit_all, set_mode, teneralctl, Individual, TestResult};
+use crate::common::{teneralctl, Individual, TestResult};
 
 const LINES: [&str; 5] = ["hello", "21", "what is the time", "-4", "bye"];
 const ANSWERS: [&str; 5] =
@@ -41,28 +42,56 @@ fn snapshot(home: &Path) -> (Vec<u8>, Vec<u8>, BTreeMap<String, String>) {
     (read("memory/journal.jsonl"), read(".teneral/state.json"), refs)
 }
 
+/// Commits the fixture body of the agent's workspace in `mode`, as an agent
+/// would; returns the commit.
+fn candidate(home: &Path, mode: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let workspace = home.join(".teneral/candidate");
+    let main = workspace.join("body/src/main.rs");
+    let text = std::fs::read_to_string(&main)?;
+    let was = "const MODE: &str = \"mutate\";";
+    assert!(text.contains(was), "the workspace's body is in mutate mode");
+    std::fs::write(&main, text.replace(was, &format!("const MODE: &str = \"{mode}\";")))?;
+    let repo = git2::Repository::open(&workspace)?;
+    let mut index = repo.index()?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let sig = git2::Signature::now("agent", "agent@localhost")?;
+    let parent = repo.head()?.peel_to_commit()?;
+    Ok(repo.commit(Some("HEAD"), &sig, &sig, "run a tool first", &tree, &[&parent])?.to_string())
+}
+
 #[test]
 fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     let mut script = String::from("{\"reply\": \"Hello, owner.\"}\n");
     for answer in ANSWERS {
         script.push_str(&format!("{}\n", json!({"reply": answer})));
     }
-    let ind = Individual::new(&script, &[])?;
+    // Generation A answers directly (`mutate` answers any line that names no
+    // commit as `normal` does, and asks for the one that does).
+    let ind = Individual::with_mode("mutate", &script, &[])?;
     let home = ind.path();
     let from = ind.head()?;
     let mut kernel = ind.start()?;
-    let wait = Duration::from_secs(300);
-    ind.wait_for("the birth reply", wait, |e| e["type"] == "reply")?;
+    let wait = Duration::from_secs(600);
+    ind.wait_for("the birth turn", wait, |e| e["type"] == "turn.ended")?;
+    // Generation B, through the gate: the same body, calling a tool first.
+    let to = candidate(home, "tool-first")?;
+    teneral::owner::write_line(home, &to)?;
+    let verdict = ind.wait_for("the verdict", wait, |e| {
+        e["type"] == "mutation.rejected" || e["type"] == "mutation.accepted"
+    })?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    // B lives the five lines; what the model answered is in the journal.
     for (i, line) in LINES.iter().enumerate() {
         teneral::owner::write_line(home, line)?;
-        ind.wait_for("its answer", wait, |e| e["type"] == "reply" && e["text"] == ANSWERS[i])?;
+        ind.wait_for("its answer", wait, |e| {
+            e["type"] == "reply" && e["text"] == ANSWERS[i] && e["commit"] == to.as_str()
+        })?;
     }
     kernel.signal(15);
     kernel.wait(Duration::from_secs(30))?;
 
-    // Generation B: the same body calling a tool first.
-    set_mode(home, "tool-first")?;
-    let to = commit_all(home, "a body that runs a tool before it asks the model")?;
     // The owner's provider, with a key: the replay must never reach it.
     let provider = TcpListener::bind("127.0.0.1:0")?;
     provider.set_nonblocking(true)?;
@@ -76,25 +105,29 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     );
     std::fs::write(home.join(".env"), dotenv)?;
     let before = snapshot(home);
-    // A's body, built when A started, is kept and not built again.
+    // Each body, built when A started and when the gate judged B, is kept
+    // and not built again.
     let kept = |commit: &str| home.join(".teneral/bin").join(commit).join("teneral-body");
-    let built_a = std::fs::metadata(kept(&from))?.modified()?;
+    let built = |commit: &str| std::fs::metadata(kept(commit))?.modified();
+    let built_before = (built(&from)?, built(&to)?);
 
     let out = Command::new(teneralctl())
         .args(["replay", "--dir"])
         .arg(home)
-        .args(["--from", "1", "--to", &to[..9], "--last", "5", "--json"])
+        .args(["--from", "1", "--to", "2", "--last", "5", "--json"])
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "replay failed: {stderr}\n{}", ind.kernel_log());
+    if std::env::var_os("TENERAL_TEST_NO_CAGE").is_none() {
+        assert!(!stderr.contains("UNSAFE"), "the runs were not caged: {stderr}");
+    }
     let report: Value = serde_json::from_slice(&out.stdout)?;
 
     assert_eq!(snapshot(home), before, "the replay changed the journal, the state or a reference");
     assert!(!home.join(".teneral/replay").exists(), "the throwaway individuals are left");
     assert!(provider.accept().is_err(), "the replay reached the owner's provider");
 
-    assert_eq!(std::fs::metadata(kept(&from))?.modified()?, built_a, "A's body was built again");
-    assert!(kept(&to).is_file(), "B's body is kept for the next replay or its generation");
+    assert_eq!((built(&from)?, built(&to)?), built_before, "a body was built again");
 
     assert_eq!(report["from"], json!(from));
     assert_eq!(report["to"], json!(to));
@@ -137,11 +170,12 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     assert_eq!(figures["b"]["tool_calls"], 5);
     assert_eq!(figures["b"]["failed"], 3);
 
-    // The table, for the last two lines, naming A as the current generation.
+    // The table, for the last two lines, naming B as the current one and A
+    // by its short commit.
     let out = Command::new(teneralctl())
         .args(["replay", "-d"])
         .arg(home)
-        .args(["--from", "current", "--to", &to[..7], "--last", "2"])
+        .args(["--from", &from[..7], "--to", "current", "--last", "2"])
         .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

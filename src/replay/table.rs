@@ -92,11 +92,18 @@ pub fn actions_of(events: &[Event], after: u64) -> Vec<Action> {
     actions
 }
 
+/// The words of an action or an ending; what the body wrote (words, tool
+/// names, exit) is cut to one line without controls.
 fn said(action: Option<&Action>, ending: &Ending) -> String {
     match action {
-        Some(Action::Tool { name, failed: Some(true) }) => format!("called {name} (failed)"),
-        Some(Action::Tool { name, failed: Some(false) }) => format!("called {name}"),
-        Some(Action::Tool { name, failed: None }) => format!("called {name} (no result)"),
+        Some(Action::Tool { name, failed }) => {
+            let how = match failed {
+                Some(true) => " (failed)",
+                Some(false) => "",
+                None => " (no result)",
+            };
+            format!("called {}{how}", cut(name, 40))
+        }
         Some(Action::Reply(text)) => format!("replied {:?}", cut(text, 40)),
         None => match ending {
             Ending::TurnEnded => "ended its turn".into(),

@@ -62,6 +62,12 @@ fn the_first_difference() {
             Some("step 1: A called sh (no result), B did not run (cannot start the body)"),
         ),
         (
+            "a tool name with controls in it",
+            run(vec![tool("x\u{1b}[2Jy", false)], None, TurnEnded),
+            run(vec![], None, TurnEnded),
+            Some("step 1: A called x [2Jy, B ended its turn"),
+        ),
+        (
             "long words are cut",
             run(vec![reply(&"a".repeat(50))], None, TurnEnded),
             run(vec![reply("b\nc")], None, TurnEnded),
