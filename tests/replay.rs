@@ -103,6 +103,7 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
             provider.local_addr()?
         ),
     );
+    assert!(dotenv.contains("sk-replay-must-not-leave"), "the provider is named: {dotenv}");
     std::fs::write(home.join(".env"), dotenv)?;
     let before = snapshot(home);
     // Each body, built when A started and when the gate judged B, is kept
