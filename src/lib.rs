@@ -17,6 +17,7 @@ pub mod launcher;
 pub mod lifecycle;
 pub mod organs;
 pub mod proxy;
+pub mod replay;
 pub mod repo;
 pub mod runner;
 pub mod settings;

@@ -13,6 +13,7 @@ mod gate;
 mod kernel;
 mod launcher;
 mod organs;
+mod replay;
 mod selfmod;
 mod species;
 mod standin;

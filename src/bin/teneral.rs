@@ -79,6 +79,31 @@ enum Command {
     /// FILE is still the list of the kernel KERNEL (`<pid>:<start time>`).
     #[command(hide = true)]
     KeepChildren { file: PathBuf, kernel: String },
+    /// Run the last N owner lines and inbox envelopes of the individual in
+    /// DIR through generations FROM and TO, each on throwaway individuals in
+    /// the cage against the stand-in model, and print them side by side.
+    /// Changes nothing of the individual (teneralctl replay runs this).
+    Replay {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// A generation: 7 or more hex digits of its commit, its number in
+        /// `teneralctl generations` (1 is the oldest), or `current`.
+        #[arg(long)]
+        from: String,
+        /// The other generation, named the same way.
+        #[arg(long)]
+        to: String,
+        /// How many of the last stimuli to replay.
+        #[arg(long, default_value_t = 5)]
+        last: usize,
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also time one smoke run of FROM's body (scripts/bench-generations;
+        /// it uses the gate's smoke place, so not while the kernel runs).
+        #[arg(long, hide = true)]
+        smoke: bool,
+    },
     /// Run the kernel's event channel alone, for testing a body against it.
     #[command(hide = true)]
     ServeEvents {
@@ -154,6 +179,10 @@ fn main() -> ExitCode {
             // Dispatched before parsing, in main; never reached.
             Command::Confine { .. } => Ok(teneral::confine::EXIT_USAGE),
             Command::KeepChildren { .. } | Command::CrashPoints => Ok(0),
+            Command::Replay { dir, from, to, last, json, smoke } => {
+                let options = teneral::replay::Options { from, to, last, smoke };
+                Ok(teneral::replay::main(&dir, &options, json).await?)
+            }
             Command::ServeEvents { socket, home, commit } => {
                 teneral::events::serve_alone(&socket, &home, &commit).await?;
                 Ok(0)

@@ -8,6 +8,7 @@ pub mod generations_card;
 pub mod generations_plot;
 pub mod individual;
 pub mod offer;
+pub mod replay;
 pub mod report;
 pub mod setup;
 pub mod talk;

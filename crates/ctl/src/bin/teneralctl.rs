@@ -66,6 +66,27 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
+    /// Run the last N owner lines and inbox envelopes through two generations, each on
+    /// throwaway individuals in the cage against the stand-in model, and show them side by
+    /// side. Changes nothing of the individual; reaches no provider.
+    Replay {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+        /// A generation: 7 or more hex digits of its commit, its number as
+        /// `generations` lists them (1 is the oldest), or `current`.
+        #[arg(long)]
+        from: String,
+        /// The other generation, named the same way.
+        #[arg(long)]
+        to: String,
+        /// How many of the last stimuli to replay.
+        #[arg(long, default_value_t = 5)]
+        last: usize,
+        /// One JSON object for scripts, with every figure.
+        #[arg(long)]
+        json: bool,
+    },
     /// Accept the species commit the agent asked about, or COMMIT, and every
     /// species commit before it: its kernel may then be taken in.
     Accept {
@@ -202,6 +223,14 @@ fn main() -> ExitCode {
             };
             teneralctl::generations_card::run(&options, &mut std::io::stdout().lock())
                 .map_err(anyhow::Error::from)
+        }
+        Command::Replay { dir, from, to, last, json } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            let options = teneralctl::replay::ReplayOptions { home: dir, from, to, last, json };
+            Err(anyhow::Error::from(teneralctl::replay::run(&options)))
         }
         Command::Accept { dir, commit } => {
             let via = teneralctl::accept::Via::Ctl;

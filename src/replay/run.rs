@@ -1,0 +1,229 @@
+//! One run of a generation's built body on one stimulus, as the gate's smoke
+//! run starts a candidate ([`crate::gate::smoke`]): a throwaway individual
+//! of its own under `.teneral/replay/`, the body in the cage's `smoke`
+//! profile (loopback only, the stand-in's port forwarded in), the clock
+//! off, a dummy key, and a stand-in model of its own, scripted with what the
+//! model answered at the time. The throwaway journal starts with the birth
+//! already taken (so no body speaks its letter first), then the stimulus
+//! waits: an owner line in `.teneral/owner/`, or an envelope in `inbox/`.
+//! The run lasts until the body's turn ends, the body ends, or the limit.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::stimuli::{Kind, Stimulus};
+use super::table::{actions_of, Ending, Run};
+use crate::commit::Commit;
+use crate::events::{self, Channel, Seen};
+use crate::generation::{self, Start};
+use crate::journal::{writer::Journal, JOURNAL_PATH};
+use crate::runner::{self, Launch, Limits, Profile, Runner};
+use crate::settings::Settings;
+use crate::standin::child::{StandinChild, Start as StandinStart};
+
+/// Where the throwaway individuals live while a replay lasts.
+pub const REPLAY_DIR: &str = ".teneral/replay";
+
+/// What every run of one replay shares.
+pub struct Ground<'a> {
+    /// The real individual (no cage rule may cover it; runs live beneath).
+    pub home: &'a Path,
+    pub settings: &'a Settings,
+    pub runner: &'a Runner,
+    /// The kernel's own program (the stand-in is one of its commands).
+    pub kernel_exe: &'a Path,
+    pub limit: Duration,
+}
+
+/// The event the throwaway journal holds before the stimulus: the body
+/// was born already.
+const BIRTH: &str = "[replay: a throwaway individual for one stimulus]";
+
+impl Ground<'_> {
+    /// Runs `binary` (the body of `commit`) on `stimulus` in the throwaway
+    /// individual `name`; a run that cannot be made is a [`Ending::NotRun`].
+    pub async fn run(
+        &self,
+        commit: &Commit,
+        binary: &Path,
+        stimulus: &Stimulus,
+        name: &str,
+    ) -> Run {
+        let place = self.home.join(REPLAY_DIR).join(name);
+        let _ = std::fs::remove_dir_all(&place);
+        let began = Instant::now();
+        let mut run = match self.caged(&place, commit, binary, stimulus).await {
+            Ok(run) => run,
+            Err(why) => Run {
+                actions: vec![],
+                reply_seconds: None,
+                run_seconds: 0.0,
+                ending: Ending::NotRun(why),
+            },
+        };
+        let _ = std::fs::remove_dir_all(&place);
+        run.run_seconds = began.elapsed().as_secs_f64();
+        run
+    }
+
+    async fn caged(
+        &self,
+        place: &Path,
+        commit: &Commit,
+        binary: &Path,
+        stimulus: &Stimulus,
+    ) -> Result<Run, String> {
+        let dir = place.join("home");
+        let checkout = place.join("checkout");
+        let setup = |e: std::io::Error| format!("cannot set up {}: {e}", dir.display());
+        for made in [dir.join("memory"), dir.join(".teneral"), checkout.clone()] {
+            std::fs::create_dir_all(made).map_err(setup)?;
+        }
+        let mut journal = Journal::open(&dir.join(JOURNAL_PATH)).map_err(|e| e.to_string())?;
+        for (kind, fields) in [("birth", json!({"text": BIRTH})), ("turn.ended", json!({}))] {
+            journal.append_kernel(commit.as_str(), kind, fields).map_err(|e| e.to_string())?;
+        }
+        let after = journal.next_seq() - 1;
+        place_stimulus(&dir, stimulus).map_err(setup)?;
+        let script = match stimulus.script_text() {
+            Some(text) => {
+                let path = place.join("script.jsonl");
+                std::fs::write(&path, text).map_err(setup)?;
+                Some(path)
+            }
+            None => None,
+        };
+        let socket = events::socket_path(&dir, commit, "replay").map_err(setup)?;
+        let listener = events::bind(&socket).map_err(setup)?;
+        // The cage executes only what lies in the run's own places.
+        let body_copy = dir.join(".teneral/teneral-body");
+        std::fs::copy(binary, &body_copy).map_err(setup)?;
+
+        let key = "tnl-replay-dummy-key";
+        let model_start = StandinStart {
+            program: self.kernel_exe,
+            individual: self.home,
+            key,
+            script: script.as_deref(),
+            log: None,
+            limits: Limits::for_body(self.settings),
+        };
+        let model_unit = runner::systemd::gate_unit(commit, "replay-standin");
+        let model = StandinChild::start(self.runner, &model_unit, model_start)
+            .await
+            .map_err(|e| format!("cannot serve the stand-in model: {e}"))?;
+        let model_url = model.base_url().to_owned();
+        let Some(model_port) = loopback_port(&model_url) else {
+            model.stop().await;
+            return Err(format!("the stand-in model announced {model_url}, no loopback port"));
+        };
+
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let journal = Arc::new(Mutex::new(journal));
+        let channel = Channel {
+            home: dir.clone(),
+            commit: commit.clone(),
+            journal: Arc::clone(&journal),
+            seen: seen_tx,
+        };
+        let admit = events::Admit::new();
+        let channel_task = tokio::spawn(channel.serve_admitting(listener, admit.clone()));
+        let start = Start {
+            home: &dir,
+            commit,
+            events: &socket,
+            model_url: &model_url,
+            body_key: key,
+            settings: self.settings,
+            clock: false,
+            organs: None,
+        };
+        let mut spec = crate::spawn::Spec::new(&body_copy, &dir);
+        spec.env = generation::environment(&start);
+        let profile = Profile::Smoke {
+            checkout,
+            individual: dir.clone(),
+            writable: vec![],
+            forward: vec![model_port],
+        };
+        let launch = Launch::new(spec, Limits::for_body(self.settings)).caged(profile);
+        let unit = runner::systemd::gate_unit(commit, "replay");
+        let started = Instant::now();
+        let mut body = match self.runner.start(&unit, launch).await {
+            Ok(body) => body,
+            Err(e) => {
+                channel_task.abort();
+                model.stop().await;
+                return Err(format!("cannot start the body: {e}"));
+            }
+        };
+        if let Some(pid) = body.pid() {
+            admit.set_body(pid, body.is_unit().then(|| body.unit()));
+        }
+        let deadline = tokio::time::Instant::from_std(started + self.limit);
+        let mut taken: Option<Instant> = None;
+        let mut reply_seconds = None;
+        let ending = loop {
+            tokio::select! {
+                biased;
+                Some(event) = seen.recv() => match event {
+                    Seen::OwnerLine | Seen::Thinking if taken.is_none() => taken = Some(Instant::now()),
+                    Seen::Replied if reply_seconds.is_none() => {
+                        let from = taken.unwrap_or(started);
+                        reply_seconds = Some(from.elapsed().as_secs_f64());
+                    }
+                    Seen::TurnEnded if taken.is_some() => break Ending::TurnEnded,
+                    Seen::Interrupted => break Ending::Interrupted,
+                    _ => {}
+                },
+                ended = body.wait() => break Ending::BodyEnded(ended.exit.to_string()),
+                () = tokio::time::sleep_until(deadline) => break Ending::TimeUp(self.limit.as_secs()),
+            }
+        };
+        body.stop(self.settings.timing.stop_grace).await;
+        channel_task.abort();
+        model.stop().await;
+        let _ = std::fs::remove_file(&socket);
+        let events = read_events(&dir.join(JOURNAL_PATH));
+        Ok(Run { actions: actions_of(&events, after), reply_seconds, run_seconds: 0.0, ending })
+    }
+}
+
+/// Leaves the stimulus where the body looks: an owner line as the owner's
+/// client writes it, an envelope as a sender does (a dot-name renamed).
+fn place_stimulus(dir: &Path, stimulus: &Stimulus) -> std::io::Result<()> {
+    match &stimulus.kind {
+        Kind::Line(text) => crate::owner::write_line(dir, text).map(drop),
+        Kind::Envelope(envelope) => {
+            let inbox = dir.join("inbox");
+            std::fs::create_dir_all(&inbox)?;
+            let bytes = serde_json::to_vec(envelope).map_err(std::io::Error::other)?;
+            let name = format!("replay-{}.json", stimulus.seq);
+            let tmp: PathBuf = inbox.join(format!(".{name}"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(tmp, inbox.join(name))
+        }
+    }
+}
+
+/// The port of the stand-in's `http://127.0.0.1:PORT/v1`, to forward in.
+fn loopback_port(url: &str) -> Option<u16> {
+    url.strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .and_then(|addr| addr.parse::<std::net::SocketAddr>().ok())
+        .filter(|addr| addr.ip().is_loopback())
+        .map(|addr| addr.port())
+}
+
+/// The throwaway journal's events (it is small: one turn).
+fn read_events(path: &Path) -> Vec<crate::journal::Event> {
+    std::fs::read(path)
+        .unwrap_or_default()
+        .split(|&b| b == b'\n')
+        .filter_map(crate::journal::reader::parse_line)
+        .collect()
+}
