@@ -26,6 +26,9 @@ pub struct Endpoint {
     pub base_url: String,
     pub key: String,
     pub model: String,
+    /// For a ChatGPT plan: the account the token is for, sent as
+    /// `chatgpt-account-id`.
+    pub account: Option<String>,
 }
 
 /// The tool the tool test offers.
@@ -210,8 +213,12 @@ impl Client {
     }
 
     /// The provider's model ids, or `None` when it does not list them.
-    pub fn models(&self, base_url: &str, key: &str) -> Option<Vec<String>> {
-        let response = self.http.get(format!("{base_url}/models")).bearer_auth(key).send().ok()?;
+    pub fn models(&self, base_url: &str, key: &str, account: Option<&str>) -> Option<Vec<String>> {
+        let mut request = self.http.get(format!("{base_url}/models")).bearer_auth(key);
+        if let Some(account) = account {
+            request = request.header(teneral_core::chatgpt::ACCOUNT_HEADER, account);
+        }
+        let response = request.send().ok()?;
         if !response.status().is_success() {
             return None;
         }
@@ -227,11 +234,15 @@ impl Client {
         (path, body): (&str, Value),
     ) -> Result<Judged, ProbeError> {
         let url = format!("{}{path}", endpoint.base_url);
-        let response = self
+        let mut request = self
             .http
             .post(&url)
             .bearer_auth(&endpoint.key)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        if let Some(account) = &endpoint.account {
+            request = request.header(teneral_core::chatgpt::ACCOUNT_HEADER, account);
+        }
+        let response = request
             .body(body.to_string())
             .send()
             .map_err(|e| ProbeError::Unreachable { url: url.clone(), reason: reason(&e) })?;
