@@ -16,6 +16,8 @@
 //! - `POST /backend-api/codex/responses` and `GET /backend-api/codex/models`:
 //!   a live access token and the `chatgpt-account-id` of its account, else
 //!   `401` (`token_expired` once it expired).
+//!   Any other path under `/backend-api/` is a `404` once the token passed
+//!   (a chat completions request included: the plan speaks Responses only).
 //! - `POST /standin/expire` and `POST /standin/revoke`: for tests, expire
 //!   every access token now, or end the sign-in.
 //!
@@ -122,6 +124,22 @@ impl SignIn {
                     Ok(()) if method == "GET" => Reply::Models,
                     Ok(()) => Reply::Model,
                 }
+            }
+            // Past a valid token, any other path of the plan is unknown.
+            (_, plan) if plan.starts_with("/backend-api/") => {
+                let error = match self.check(authorization, account, now) {
+                    Err(e) => e,
+                    Ok(()) => ApiError::other(
+                        404,
+                        "invalid_request_error",
+                        format!(
+                            "Unknown plan endpoint {method} {path}: the plan serves \
+                             POST {PLAN_RESPONSES} and GET {PLAN_MODELS}"
+                        ),
+                        None,
+                    ),
+                };
+                Reply::Json(error.status, error.body())
             }
             ("POST", "/standin/expire") => {
                 self.expire();

@@ -170,6 +170,11 @@ fn codes_are_single_use_and_refresh_rotates() {
     assert_eq!(model(&mut s, &access, 50), "Model");
     assert_eq!(model(&mut s, &access, 111), "401 token_expired");
     assert_eq!(model(&mut s, "Bearer made-up", 50), "401 invalid_api_key");
+    let chat =
+        call(&mut s, "POST", "/backend-api/codex/chat/completions", &[], &[], Some(&access), 50);
+    assert_eq!(error_of(&chat), "404 ");
+    let chat = call(&mut s, "POST", "/backend-api/codex/chat/completions", &[], &[], None, 50);
+    assert_eq!(error_of(&chat), "401 invalid_api_key", "the token is checked first");
     let wrong_account = s.route(
         "POST",
         PLAN_RESPONSES,
