@@ -355,35 +355,13 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
     };
     let sent = match session {
         None => send(None).await,
-        Some(session) => {
-            let signed = match session.headers().await {
-                Ok(signed) => signed,
-                Err(e) => return refusal(StatusCode::UNAUTHORIZED, "signin_ended", e.to_string()),
-            };
-            match send(Some(&signed)).await {
-                // An access token the plan refused is renewed and the
-                // request sent once more: the body does not notice.
-                Ok(r) if r.status() == StatusCode::UNAUTHORIZED => {
-                    match session.refused(&signed.access).await {
-                        Ok(renewed) => send(Some(&renewed)).await,
-                        Err(_) => Ok(r),
-                    }
-                }
-                other => other,
-            }
-        }
+        Some(session) => match signin::send(session, send).await {
+            Ok(sent) => sent,
+            Err(e) => return refusal(StatusCode::UNAUTHORIZED, "signin_ended", e.to_string()),
+        },
     };
     match sent {
-        Ok(response) => {
-            if session.is_some() && response.status() == StatusCode::TOO_MANY_REQUESTS {
-                crate::log::warn(format!(
-                    "the ChatGPT plan's limit is reached (429); the body waits and tries again. \
-                     Review or limit this app's use at {}",
-                    chatgpt::USAGE_PAGE
-                ));
-            }
-            relay(response)
-        }
+        Ok(response) => relay(response),
         Err(e) => refusal(
             StatusCode::BAD_GATEWAY,
             "upstream_unreachable",

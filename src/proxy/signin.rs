@@ -198,6 +198,38 @@ impl Session {
     }
 }
 
+/// Sends a request with the sign-in's headers (`send` builds it); when the
+/// plan refuses the access token (401), renews it and sends once more, so
+/// the body does not notice. A limit reached (429) is logged with where the
+/// owner reviews the plan's usage, and passed back.
+pub(super) async fn send<F, Fut>(
+    session: &Session,
+    send: F,
+) -> Result<Result<reqwest::Response, reqwest::Error>, SignInError>
+where
+    F: Fn(Option<&Headers>) -> Fut,
+    Fut: std::future::Future<Output = Result<reqwest::Response, reqwest::Error>>,
+{
+    let signed = session.headers().await?;
+    let sent = match send(Some(&signed)).await {
+        Ok(r) if r.status() == hyper::StatusCode::UNAUTHORIZED => {
+            match session.refused(&signed.access).await {
+                Ok(renewed) => send(Some(&renewed)).await,
+                Err(_) => Ok(r),
+            }
+        }
+        other => other,
+    };
+    if matches!(&sent, Ok(r) if r.status() == hyper::StatusCode::TOO_MANY_REQUESTS) {
+        log::warn(format!(
+            "the ChatGPT plan's limit is reached (429); the body waits and tries again. \
+             Review or limit this app's use at {}",
+            chatgpt::USAGE_PAGE
+        ));
+    }
+    Ok(sent)
+}
+
 fn headers(tokens: &Tokens) -> Result<Headers, SignInError> {
     let mut authorization = HeaderValue::try_from(format!("Bearer {}", tokens.access_token))
         .map_err(|_| SignInError::BadHeader)?;
