@@ -11,6 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+mod common;
+
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=openai\nTENERAL_API_KEY=sk-old\nTENERAL_RUNNER=direct\n";
 const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
@@ -251,4 +253,54 @@ fn a_taken_port_names_the_variable() {
     assert!(text.contains(&format!("port {port} on 127.0.0.1 is taken")), "{text}");
     assert!(text.contains("TENERAL_CALLBACK_PORT="), "{text}");
     unchanged(&home, &text);
+}
+
+#[test]
+fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
+    if !common::system_tests("at_a_terminal_esc_gives_up_and_the_terminal_is_restored") {
+        return;
+    }
+    let standin = Standin::start();
+    let (_dir, home) = home();
+    let port = free_port();
+    let tmux = common::Tmux {
+        socket: format!("setup-chatgpt-{}", std::process::id()),
+        dir: tempfile::tempdir().expect("a temp dir for tmux"),
+    };
+    let line = format!(
+        "env LANG=C.UTF-8 TENERAL_CHATGPT_ISSUER={} TENERAL_CALLBACK_PORT={port} {} setup -d {}; \
+         echo exit=$? tty=$(stty -a | grep -o -- '-\\?icanon' | head -1); sleep 600",
+        standin.root,
+        env!("CARGO_BIN_EXE_teneralctl"),
+        home.display()
+    );
+    let out = tmux.run(&["new-session", "-d", "-x", "300", "-y", "40", &line]);
+    assert!(out.status.success(), "tmux starts: {out:?}");
+    tmux.wait_for("Go on? [y/N]");
+    tmux.type_text("y");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_all(&["4) chatgpt", "Provider (number or name):"]);
+    tmux.type_text("chatgpt");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_all(&["/oauth/authorize?", "Esc gives up"]);
+    // The terminal wraps the address; joined, it is one line, whole.
+    let joined = tmux.run(&["capture-pane", "-p", "-J"]);
+    let joined = String::from_utf8_lossy(&joined.stdout).into_owned();
+    let shown: Vec<&str> = joined.lines().filter(|l| l.contains("/oauth/authorize?")).collect();
+    assert_eq!(shown.len(), 1, "the address on one line:\n{joined}");
+    let address = shown[0].trim();
+    assert!(address.starts_with(&standin.root) && address.contains("&state="), "{joined}");
+    assert!(joined.contains("(or click here to open it)"), "the OSC 8 link's text:\n{joined}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(), "listening while it waits");
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("exit=1 tty=");
+    assert!(
+        screen.contains("you gave up waiting for the sign-in; nothing was written"),
+        "{screen}"
+    );
+    assert!(screen.contains("exit=1 tty=icanon"), "line editing is back:\n{screen}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the port is closed");
+    let env = std::fs::read_to_string(home.join(".env")).expect(".env");
+    assert_eq!(env, OTHER);
+    assert!(!home.join(".teneral/auth/chatgpt.json").exists());
 }
