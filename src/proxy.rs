@@ -320,7 +320,7 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
         return too_large();
     }
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, shared.limit).collect().await {
+    let mut body = match Limited::new(body, shared.limit).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
         Err(e) => {
@@ -344,6 +344,13 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
         }
         Credential::SignIn(session) => Some(session),
     };
+    // The plan takes Responses requests streamed only.
+    let mut whole = false;
+    if session.is_some() && suffix == "/responses" {
+        if let Some((streamed, wants_whole)) = chatgpt::as_streamed(&body) {
+            (body, whole) = (Bytes::from(streamed), wants_whole);
+        }
+    }
     let send = |signed: Option<&signin::Headers>| {
         let mut headers = headers.clone();
         if let Some(signed) = signed {
@@ -355,12 +362,13 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
     };
     let sent = match session {
         None => send(None).await,
-        Some(session) => match signin::send(session, send).await {
+        Some(session) => match signin::send(session, &send).await {
             Ok(sent) => sent,
             Err(e) => return refusal(StatusCode::UNAUTHORIZED, "signin_ended", e.to_string()),
         },
     };
     match sent {
+        Ok(response) if whole && response.status().is_success() => signin::whole(response).await,
         Ok(response) => relay(response),
         Err(e) => refusal(
             StatusCode::BAD_GATEWAY,

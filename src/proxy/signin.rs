@@ -230,6 +230,36 @@ where
     Ok(sent)
 }
 
+/// The plan's streamed answer made whole for a body that asked for a whole
+/// one: the `response` of its `response.completed` event, as JSON; a
+/// stream that failed is a 502 with the plan's message.
+pub(super) async fn whole(response: reqwest::Response) -> super::Answer {
+    let events = match response.text().await {
+        Ok(events) => events,
+        Err(e) => {
+            let message = format!("the plan's answer broke off: {}", super::causes(&e));
+            return super::refusal(hyper::StatusCode::BAD_GATEWAY, "upstream_broken", message);
+        }
+    };
+    match chatgpt::whole_response(&events) {
+        Ok(whole) => {
+            let bytes = bytes::Bytes::from(whole.to_string());
+            let mut answer = hyper::Response::new(http_body_util::Either::Left(
+                http_body_util::Full::new(bytes),
+            ));
+            answer
+                .headers_mut()
+                .insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            answer
+        }
+        Err(message) => super::refusal(
+            hyper::StatusCode::BAD_GATEWAY,
+            "upstream_failed",
+            format!("the plan's answer failed: {message}"),
+        ),
+    }
+}
+
 fn headers(tokens: &Tokens) -> Result<Headers, SignInError> {
     let mut authorization = HeaderValue::try_from(format!("Bearer {}", tokens.access_token))
         .map_err(|_| SignInError::BadHeader)?;

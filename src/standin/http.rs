@@ -117,6 +117,8 @@ async fn answer(
     let json_body =
         header(CONTENT_TYPE.as_str()).is_some_and(|t| t.starts_with("application/json"));
     let query = pairs_of(request.uri().query().unwrap_or(""));
+    // The plan's answers come as server-sent events.
+    let mut streamed = false;
     let (body, prepared) = match Limited::new(request.into_body(), BODY_LIMIT).collect().await {
         Ok(collected) => {
             let body = collected.to_bytes();
@@ -138,9 +140,15 @@ async fn answer(
             );
             let prepared = match reply {
                 None => shared.service.handle(&method, &path, authorization.as_deref(), &body, now),
-                Some(Reply::Model) => {
-                    shared.service.handle_checked("POST", RESPONSES_PATH, &body, now)
-                }
+                Some(Reply::Model) => match super::signin::plan_body(&body) {
+                    Err((status, json)) => Prepared { delay: Duration::ZERO, status, body: json },
+                    Ok(whole) => {
+                        let prepared =
+                            shared.service.handle_checked("POST", RESPONSES_PATH, &whole, now);
+                        streamed = prepared.status == 200;
+                        prepared
+                    }
+                },
                 Some(Reply::Models) => {
                     shared.service.handle_checked("GET", super::models::MODELS_PATH, &body, now)
                 }
@@ -190,7 +198,16 @@ async fn answer(
         },
         None => (prepared.status, prepared.body),
     };
+    if streamed && status == 200 {
+        return Ok(events(&super::signin::as_events(&json)));
+    }
     Ok(respond(status, &json))
+}
+
+fn events(text: &str) -> Response<Full<Bytes>> {
+    let mut response = page(200, text);
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    response
 }
 
 fn respond(status: u16, json: &Value) -> Response<Full<Bytes>> {

@@ -85,6 +85,48 @@ pub fn expiry_of(jwt: &str) -> Option<u64> {
     claims(jwt)?.get("exp")?.as_u64()
 }
 
+/// A Responses request as the plan takes it: streamed and not stored
+/// (the plan refuses anything else). Returns the new body and whether the
+/// caller asked for a whole answer (no `stream: true` of its own).
+pub fn as_streamed(body: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let mut json: Value = serde_json::from_slice(body).ok()?;
+    let object = json.as_object_mut()?;
+    let whole = object.get("stream") != Some(&Value::Bool(true));
+    object.insert("stream".into(), Value::Bool(true));
+    object.insert("store".into(), Value::Bool(false));
+    Some((serde_json::to_vec(&json).ok()?, whole))
+}
+
+/// The whole response of a streamed Responses answer (server-sent events):
+/// the `response` of its `response.completed` event, or why there is none
+/// (`response.failed`, `response.incomplete`, `error`, or no end).
+pub fn whole_response(events: &str) -> Result<Value, String> {
+    let events = events.replace("\r\n", "\n");
+    for block in events.split("\n\n") {
+        let data: Vec<&str> = block
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        let Ok(event) = serde_json::from_str::<Value>(&data.join("\n")) else { continue };
+        let said = |v: &Value| v["message"].as_str().map(str::to_owned);
+        match event["type"].as_str() {
+            Some("response.completed") => return Ok(event["response"].clone()),
+            Some("response.failed" | "response.incomplete") => {
+                let response = &event["response"];
+                return Err(said(&response["error"])
+                    .or_else(|| {
+                        response["incomplete_details"]["reason"].as_str().map(str::to_owned)
+                    })
+                    .unwrap_or_else(|| "the response failed".to_owned()));
+            }
+            Some("error") => return Err(said(&event).unwrap_or_else(|| event.to_string())),
+            _ => {}
+        }
+    }
+    Err("the stream ended before response.completed".to_owned())
+}
+
 /// What `.teneral/auth/chatgpt.json` holds.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
@@ -283,6 +325,32 @@ mod tests {
         assert_eq!((renewed.access_token.as_str(), renewed.refresh_token.as_str()), ("a2", "r2"));
         assert_eq!((renewed.account_id.as_str(), renewed.expires_at), ("acc-1", 3800));
         assert!(!format!("{renewed:?}").contains("a2"), "Debug hides the tokens");
+    }
+
+    #[test]
+    fn streamed_requests_and_whole_answers() {
+        let (body, whole) = as_streamed(br#"{"model":"m","store":true}"#).expect("an object");
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(
+            (body["stream"].clone(), body["store"].clone(), whole),
+            (true.into(), false.into(), true)
+        );
+        assert_eq!(as_streamed(br#"{"stream":true}"#).map(|(_, w)| w), Some(false));
+        assert!(as_streamed(b"[1]").is_none());
+        let completed = "event: response.created\r\ndata: {\"type\":\"response.created\"}\r\n\r\n\
+            event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r1\"}}\n\n";
+        let table: &[(&str, Result<&str, &str>)] = &[
+            (completed, Ok("r1")),
+            ("data: {\"type\":\"response.failed\",\"response\":{\"error\":{\"message\":\"boom\"}}}\n\n", Err("boom")),
+            ("data: {\"type\":\"error\",\"message\":\"limit\"}\n\n", Err("limit")),
+            ("data: {\"type\":\"response.created\"}\n\n", Err("the stream ended before response.completed")),
+        ];
+        for (events, want) in table {
+            let got = whole_response(events);
+            let got =
+                got.as_ref().map(|v| v["id"].as_str().unwrap_or_default()).map_err(String::as_str);
+            assert_eq!(got, *want, "{events}");
+        }
     }
 
     #[test]

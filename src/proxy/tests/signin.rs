@@ -138,6 +138,21 @@ fn a_token_expired_mid_conversation_is_renewed_unnoticed() {
         assert_ne!(on_disk.refresh_token, first.refresh_token, "the rotated tokens are written");
         assert_ne!(on_disk.access_token, first.access_token);
         assert!(notices.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        // A body that streams gets the plan's events as they are.
+        let streamed = must(
+            client()
+                .post(format!("http://{proxy}/v1/responses"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .header("content-type", "application/json")
+                .body(r#"{"model":"gpt-5","input":"again","stream":true}"#)
+                .send()
+                .await,
+        );
+        let kind = streamed.headers().get("content-type").and_then(|v| v.to_str().ok());
+        assert_eq!(kind, Some("text/event-stream"));
+        let events = must(streamed.text().await);
+        let whole = must(chatgpt::whole_response(&events));
+        assert_eq!(words(&whole), "three");
     });
 }
 

@@ -217,3 +217,27 @@ fn codes_are_single_use_and_refresh_rotates() {
         "401 refresh_token_invalidated"
     );
 }
+
+#[test]
+fn the_plan_takes_streamed_unstored_requests_only() {
+    let table: &[(&str, Result<&str, &str>)] = &[
+        (r#"{"model":"m","stream":true,"store":false}"#, Ok(r#"{"model":"m","store":false}"#)),
+        (r#"{"model":"m","store":false}"#, Err("Stream must be set to true")),
+        (r#"{"model":"m","stream":false,"store":false}"#, Err("Stream must be set to true")),
+        (r#"{"model":"m","stream":true}"#, Err("Store must be set to false")),
+        (r#"{"model":"m","stream":true,"store":true}"#, Err("Store must be set to false")),
+        ("[]", Err("The request body must be a JSON object")),
+    ];
+    for (body, want) in table {
+        let got = plan_body(body.as_bytes());
+        let got = match &got {
+            Ok(bytes) => Ok(std::str::from_utf8(bytes).expect("text")),
+            Err((400, detail)) => Err(detail["detail"].as_str().expect("a detail")),
+            Err(other) => panic!("{other:?}"),
+        };
+        assert_eq!(got, *want, "{body}");
+    }
+    let events = as_events(&json!({"id": "resp_1"}));
+    let whole = teneral_core::chatgpt::whole_response(&events).expect("completed");
+    assert_eq!(whole["id"], "resp_1");
+}

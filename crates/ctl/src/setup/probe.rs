@@ -242,8 +242,15 @@ impl Client {
         if let Some(account) = &endpoint.account {
             request = request.header(teneral_core::chatgpt::ACCOUNT_HEADER, account);
         }
+        // A ChatGPT plan takes its requests streamed (docs/chatgpt.md).
+        let plan = endpoint.account.is_some();
+        let body = body.to_string().into_bytes();
+        let body = match teneral_core::chatgpt::as_streamed(&body).filter(|_| plan) {
+            Some((streamed, _)) => streamed,
+            None => body,
+        };
         let response = request
-            .body(body.to_string())
+            .body(body)
             .send()
             .map_err(|e| ProbeError::Unreachable { url: url.clone(), reason: reason(&e) })?;
         let status = response.status().as_u16();
@@ -255,8 +262,11 @@ impl Client {
             return Err(ProbeError::Refused { test, status, message, hint: hint(status) });
         }
         let garbled = |what: String| ProbeError::Garbled { test, url: url.clone(), what };
-        let json: Value =
-            serde_json::from_str(&text).map_err(|e| garbled(format!("not JSON: {e}")))?;
+        let json: Value = if plan {
+            teneral_core::chatgpt::whole_response(&text).map_err(garbled)?
+        } else {
+            serde_json::from_str(&text).map_err(|e| garbled(format!("not JSON: {e}")))?
+        };
         judge(endpoint.protocol, &json).ok_or_else(|| garbled("no answer in it".into()))
     }
 
