@@ -56,6 +56,14 @@ fn sign_in(issuer: &str) -> Result<Tokens, Box<dyn std::error::Error>> {
     })
 }
 
+/// The hostile individual with a commit of its own: generations of one
+/// commit running at once in one test process would share a cgroup's name.
+fn own_generation(ind: Individual, name: &str) -> Result<Individual, Box<dyn std::error::Error>> {
+    std::fs::write(ind.path().join(format!("auth-{name}.txt")), format!("{name}\n"))?;
+    commit_all(ind.path(), &format!("the sign-in's test {name}"))?;
+    Ok(ind)
+}
+
 #[test]
 fn the_sign_in_tokens_stay_with_the_kernel() -> TestResult {
     if !require_cage()? {
@@ -69,7 +77,7 @@ fn the_sign_in_tokens_stay_with_the_kernel() -> TestResult {
          TENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=0\nTENERAL_TEST_BACKOFF_MS=50\n\
          TENERAL_TEST_STOP_GRACE_SECONDS=2\n"
     );
-    let ind = hostile_individual(&env)?;
+    let ind = own_generation(hostile_individual(&env)?, "tokens")?;
     let mut tokens = sign_in(&issuer)?;
     // The access token lives an hour, so this refresh token is never sent;
     // it has the secret's prefix, which the hostile body's scan looks for.
@@ -107,6 +115,47 @@ fn the_sign_in_tokens_stay_with_the_kernel() -> TestResult {
     }
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path)?.permissions());
     assert_eq!(mode & 0o777, 0o600, "the token file stays the owner's alone");
+    drop(kernel);
+    Ok(())
+}
+
+#[test]
+fn a_revoked_sign_in_is_told_in_the_log_and_to_talk() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let upstream_dir = tempfile::tempdir()?;
+    let upstream = Upstream::start(upstream_dir.path())?;
+    let issuer = upstream.base_url.strip_suffix("/v1").ok_or("a /v1 address")?.to_owned();
+    let env = format!(
+        "TENERAL_PROVIDER=chatgpt\nTENERAL_BASE_URL={issuer}/backend-api/codex\n\
+         TENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=0\nTENERAL_TEST_BACKOFF_MS=50\n\
+         TENERAL_TEST_STOP_GRACE_SECONDS=2\n"
+    );
+    let ind = own_generation(hostile_individual(&env)?, "revoked")?;
+    let tokens = sign_in(&issuer)?;
+    chatgpt::write(&chatgpt::tokens_path(ind.path()), &tokens)?;
+    // The owner disconnected the app: the token is refused, its renewal too.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build()?;
+        client.post(format!("{issuer}/standin/revoke")).send().await?;
+        client.post(format!("{issuer}/standin/expire")).send().await?;
+        Ok::<_, reqwest::Error>(())
+    })?;
+    let kernel = ind.start()?;
+    let told = ind.wait_for("the notice that the sign-in ended", LONG, |e| {
+        e["type"] == "kernel.notice"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("sign in again with `teneralctl setup`"))
+    })?;
+    assert!(
+        told["text"].as_str().unwrap_or_default().contains("refresh_token_invalidated"),
+        "{told}"
+    );
+    let log = ind.kernel_log();
+    assert!(log.contains("sign in again with `teneralctl setup`"), "the log says it too: {log}");
     drop(kernel);
     Ok(())
 }
