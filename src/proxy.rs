@@ -24,6 +24,7 @@
 //! - The answer is relayed as it arrives, so a streamed reply stays streamed.
 
 mod relay;
+pub mod signin;
 #[cfg(test)]
 mod tests;
 
@@ -44,15 +45,16 @@ use tokio::task::JoinSet;
 use relay::{relay, Relay};
 
 use crate::settings::{Provider, Secret, Settings};
+use teneral_core::chatgpt;
 
 /// The largest request body the proxy forwards.
 pub const MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 
 /// The provider the proxy forwards to, with the credential it adds.
 ///
-/// Today that is a base address and an API key. A sign-in (chatgpt) will add
-/// its own way to make the `Authorization` header; `Upstream::authorization`
-/// is the one place that reads the credential.
+/// A base address and an API key; a ChatGPT plan is reached with its
+/// sign-in instead ([`Proxy::bind_signed_in`], [`signin`]).
+/// `Upstream::authorization` is the one place that reads the key.
 #[derive(Debug, Clone)]
 pub struct Upstream {
     /// The provider's base address, such as `https://host/v1`.
@@ -118,6 +120,14 @@ pub struct Proxy {
     shared: Arc<Shared>,
 }
 
+/// What the proxy puts on a request upstream.
+enum Credential {
+    /// `Authorization: Bearer <the owner's key>`.
+    Key(HeaderValue),
+    /// The ChatGPT sign-in's access token and account.
+    SignIn(Arc<signin::Session>),
+}
+
 /// What every connection of one proxy reads.
 struct Shared {
     client: reqwest::Client,
@@ -125,7 +135,7 @@ struct Shared {
     base_url: String,
     /// `host:port` of the upstream, for messages.
     host: String,
-    authorization: HeaderValue,
+    credential: Credential,
     body_key: Vec<u8>,
     limit: usize,
 }
@@ -148,9 +158,39 @@ impl Proxy {
         Proxy::bind_with(addr, upstream, body_key, client, MAX_REQUEST_BYTES).await
     }
 
+    /// Like [`Proxy::bind`], for a ChatGPT plan at `base_url` reached with
+    /// the kernel's sign-in.
+    pub async fn bind_signed_in(
+        addr: SocketAddr,
+        base_url: &str,
+        session: Arc<signin::Session>,
+        body_key: String,
+    ) -> Result<Proxy, ProxyError> {
+        let mut builder = client_builder();
+        if on_loopback(base_url) {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(ProxyError::Client)?;
+        let credential = Credential::SignIn(session);
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, MAX_REQUEST_BYTES)
+            .await
+    }
+
     async fn bind_with(
         addr: SocketAddr,
         upstream: Upstream,
+        body_key: String,
+        client: reqwest::Client,
+        limit: usize,
+    ) -> Result<Proxy, ProxyError> {
+        let credential = Credential::Key(upstream.authorization()?);
+        Proxy::bind_credential(addr, &upstream.base_url, credential, body_key, client, limit).await
+    }
+
+    async fn bind_credential(
+        addr: SocketAddr,
+        base_url: &str,
+        credential: Credential,
         body_key: String,
         client: reqwest::Client,
         limit: usize,
@@ -161,21 +201,14 @@ impl Proxy {
         if body_key.is_empty() {
             return Err(ProxyError::EmptyBodyKey);
         }
-        let base_url = upstream.base_url.trim_end_matches('/').to_owned();
+        let base_url = base_url.trim_end_matches('/').to_owned();
         let host = host_of(&base_url)
             .ok_or_else(|| ProxyError::BadBaseUrl { base_url: base_url.clone() })?;
-        let authorization = upstream.authorization()?;
         let listener =
             TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
-        let shared = Shared {
-            client,
-            base_url,
-            host,
-            authorization,
-            body_key: body_key.into_bytes(),
-            limit,
-        };
+        let shared =
+            Shared { client, base_url, host, credential, body_key: body_key.into_bytes(), limit };
         Ok(Proxy { listener, addr, shared: Arc::new(shared) })
     }
 
@@ -287,7 +320,7 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
         return too_large();
     }
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, shared.limit).collect().await {
+    let mut body = match Limited::new(body, shared.limit).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
         Err(e) => {
@@ -304,9 +337,38 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
     for (name, value) in parts.headers.iter().filter(|(name, _)| passes_up(name)) {
         headers.append(name.clone(), value.clone());
     }
-    headers.insert(header::AUTHORIZATION, shared.authorization.clone());
-    let sent = shared.client.request(parts.method, url).headers(headers).body(body).send().await;
+    let session = match &shared.credential {
+        Credential::Key(key) => {
+            headers.insert(header::AUTHORIZATION, key.clone());
+            None
+        }
+        Credential::SignIn(session) => Some(session),
+    };
+    // The plan takes Responses requests streamed only.
+    let mut whole = false;
+    if session.is_some() && suffix == "/responses" {
+        if let Some((streamed, wants_whole)) = chatgpt::as_streamed(&body) {
+            (body, whole) = (Bytes::from(streamed), wants_whole);
+        }
+    }
+    let send = |signed: Option<&signin::Headers>| {
+        let mut headers = headers.clone();
+        if let Some(signed) = signed {
+            headers.insert(header::AUTHORIZATION, signed.authorization.clone());
+            headers.insert(chatgpt::ACCOUNT_HEADER, signed.account.clone());
+        }
+        let request = shared.client.request(parts.method.clone(), url.as_str());
+        request.headers(headers).body(body.clone()).send()
+    };
+    let sent = match session {
+        None => send(None).await,
+        Some(session) => match signin::send(session, &send).await {
+            Ok(sent) => sent,
+            Err(e) => return refusal(StatusCode::UNAUTHORIZED, "signin_ended", e.to_string()),
+        },
+    };
     match sent {
+        Ok(response) if whole && response.status().is_success() => signin::whole(response).await,
         Ok(response) => relay(response),
         Err(e) => refusal(
             StatusCode::BAD_GATEWAY,

@@ -281,7 +281,8 @@ impl Kernel {
             _ = self.sigint.recv() => return Ok(Next::End(EXIT_STOPPED, "asked to stop (SIGINT)".into())),
         };
         let body_key = random_key()?;
-        let model_url = self.model.url_for(&body_key, &self.settings).await?;
+        let model_url =
+            self.model.url_for(&body_key, &self.settings, &self.journal, &commit).await?;
         let can_roll_back = self.state.previous.is_some();
         // A trial is the state's, so it outlives the kernel: its due time is
         // wall clock, turned into this kernel's monotonic clock here.

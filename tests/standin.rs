@@ -34,7 +34,12 @@ impl Server {
             std::fs::write(&path, text).expect("the script file is written");
             path
         });
-        let config = Config { key: key.map(str::to_owned), script, log: Some(log.clone()) };
+        let config = Config {
+            key: key.map(str::to_owned),
+            script,
+            log: Some(log.clone()),
+            ..Config::default()
+        };
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

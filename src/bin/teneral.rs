@@ -60,6 +60,9 @@ enum Command {
         /// Append every request to this file as a JSON line.
         #[arg(long)]
         log: Option<PathBuf>,
+        /// How long the sign-in stand-in's access tokens live, in seconds.
+        #[arg(long)]
+        token_lifetime: Option<u64>,
         /// End once nothing reads its stdout any longer (the kernel that
         /// started it is gone).
         #[arg(long, hide = true)]
@@ -166,13 +169,13 @@ fn main() -> ExitCode {
             }
             Command::Kernel { dir } => kernel(&dir).await,
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
-            Command::Standin { listen, key, script, log, end_with_stdout } => {
+            Command::Standin { listen, key, script, log, token_lifetime, end_with_stdout } => {
                 let key = key.or_else(|| {
                     std::env::var(teneral::standin::child::KEY_VARIABLE)
                         .ok()
                         .filter(|k| !k.is_empty())
                 });
-                let config = teneral::standin::Config { key, script, log };
+                let config = teneral::standin::Config { key, script, log, token_lifetime };
                 teneral::standin::run_cli(listen, config, end_with_stdout).await?;
                 Ok(0)
             }

@@ -2,6 +2,7 @@
 //! it.
 
 mod harness;
+mod signin;
 
 use std::sync::{Mutex, PoisonError};
 

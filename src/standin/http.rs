@@ -25,7 +25,8 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use super::service::{Prepared, Service};
+use super::service::{Prepared, Service, RESPONSES_PATH};
+use super::signin::{Fresh, Reply, SignIn};
 use super::wire::ApiError;
 
 /// The largest request body read; a larger one is refused with 413.
@@ -35,6 +36,23 @@ pub const BODY_LIMIT: usize = 64 << 20;
 pub struct Shared {
     pub service: Service,
     pub log: Option<RequestLog>,
+    /// The sign-in server and the plan's endpoint ([`super::signin`]).
+    pub signin: Mutex<SignIn>,
+}
+
+/// Codes and tokens from the system's random source.
+struct Random;
+
+impl Fresh for Random {
+    fn fresh(&mut self) -> String {
+        let mut bytes = [0u8; 24];
+        // Without a random source the counter-free fallback still differs per call.
+        if getrandom::fill(&mut bytes).is_err() {
+            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            bytes[..16].copy_from_slice(&nanos.to_le_bytes());
+        }
+        teneral_core::chatgpt::b64url(&bytes)
+    }
 }
 
 /// The request log: one JSON line per request, `{"path","status","body"}`.
@@ -92,13 +110,60 @@ async fn answer(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = request.method().as_str().to_owned();
     let path = request.uri().path().to_owned();
-    let authorization =
-        request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let header =
+        |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let authorization = header(AUTHORIZATION.as_str());
+    let account = header(teneral_core::chatgpt::ACCOUNT_HEADER);
+    let json_body =
+        header(CONTENT_TYPE.as_str()).is_some_and(|t| t.starts_with("application/json"));
+    let query = pairs_of(request.uri().query().unwrap_or(""));
+    // The plan's answers come as server-sent events.
+    let mut streamed = false;
     let (body, prepared) = match Limited::new(request.into_body(), BODY_LIMIT).collect().await {
         Ok(collected) => {
             let body = collected.to_bytes();
-            let prepared =
-                shared.service.handle(&method, &path, authorization.as_deref(), &body, unix_now());
+            let form = if json_body {
+                json_pairs(&body)
+            } else {
+                pairs_of(&String::from_utf8_lossy(&body))
+            };
+            let now = unix_now();
+            let reply = shared.signin.lock().unwrap_or_else(|p| p.into_inner()).route(
+                &method,
+                &path,
+                &query,
+                &form,
+                authorization.as_deref(),
+                account.as_deref(),
+                now,
+                &mut Random,
+            );
+            let prepared = match reply {
+                None => shared.service.handle(&method, &path, authorization.as_deref(), &body, now),
+                Some(Reply::Model) => match super::signin::plan_body(&body) {
+                    Err((status, json)) => Prepared { delay: Duration::ZERO, status, body: json },
+                    Ok(whole) => {
+                        let prepared =
+                            shared.service.handle_checked("POST", RESPONSES_PATH, &whole, now);
+                        streamed = prepared.status == 200;
+                        prepared
+                    }
+                },
+                Some(Reply::Models) => {
+                    shared.service.handle_checked("GET", super::models::MODELS_PATH, &body, now)
+                }
+                Some(Reply::Json(status, json)) => {
+                    Prepared { delay: Duration::ZERO, status, body: json }
+                }
+                Some(Reply::Redirect(to)) => {
+                    let _ = record(&shared, &path, 302, &body);
+                    return Ok(redirect(&to));
+                }
+                Some(Reply::Page(status, text)) => {
+                    let _ = record(&shared, &path, status, &body);
+                    return Ok(page(status, &text));
+                }
+            };
             (body, prepared)
         }
         Err(e) => {
@@ -133,7 +198,16 @@ async fn answer(
         },
         None => (prepared.status, prepared.body),
     };
+    if streamed && status == 200 {
+        return Ok(events(&super::signin::as_events(&json)));
+    }
     Ok(respond(status, &json))
+}
+
+fn events(text: &str) -> Response<Full<Bytes>> {
+    let mut response = page(200, text);
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    response
 }
 
 fn respond(status: u16, json: &Value) -> Response<Full<Bytes>> {
@@ -143,6 +217,45 @@ fn respond(status: u16, json: &Value) -> Response<Full<Bytes>> {
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_LENGTH, length);
+    response
+}
+
+fn record(shared: &Shared, path: &str, status: u16, body: &[u8]) -> io::Result<()> {
+    match &shared.log {
+        Some(log) => log.record(path, status, body),
+        None => Ok(()),
+    }
+}
+
+/// `a=1&b=2`, percent-decoded.
+fn pairs_of(text: &str) -> Vec<(String, String)> {
+    let Ok(url) = reqwest::Url::parse(&format!("http://x/?{text}")) else { return Vec::new() };
+    url.query_pairs().map(|(n, v)| (n.into_owned(), v.into_owned())).collect()
+}
+
+/// The string fields of a JSON object body.
+fn json_pairs(body: &[u8]) -> Vec<(String, String)> {
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
+    map.into_iter().filter_map(|(n, v)| Some((n, v.as_str()?.to_owned()))).collect()
+}
+
+fn redirect(to: &str) -> Response<Full<Bytes>> {
+    let mut response = page(302, "Redirecting to the app.");
+    if let Ok(location) = HeaderValue::try_from(to) {
+        response.headers_mut().insert(hyper::header::LOCATION, location);
+    }
+    response
+}
+
+fn page(status: u16, text: &str) -> Response<Full<Bytes>> {
+    let bytes = Bytes::from(text.to_owned());
+    let length = HeaderValue::from(bytes.len());
+    let mut response = Response::new(Full::new(bytes));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response.headers_mut().insert(CONTENT_LENGTH, length);
     response
 }

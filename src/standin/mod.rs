@@ -36,6 +36,7 @@ pub mod models;
 pub mod responses;
 pub mod script;
 pub mod service;
+pub mod signin;
 pub mod turn;
 pub mod wire;
 
@@ -50,6 +51,9 @@ pub struct Config {
     pub script: Option<PathBuf>,
     /// A file to append every request to, one JSON line each.
     pub log: Option<PathBuf>,
+    /// How long the sign-in stand-in's access tokens live, in seconds
+    /// (default [`signin::ACCESS_LIFETIME`]).
+    pub token_lifetime: Option<u64>,
 }
 
 /// Why a stand-in could not start.
@@ -101,7 +105,9 @@ impl Standin {
             TcpListener::bind(addr).await.map_err(|source| StandinError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| StandinError::Bind { addr, source })?;
         let service = service::Service::new(config.key, script);
-        Ok(Standin { listener, addr, shared: Arc::new(http::Shared { service, log }) })
+        let lifetime = config.token_lifetime.unwrap_or(signin::ACCESS_LIFETIME);
+        let signin = std::sync::Mutex::new(signin::SignIn::new(lifetime));
+        Ok(Standin { listener, addr, shared: Arc::new(http::Shared { service, log, signin }) })
     }
 
     /// The address it listens on (with the port chosen when 0 was asked).
@@ -112,6 +118,16 @@ impl Standin {
     /// The base URL a client is given: `http://ADDR/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The sign-in server's address (its issuer): `http://ADDR`.
+    pub fn issuer(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The plan's model endpoint: `http://ADDR/backend-api/codex`.
+    pub fn plan_url(&self) -> String {
+        format!("http://{}/backend-api/codex", self.addr)
     }
 
     /// A handle that replaces the accepted key while the stand-in serves.

@@ -89,6 +89,12 @@ impl Service {
         if let Err(e) = authorize(key.as_deref(), authorization) {
             return Prepared::error(&e);
         }
+        self.handle_checked(method, path, body, now)
+    }
+
+    /// Answers one request whose credential was already checked (the plan's
+    /// endpoint checks its access token in [`super::signin`]).
+    pub fn handle_checked(&self, method: &str, path: &str, body: &[u8], now: u64) -> Prepared {
         if method == "GET" {
             if let Some(listed) = models::answer(path) {
                 return match listed {

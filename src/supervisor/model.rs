@@ -5,8 +5,14 @@
 //! that only the kernel knows.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use teneral_core::chatgpt;
 
 use super::{random_key, KernelError};
+use crate::commit::Commit;
+use crate::events::{kernel_event, SharedJournal};
 use crate::runner::{Limits, Runner};
 use crate::settings::{Provider, Secret, Settings};
 use crate::standin::child::{self, StandinChild};
@@ -17,6 +23,8 @@ pub(super) struct Model {
     standin: Option<Standin>,
     /// The proxy of the current generation.
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The ChatGPT sign-in, when the provider is `chatgpt`.
+    signin: Option<Arc<proxy::signin::Session>>,
 }
 
 struct Standin {
@@ -42,7 +50,13 @@ impl Model {
             }
             _ => None,
         };
-        Ok(Model { standin, task: None })
+        let signin = match settings.provider {
+            Provider::ChatGpt => Some(Arc::new(
+                proxy::signin::Session::load(home).map_err(|e| KernelError::Io(e.to_string()))?,
+            )),
+            _ => None,
+        };
+        Ok(Model { standin, task: None, signin })
     }
 
     /// Stops the stand-in child (SIGTERM, its grace, SIGKILL) and the
@@ -62,9 +76,32 @@ impl Model {
         &mut self,
         key: &str,
         settings: &Settings,
+        journal: &SharedJournal,
+        commit: &Commit,
     ) -> Result<String, KernelError> {
         if let Some(old) = self.task.take() {
             old.abort();
+        }
+        if let Some(session) = &self.signin {
+            // The end of the sign-in is told to the owner as a notice of the
+            // generation that was running, which `talk` shows.
+            let (journal, commit) = (Arc::clone(journal), commit.clone());
+            session.set_notice(Arc::new(move |text: &str| {
+                kernel_event(&journal, &commit, "kernel.notice", json!({"text": text}));
+            }));
+            let base_url =
+                settings.base_url.clone().unwrap_or_else(|| chatgpt::BACKEND_URL.to_owned());
+            let server = proxy::Proxy::bind_signed_in(
+                ([127, 0, 0, 1], 0).into(),
+                &base_url,
+                Arc::clone(session),
+                key.to_owned(),
+            )
+            .await
+            .map_err(|e| KernelError::Io(format!("the model proxy: {e}")))?;
+            let url = format!("http://{}/v1", server.local_addr());
+            self.task = Some(tokio::spawn(server.serve()));
+            return Ok(url);
         }
         let upstream = match &mut self.standin {
             Some(standin) => {
@@ -87,16 +124,9 @@ impl Model {
                     api_key: Secret::new(standin.key.clone()),
                 }
             }
-            None => match settings.provider {
-                Provider::ChatGpt => {
-                    return Err(KernelError::Io(
-                        "the ChatGPT sign-in is not built yet; use TENERAL_PROVIDER=openai or compatible".into(),
-                    ))
-                }
-                _ => proxy::Upstream::from_settings(settings).ok_or_else(|| {
-                    KernelError::Io("TENERAL_BASE_URL and TENERAL_API_KEY are needed".into())
-                })?,
-            },
+            None => proxy::Upstream::from_settings(settings).ok_or_else(|| {
+                KernelError::Io("TENERAL_BASE_URL and TENERAL_API_KEY are needed".into())
+            })?,
         };
         let server = proxy::Proxy::bind(([127, 0, 0, 1], 0).into(), upstream, key.to_owned())
             .await

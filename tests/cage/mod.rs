@@ -8,6 +8,7 @@
 //! [`require_cage`] fails them where Linux should have those and skips them,
 //! saying why, only where it truly has not.
 
+mod auth;
 mod gate;
 mod grants;
 mod missing;

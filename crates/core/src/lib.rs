@@ -4,6 +4,7 @@
 //! the log, the lineage as the journal tells it, the owner's request to go
 //! back, and a commit's names. A client links this crate, never the kernel.
 pub mod back_request;
+pub mod chatgpt;
 pub mod commit;
 pub mod crash;
 pub mod fsutil;

@@ -9,9 +9,15 @@
 //! with mode 0600; the key is never printed; with no terminal and no
 //! `--plain` it asks nothing and says what it would need.
 //!
-//! Not here yet: the ChatGPT sign-in (`chatgpt`), and full-screen pages;
-//! at a terminal the questions are lines with numbered choices.
+//! For `chatgpt` it signs in instead of asking for a key ([`chatgpt`]) and
+//! writes the tokens to `.teneral/auth/chatgpt.json` (0600) only once both
+//! tests passed, then `.env`; should `.env` fail, the token file is put back
+//! as it was.
+//!
+//! Not here yet: full-screen pages; at a terminal the questions are lines
+//! with numbered choices.
 pub mod ask;
+pub mod chatgpt;
 pub mod env;
 pub mod probe;
 
@@ -26,7 +32,7 @@ use probe::{Endpoint, ProbeError, Protocol};
 pub const OPENAI_URL: &str = "https://api.openai.com/v1";
 
 /// The providers setup offers, as written in `.env`.
-pub const PROVIDERS: &[&str] = &["openai", "compatible", "standin"];
+pub const PROVIDERS: &[&str] = &["openai", "compatible", "standin", "chatgpt"];
 
 /// What `teneralctl setup` was asked to do.
 #[derive(Debug, Clone)]
@@ -54,6 +60,8 @@ pub enum SetupError {
     #[error("{0}; nothing was written")]
     Probe(ProbeError),
     #[error("{0}; nothing was written")]
+    SignIn(chatgpt::SignInError),
+    #[error("{0}; nothing was written")]
     Value(env::BadValue),
     #[error("cannot read {}: {source}; nothing was written", path.display())]
     Read { path: PathBuf, source: std::io::Error },
@@ -73,6 +81,12 @@ impl From<ProbeError> for SetupError {
     }
 }
 
+impl From<chatgpt::SignInError> for SetupError {
+    fn from(e: chatgpt::SignInError) -> Self {
+        SetupError::SignIn(e)
+    }
+}
+
 impl From<env::BadValue> for SetupError {
     fn from(e: env::BadValue) -> Self {
         SetupError::Value(e)
@@ -89,7 +103,8 @@ fn plain_hint(e: &AskError) -> String {
 
 /// The answers `--plain` reads, in order; said when input is missing.
 pub const ANSWERS: &str = "With --plain give one answer a line: y when asked to replace an existing .env; \
-    the provider (openai, compatible or standin); for openai the address (an empty line for \
+    the provider (openai, compatible, standin or chatgpt); for chatgpt, once the browser came \
+    back, the model; for openai the address (an empty line for \
     https://api.openai.com/v1), the key and the model; for compatible the address, the key and the model";
 
 /// Runs setup on the process's stdin and stdout; the exit status.
@@ -133,7 +148,20 @@ pub fn setup<R: BufRead, W: Write>(
     let options: Vec<String> = PROVIDERS.iter().map(|p| (*p).to_owned()).collect();
     asker.say("Which model provider?");
     let provider = asker.choose("the provider", &options, false, "Provider (number or name):")?;
+    let mut tokens = None;
     let settings: Vec<(&str, String)> = match provider.as_str() {
+        "chatgpt" => {
+            let signed_in = chatgpt::sign_in(asker)?;
+            let endpoint = plan_endpoint(&signed_in, asker)?;
+            test(&endpoint, asker)?;
+            let mut settings = vec![("TENERAL_PROVIDER", "chatgpt".to_owned())];
+            if endpoint.base_url != teneral_core::chatgpt::BACKEND_URL {
+                settings.push(("TENERAL_BASE_URL", endpoint.base_url.clone()));
+            }
+            settings.push(("TENERAL_MODEL", endpoint.model.clone()));
+            tokens = Some(signed_in);
+            settings
+        }
         "standin" => {
             asker.say(
                 "The stand-in model runs inside the kernel: no address, key or test requests.",
@@ -159,8 +187,30 @@ pub fn setup<R: BufRead, W: Write>(
     };
     let pairs: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let text = env::merge(&base, &pairs);
-    write_private(&path, text.as_bytes())
-        .map_err(|source| SetupError::Write { path: path.clone(), source })?;
+    let tokens_path = teneral_core::chatgpt::tokens_path(home);
+    let previous_tokens = std::fs::read(&tokens_path).ok();
+    if let Some(tokens) = &tokens {
+        teneral_core::chatgpt::write(&tokens_path, tokens)
+            .map_err(|source| SetupError::Write { path: tokens_path.clone(), source })?;
+    }
+    if let Err(source) = write_private(&path, text.as_bytes()) {
+        if tokens.is_some() {
+            // Put the token file back as it was, so that nothing changed.
+            let _ = match &previous_tokens {
+                Some(bytes) => write_private(&tokens_path, bytes),
+                None => std::fs::remove_file(&tokens_path),
+            };
+        }
+        return Err(SetupError::Write { path: path.clone(), source });
+    }
+    if tokens.is_some() {
+        asker.say(&format!(
+            "Wrote the sign-in's tokens to {} (mode 0600); the kernel renews them. \
+             What the agent uses counts against your plan: review or limit it at {}.",
+            tokens_path.display(),
+            teneral_core::chatgpt::USAGE_PAGE
+        ));
+    }
     let shown: Vec<String> = settings
         .iter()
         .map(|(name, value)| {
@@ -208,7 +258,7 @@ fn ask_endpoint<R: BufRead, W: Write>(
     let key = asker.secret("the key", "API key:")?;
     env::check_value("the key", &key)?;
     let client = probe::Client::new()?;
-    let model = match client.models(&base_url, &key) {
+    let model = match client.models(&base_url, &key, None) {
         Some(ids) => {
             asker.say(&format!(
                 "{base_url} offers these models (choose one that supports tool calls):"
@@ -218,7 +268,36 @@ fn ask_endpoint<R: BufRead, W: Write>(
         None => asker.line("the model", "Model (its name; it must support tool calls):")?,
     };
     env::check_value("the model's name", &model)?;
-    Ok(Endpoint { protocol, base_url, key, model })
+    Ok(Endpoint { protocol, base_url, key, model, account: None })
+}
+
+/// The plan's endpoint and the model, for tokens just signed in.
+fn plan_endpoint<R: BufRead, W: Write>(
+    tokens: &teneral_core::chatgpt::Tokens,
+    asker: &mut Asker<R, W>,
+) -> Result<Endpoint, SetupError> {
+    let base_url = std::env::var(chatgpt::URL_VARIABLE)
+        .unwrap_or_else(|_| teneral_core::chatgpt::BACKEND_URL.to_owned());
+    let base_url = base_url.trim_end_matches('/').to_owned();
+    let client = probe::Client::new()?;
+    let account = Some(tokens.account_id.as_str());
+    let model = match client.models(&base_url, &tokens.access_token, account) {
+        Some(ids) => {
+            asker.say("Your plan offers these models (choose one that supports tool calls):");
+            asker.choose("the model", &ids, true, "Model (number or name):")?
+        }
+        None => {
+            asker.line("the model", "Model (its name, e.g. gpt-5; it must support tool calls):")?
+        }
+    };
+    env::check_value("the model's name", &model)?;
+    Ok(Endpoint {
+        protocol: Protocol::Responses,
+        base_url,
+        key: tokens.access_token.clone(),
+        model,
+        account: Some(tokens.account_id.clone()),
+    })
 }
 
 /// The two test requests, with their progress.

@@ -215,7 +215,9 @@ fn without_a_terminal_or_plain_it_says_what_is_missing() {
         .expect("teneralctl runs");
     assert_eq!(out.status.code(), Some(1));
     let said = String::from_utf8_lossy(&out.stderr);
-    for part in ["not a terminal", "--plain", "the provider (openai, compatible or standin)"] {
+    for part in
+        ["not a terminal", "--plain", "the provider (openai, compatible, standin or chatgpt)"]
+    {
         assert!(said.contains(part), "{part:?} missing from {said}");
     }
     assert_eq!(env_of(&home), (OTHER.to_owned(), 0o640));

@@ -26,6 +26,9 @@ pub struct Endpoint {
     pub base_url: String,
     pub key: String,
     pub model: String,
+    /// For a ChatGPT plan: the account the token is for, sent as
+    /// `chatgpt-account-id`.
+    pub account: Option<String>,
 }
 
 /// The tool the tool test offers.
@@ -210,8 +213,12 @@ impl Client {
     }
 
     /// The provider's model ids, or `None` when it does not list them.
-    pub fn models(&self, base_url: &str, key: &str) -> Option<Vec<String>> {
-        let response = self.http.get(format!("{base_url}/models")).bearer_auth(key).send().ok()?;
+    pub fn models(&self, base_url: &str, key: &str, account: Option<&str>) -> Option<Vec<String>> {
+        let mut request = self.http.get(format!("{base_url}/models")).bearer_auth(key);
+        if let Some(account) = account {
+            request = request.header(teneral_core::chatgpt::ACCOUNT_HEADER, account);
+        }
+        let response = request.send().ok()?;
         if !response.status().is_success() {
             return None;
         }
@@ -227,12 +234,23 @@ impl Client {
         (path, body): (&str, Value),
     ) -> Result<Judged, ProbeError> {
         let url = format!("{}{path}", endpoint.base_url);
-        let response = self
+        let mut request = self
             .http
             .post(&url)
             .bearer_auth(&endpoint.key)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        if let Some(account) = &endpoint.account {
+            request = request.header(teneral_core::chatgpt::ACCOUNT_HEADER, account);
+        }
+        // A ChatGPT plan takes its requests streamed (docs/chatgpt.md).
+        let plan = endpoint.account.is_some();
+        let body = body.to_string().into_bytes();
+        let body = match teneral_core::chatgpt::as_streamed(&body).filter(|_| plan) {
+            Some((streamed, _)) => streamed,
+            None => body,
+        };
+        let response = request
+            .body(body)
             .send()
             .map_err(|e| ProbeError::Unreachable { url: url.clone(), reason: reason(&e) })?;
         let status = response.status().as_u16();
@@ -244,8 +262,11 @@ impl Client {
             return Err(ProbeError::Refused { test, status, message, hint: hint(status) });
         }
         let garbled = |what: String| ProbeError::Garbled { test, url: url.clone(), what };
-        let json: Value =
-            serde_json::from_str(&text).map_err(|e| garbled(format!("not JSON: {e}")))?;
+        let json: Value = if plan {
+            teneral_core::chatgpt::whole_response(&text).map_err(garbled)?
+        } else {
+            serde_json::from_str(&text).map_err(|e| garbled(format!("not JSON: {e}")))?
+        };
         judge(endpoint.protocol, &json).ok_or_else(|| garbled("no answer in it".into()))
     }
 
