@@ -126,7 +126,8 @@ impl Tail {
 
 /// Starts watching the journal of `home`: on each change a [`Wake::Journal`]
 /// goes to `tx`, unless one is already waiting (`pending`), so wake-ups never
-/// pile up. The watches are in place when this returns; the thread ends when
+/// pile up. A new kernel status (`.teneral/status`, replaced by a rename)
+/// wakes the same way: it says when a step of the gate starts. The watches are in place when this returns; the thread ends when
 /// `tx`'s receiver is gone and the next change comes.
 pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Result<()> {
     let inotify = Inotify::init()?;
@@ -138,6 +139,11 @@ pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Res
         // No memory/ yet: wait for it to be made.
         inotify.watches().add(home, WatchMask::CREATE | WatchMask::MOVED_TO)?;
     }
+    let status_path = Path::new(teneral_core::status::STATUS_PATH);
+    let status_name = status_path.file_name().map(|n| n.to_owned());
+    let status_mask = WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE;
+    let status_wd =
+        status_path.parent().and_then(|d| inotify.watches().add(home.join(d), status_mask).ok());
     let mut inotify = inotify;
     let home = home.to_owned();
     std::thread::spawn(move || {
@@ -147,6 +153,10 @@ pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Res
             let (mut changed, mut lost) = (false, false);
             for event in events {
                 let name_is = |n: Option<&std::ffi::OsStr>| event.name.is_some() && event.name == n;
+                if status_wd.as_ref() == Some(&event.wd) {
+                    changed |= name_is(status_name.as_deref());
+                    continue;
+                }
                 changed |= name_is(name.as_deref()) || name_is(Some("memory".as_ref()));
                 lost |= event.mask.contains(EventMask::IGNORED);
             }

@@ -40,14 +40,16 @@ pub(super) enum Then {
 /// Runs the full client until the owner leaves.
 pub(super) fn run(opts: &TalkOptions) -> Result<i32, TalkError> {
     let started = Instant::now();
+    let mut trace = super::trace::Trace::from_env();
     let theme = Theme::from_env();
     let (mut sink_out, mut sink_err) = (io::sink(), io::sink());
     let keep = |e: &Event, _| Some(e.clone());
     let (mut client, history) =
         Client::attach_with(&opts.home, opts.history, true, &mut sink_out, &mut sink_err, keep)?;
+    trace.phase("journal", started);
     let out = |e: io::Error| TalkError::Output(e);
     terminal::enable_raw_mode().map_err(out)?;
-    let result = session(&mut client, history, theme, started);
+    let result = session(&mut client, history, theme, started, trace);
     let _ = execute!(io::stdout(), event::DisableBracketedPaste, cursor::Show);
     let _ = terminal::disable_raw_mode();
     result
@@ -58,26 +60,34 @@ fn session(
     history: Vec<Event>,
     theme: Theme,
     started: Instant,
+    mut trace: super::trace::Trace,
 ) -> Result<i32, TalkError> {
     let out = TalkError::Output;
     execute!(io::stdout(), event::EnableBracketedPaste, cursor::Hide).map_err(out)?;
     let (w, _) = terminal::size().map_err(out)?;
+    trace.phase("terminal", started);
     let at = cursor::position().map_err(out)?;
+    trace.phase("cursor", started);
     let mut view = View::new(theme, usize::from(w));
     let mut live = Live::new(client.running());
     let facts = panel::gather(&client.home);
+    trace.phase("panel_read", started);
     let model = match (&facts.model, &facts.effort) {
         (Some(m), Some(e)) => format!("{m} ({e})"),
         (Some(m), None) => m.clone(),
         _ => "no model set".to_owned(),
     };
     let mut screen = make(Position { x: 0, y: at.1 }, live.height(&view))?;
+    trace.phase("viewport", started);
     print(&mut screen, panel::layout(&facts, &theme, usize::from(w)))?;
+    trace.phase("panel_printed", started);
     let mut rows = Vec::new();
     for e in &history {
         rows.extend(view.event(e));
     }
+    trace.phase("laid_out", started);
     print(&mut screen, rows)?;
+    trace.phase("history_printed", started);
     if !live.running {
         live.notice = Some((super::not_running(&client.home, true), Role::Warn));
     }
@@ -93,7 +103,6 @@ fn session(
         }
     });
     let mut interrupt_at: Option<Instant> = None;
-    let mut trace = super::trace::Trace::from_env();
     let mut key_at: Option<Instant> = None;
     let mut first = Some(started);
     loop {

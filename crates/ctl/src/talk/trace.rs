@@ -1,6 +1,8 @@
 //! Timings for `scripts/bench-talk`: when `TENERAL_TALK_TRACE` names a
 //! file, the full client appends one line per measurement to it
-//! (`attach_us`, `peak_kb` once the first frame is drawn; `draw_us <n>`
+//! (`attach_us`, `peak_kb` once the first frame is drawn, and before it
+//! `phase_us <name> <n>`, the time from the start to the end of each step
+//! of attaching; `draw_us <n>`
 //! from a key to its frame drawn, `reply_ms <n>` from a
 //! reply's journal time to its rows printed). Unset, it costs nothing.
 
@@ -27,6 +29,13 @@ impl Trace {
     pub fn draw(&mut self, start: Instant) {
         if let Some(f) = &mut self.0 {
             let _ = writeln!(f, "draw_us {}", start.elapsed().as_micros());
+        }
+    }
+
+    /// Records the time from `start` to the end of the step `name` of attaching.
+    pub fn phase(&mut self, name: &str, start: Instant) {
+        if let Some(f) = &mut self.0 {
+            let _ = writeln!(f, "phase_us {name} {}", start.elapsed().as_micros());
         }
     }
 
