@@ -176,7 +176,7 @@ fn images_sent(home: &Path, protocol: &str) -> Vec<String> {
             .collect()
     };
     let requests = log.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
-    requests.map(|r| urls(&r)).filter(|u| !u.is_empty()).last().unwrap_or_default()
+    requests.rev().map(|r| urls(&r)).find(|u| !u.is_empty()).unwrap_or_default()
 }
 
 /// An image followed all the way: attached in the full client in a real

@@ -10,7 +10,7 @@
 //! restores the terminal's mode, whatever ended the loop; Esc is the only
 //! key that stops the agent, and only through the owner channel.
 
-use std::io::{self, Stdout};
+use std::io::{self, BufWriter, Stdout};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as Term, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -29,7 +29,10 @@ use super::view::View;
 use super::{panel, Client, TalkError, TalkOptions, Wake};
 use crate::journal::Event;
 
-pub(super) type Screen = Terminal<Tracked<Stdout>>;
+pub(super) type Screen = Terminal<Tracked<BufWriter<Stdout>>>;
+
+/// At most this many rows are printed above the live region at once.
+const PRINT_AT_ONCE: usize = 64;
 
 /// What a key asks of the loop.
 pub(super) enum Then {
@@ -177,9 +180,11 @@ fn session(
     Ok(0)
 }
 
-/// A screen whose live region of `height` rows starts at `at`.
+/// A screen whose live region of `height` rows starts at `at`. Its output
+/// is buffered: ratatui flushes after each frame and each print, so the
+/// terminal gets a few writes for each, not one for each line.
 fn make(at: Position, height: u16) -> Result<Screen, TalkError> {
-    let backend = Tracked::new(io::stdout(), at);
+    let backend = Tracked::new(BufWriter::with_capacity(64 << 10, io::stdout()), at);
     Terminal::with_options(backend, TerminalOptions { viewport: Viewport::Inline(height.max(1)) })
         .map_err(TalkError::Output)
 }
@@ -194,9 +199,9 @@ fn remake(mut screen: Screen, height: u16) -> Result<Screen, TalkError> {
 
 /// Prints rows above the live region, into the scrollback.
 pub(super) fn print(screen: &mut Screen, rows: Vec<Line<'static>>) -> Result<(), TalkError> {
-    for chunk in rows.chunks(8) {
+    for chunk in rows.chunks(PRINT_AT_ONCE) {
         let lines = chunk.to_vec();
-        let h = u16::try_from(lines.len()).unwrap_or(8);
+        let h = u16::try_from(lines.len()).unwrap_or(u16::MAX);
         screen
             .insert_before(h, |buf| Paragraph::new(lines).render(buf.area, buf))
             .map_err(TalkError::Output)?;
