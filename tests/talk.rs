@@ -16,6 +16,9 @@ use serde_json::{json, Value};
 use teneral::owner::OWNER_DIR;
 use teneralctl::talk::{session, TalkOptions};
 
+/// The same clients against a running kernel on the stand-in.
+mod kernel;
+
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 /// A generous bound for liveness; nothing here should take near it.
 const LIVENESS: Duration = Duration::from_secs(20);

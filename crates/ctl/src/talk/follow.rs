@@ -21,6 +21,20 @@ use super::turns::Recent;
 use super::Wake;
 use crate::journal::{parse_line, Backwards, Event};
 
+/// Types no client shows and that say nothing of what the agent does: the
+/// look back passes over them without parsing them (an agent's notes can
+/// fill megabytes at the end of the journal).
+const PASSED_OVER: &[&str] = &["note"];
+
+/// The type of a journal line, read without parsing it, when the line
+/// begins with it as the kernel writes every line (`{"type":"reply",...`);
+/// `None` for any other line, which is then parsed whole.
+pub fn leading_type(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(br#"{"type":""#)?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (rest[end] == b'"').then_some(&rest[..end])
+}
+
 /// Reads the journal at `path` backwards into `recent` until it has what it
 /// needs, or `budget` bytes were read. `render` makes each event's entry.
 /// Returns the journal's length when read: where following starts.
@@ -41,6 +55,9 @@ pub fn look_back<T>(
     while recent.wants_more() && read < budget {
         let Some(line) = lines.next_line()? else { break };
         read += line.len() as u64 + 1;
+        if leading_type(&line).is_some_and(|t| PASSED_OVER.iter().any(|p| p.as_bytes() == t)) {
+            continue;
+        }
         if let Some(event) = parse_line(&line) {
             recent.take(&event, render(&event));
         }
@@ -126,7 +143,8 @@ impl Tail {
 
 /// Starts watching the journal of `home`: on each change a [`Wake::Journal`]
 /// goes to `tx`, unless one is already waiting (`pending`), so wake-ups never
-/// pile up. The watches are in place when this returns; the thread ends when
+/// pile up. A new kernel status (`.teneral/status`, replaced by a rename)
+/// wakes the same way: it says when a step of the gate starts. The watches are in place when this returns; the thread ends when
 /// `tx`'s receiver is gone and the next change comes.
 pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Result<()> {
     let inotify = Inotify::init()?;
@@ -138,6 +156,11 @@ pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Res
         // No memory/ yet: wait for it to be made.
         inotify.watches().add(home, WatchMask::CREATE | WatchMask::MOVED_TO)?;
     }
+    let status_path = Path::new(teneral_core::status::STATUS_PATH);
+    let status_name = status_path.file_name().map(|n| n.to_owned());
+    let status_mask = WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE;
+    let status_wd =
+        status_path.parent().and_then(|d| inotify.watches().add(home.join(d), status_mask).ok());
     let mut inotify = inotify;
     let home = home.to_owned();
     std::thread::spawn(move || {
@@ -147,6 +170,10 @@ pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Res
             let (mut changed, mut lost) = (false, false);
             for event in events {
                 let name_is = |n: Option<&std::ffi::OsStr>| event.name.is_some() && event.name == n;
+                if status_wd.as_ref() == Some(&event.wd) {
+                    changed |= name_is(status_name.as_deref());
+                    continue;
+                }
                 changed |= name_is(name.as_deref()) || name_is(Some("memory".as_ref()));
                 lost |= event.mask.contains(EventMask::IGNORED);
             }
@@ -228,6 +255,33 @@ mod tests {
         assert_eq!(kinds(tail.read_new()), Vec::<String>::new());
         append(&path, b"{\"type\":\"stimulus\"}\n");
         assert_eq!(kinds(tail.read_new()), ["stimulus"]);
+    }
+
+    #[test]
+    fn leading_type_table() {
+        let table: &[(&[u8], Option<&[u8]>)] = &[
+            (br#"{"type":"note","ts":"x"}"#, Some(b"note")),
+            (br#"{"type":"reply"}"#, Some(b"reply")),
+            (br#"{"type":"no\"te"}"#, None),
+            (br#"{"ts":"x","type":"note"}"#, None),
+            (br#"{"type": "note"}"#, None),
+            (br#"{"type":"note"#, None),
+            (b"", None),
+        ];
+        for (line, want) in table {
+            assert_eq!(leading_type(line), *want, "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn look_back_passes_over_notes_unparsed() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let path = dir.path().join("journal.jsonl");
+        append(&path, b"{\"type\":\"owner.line\"}\n{\"type\":\"reply\"}\n");
+        append(&path, "{\"type\":\"note\",\"data\":1}\n".repeat(1000).as_bytes());
+        let mut recent = Recent::new(1, 10);
+        look_back(&path, &mut recent, 1 << 20, |e| Some(e.kind.clone())).expect("read");
+        assert_eq!(recent.into_entries(), ["owner.line", "reply"], "no note taken");
     }
 
     #[test]

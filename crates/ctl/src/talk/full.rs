@@ -10,7 +10,7 @@
 //! restores the terminal's mode, whatever ended the loop; Esc is the only
 //! key that stops the agent, and only through the owner channel.
 
-use std::io::{self, Stdout};
+use std::io::{self, BufWriter, Stdout};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as Term, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -29,7 +29,10 @@ use super::view::View;
 use super::{panel, Client, TalkError, TalkOptions, Wake};
 use crate::journal::Event;
 
-pub(super) type Screen = Terminal<Tracked<Stdout>>;
+pub(super) type Screen = Terminal<Tracked<BufWriter<Stdout>>>;
+
+/// At most this many rows are printed above the live region at once.
+const PRINT_AT_ONCE: usize = 64;
 
 /// What a key asks of the loop.
 pub(super) enum Then {
@@ -40,14 +43,16 @@ pub(super) enum Then {
 /// Runs the full client until the owner leaves.
 pub(super) fn run(opts: &TalkOptions) -> Result<i32, TalkError> {
     let started = Instant::now();
+    let mut trace = super::trace::Trace::from_env();
     let theme = Theme::from_env();
     let (mut sink_out, mut sink_err) = (io::sink(), io::sink());
     let keep = |e: &Event, _| Some(e.clone());
     let (mut client, history) =
         Client::attach_with(&opts.home, opts.history, true, &mut sink_out, &mut sink_err, keep)?;
+    trace.phase("journal", started);
     let out = |e: io::Error| TalkError::Output(e);
     terminal::enable_raw_mode().map_err(out)?;
-    let result = session(&mut client, history, theme, started);
+    let result = session(&mut client, history, theme, started, trace);
     let _ = execute!(io::stdout(), event::DisableBracketedPaste, cursor::Show);
     let _ = terminal::disable_raw_mode();
     result
@@ -58,26 +63,34 @@ fn session(
     history: Vec<Event>,
     theme: Theme,
     started: Instant,
+    mut trace: super::trace::Trace,
 ) -> Result<i32, TalkError> {
     let out = TalkError::Output;
     execute!(io::stdout(), event::EnableBracketedPaste, cursor::Hide).map_err(out)?;
     let (w, _) = terminal::size().map_err(out)?;
+    trace.phase("terminal", started);
     let at = cursor::position().map_err(out)?;
+    trace.phase("cursor", started);
     let mut view = View::new(theme, usize::from(w));
     let mut live = Live::new(client.running());
     let facts = panel::gather(&client.home);
+    trace.phase("panel_read", started);
     let model = match (&facts.model, &facts.effort) {
         (Some(m), Some(e)) => format!("{m} ({e})"),
         (Some(m), None) => m.clone(),
         _ => "no model set".to_owned(),
     };
     let mut screen = make(Position { x: 0, y: at.1 }, live.height(&view))?;
+    trace.phase("viewport", started);
     print(&mut screen, panel::layout(&facts, &theme, usize::from(w)))?;
+    trace.phase("panel_printed", started);
     let mut rows = Vec::new();
     for e in &history {
         rows.extend(view.event(e));
     }
+    trace.phase("laid_out", started);
     print(&mut screen, rows)?;
+    trace.phase("history_printed", started);
     if !live.running {
         live.notice = Some((super::not_running(&client.home, true), Role::Warn));
     }
@@ -93,7 +106,6 @@ fn session(
         }
     });
     let mut interrupt_at: Option<Instant> = None;
-    let mut trace = super::trace::Trace::from_env();
     let mut key_at: Option<Instant> = None;
     let mut first = Some(started);
     loop {
@@ -168,9 +180,11 @@ fn session(
     Ok(0)
 }
 
-/// A screen whose live region of `height` rows starts at `at`.
+/// A screen whose live region of `height` rows starts at `at`. Its output
+/// is buffered: ratatui flushes after each frame and each print, so the
+/// terminal gets a few writes for each, not one for each line.
 fn make(at: Position, height: u16) -> Result<Screen, TalkError> {
-    let backend = Tracked::new(io::stdout(), at);
+    let backend = Tracked::new(BufWriter::with_capacity(64 << 10, io::stdout()), at);
     Terminal::with_options(backend, TerminalOptions { viewport: Viewport::Inline(height.max(1)) })
         .map_err(TalkError::Output)
 }
@@ -185,9 +199,9 @@ fn remake(mut screen: Screen, height: u16) -> Result<Screen, TalkError> {
 
 /// Prints rows above the live region, into the scrollback.
 pub(super) fn print(screen: &mut Screen, rows: Vec<Line<'static>>) -> Result<(), TalkError> {
-    for chunk in rows.chunks(8) {
+    for chunk in rows.chunks(PRINT_AT_ONCE) {
         let lines = chunk.to_vec();
-        let h = u16::try_from(lines.len()).unwrap_or(8);
+        let h = u16::try_from(lines.len()).unwrap_or(u16::MAX);
         screen
             .insert_before(h, |buf| Paragraph::new(lines).render(buf.area, buf))
             .map_err(TalkError::Output)?;

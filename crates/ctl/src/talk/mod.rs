@@ -21,6 +21,7 @@ pub mod commands;
 pub mod editor;
 pub mod follow;
 mod full;
+pub mod gate;
 pub mod image;
 mod live;
 pub mod markdown;
@@ -153,6 +154,10 @@ struct Client<'a> {
     interrupting: bool,
     /// Lines this client sent and has not yet seen journaled; not printed.
     own: HashSet<String>,
+    /// The gate's steps, said as they start (the plain clients).
+    gate: gate::Steps,
+    /// The kernel's status, once read since the journal was last read.
+    status: Option<Option<teneral_core::status::StatusFile>>,
     width: usize,
     out: &'a mut dyn Write,
     err: &'a mut dyn Write,
@@ -206,6 +211,8 @@ impl<'a> Client<'a> {
             activity: recent.activity(),
             interrupting: false,
             own: HashSet::new(),
+            gate: gate::Steps::default(),
+            status: None,
             width,
             out,
             err,
@@ -240,6 +247,7 @@ impl<'a> Client<'a> {
     /// Reads what was appended to the journal into the backlog.
     fn fill(&mut self) -> Result<(), TalkError> {
         self.pending.store(false, Ordering::Release);
+        self.status = None;
         let events = self
             .tail
             .read_new()
@@ -251,6 +259,7 @@ impl<'a> Client<'a> {
     /// The next event, keeping track of what the agent does.
     fn pop(&mut self) -> Option<Event> {
         let event = self.backlog.pop_front()?;
+        self.gate.on_event(&event);
         if let Some(activity) = turns::activity_after(&event.kind) {
             self.activity = activity;
             if activity == Activity::Resting {
@@ -262,6 +271,7 @@ impl<'a> Client<'a> {
 
     /// Prints what the plain client shows for `event`.
     fn show(&mut self, event: &Event) -> Result<(), TalkError> {
+        self.gate_started(Some(&event.ts))?;
         if event.kind == "owner.line" && self.own.remove(event.text("file")) {
             return Ok(());
         }
@@ -277,7 +287,23 @@ impl<'a> Client<'a> {
         while let Some(event) = self.pop() {
             self.show(&event)?;
         }
-        Ok(())
+        self.gate_started(None)
+    }
+
+    /// Prints that a step of the gate started, when the kernel's status
+    /// says one did that was not yet said, and it was set before the event
+    /// journaled at `next` (if any) that is printed next.
+    fn gate_started(&mut self, next: Option<&str>) -> Result<(), TalkError> {
+        if !self.gate.watching() {
+            return Ok(());
+        }
+        let home = &self.home;
+        let status = self.status.get_or_insert_with(|| teneral_core::status::read(home));
+        let Some(status) = status else { return Ok(()) };
+        match self.gate.started(&status.status, &status.since, next) {
+            Some(line) => self.print(&line),
+            None => Ok(()),
+        }
     }
 
     /// The next event of the journal, waiting for one until `deadline`;
@@ -291,6 +317,7 @@ impl<'a> Client<'a> {
             if !self.backlog.is_empty() {
                 continue;
             }
+            self.gate_started(None)?;
             let left = deadline.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
                 Ok(_) => {}

@@ -1,6 +1,10 @@
 //! Timings for `scripts/bench-talk`: when `TENERAL_TALK_TRACE` names a
 //! file, the full client appends one line per measurement to it
-//! (`attach_us`, `peak_kb` once the first frame is drawn; `draw_us <n>`
+//! (`attach_us`, `attach_cpu_us`, `attach_runq_us` (the main thread's time
+//! on a CPU and waiting for one, from the process's start), `peak_kb` once
+//! the first frame is drawn, and before it
+//! `phase_us <name> <n>`, the time from the start to the end of each step
+//! of attaching; `draw_us <n>`
 //! from a key to its frame drawn, `reply_ms <n>` from a
 //! reply's journal time to its rows printed). Unset, it costs nothing.
 
@@ -30,10 +34,25 @@ impl Trace {
         }
     }
 
+    /// Records the time from `start` to the end of the step `name` of attaching.
+    pub fn phase(&mut self, name: &str, start: Instant) {
+        if let Some(f) = &mut self.0 {
+            let _ = writeln!(f, "phase_us {name} {}", start.elapsed().as_micros());
+        }
+    }
+
     /// Records the time from `start` to the first frame, and the peak RSS.
     pub fn attach(&mut self, start: Instant) {
         if let Some(f) = &mut self.0 {
             let _ = writeln!(f, "attach_us {}", start.elapsed().as_micros());
+            // This thread's time on a CPU and waiting for one, since it
+            // started (ns): on a loaded machine the wait is most of it.
+            let sched = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+            let mut ns = sched.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+            if let (Some(run), Some(wait)) = (ns.next(), ns.next()) {
+                let _ = writeln!(f, "attach_cpu_us {}", run / 1000);
+                let _ = writeln!(f, "attach_runq_us {}", wait / 1000);
+            }
             let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
             if let Some(kb) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
                 let _ = writeln!(f, "peak_kb {}", kb.trim().trim_end_matches(" kB"));

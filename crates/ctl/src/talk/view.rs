@@ -313,7 +313,11 @@ impl View {
                 let check = first_line(e.text("check"));
                 let result = first_line(e.text("result"));
                 let secs = e.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
-                self.doing = Doing::Mutating(None);
+                // The step under way stays (a check of a group may end while
+                // the others run): it is not said again.
+                if !matches!(self.doing, Doing::Mutating(_)) {
+                    self.doing = Doing::Mutating(None);
+                }
                 let took = duration((secs * 1000.0) as i64);
                 let (said, role) = match result.as_str() {
                     "failed" => (m.failed.to_owned(), Role::Bad),

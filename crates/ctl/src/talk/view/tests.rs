@@ -133,6 +133,10 @@ fn the_gate_steps_come_from_the_kernels_status() {
     assert_eq!(text(&view.gate_status(status)), ["  gate paths …"]);
     assert!(view.gate_status(status).is_empty(), "said once");
     assert_eq!(view.doing, Doing::Mutating(Some("paths".into())));
+    let two = "checking mutation 0123456: kernel tests, body tests";
+    assert_eq!(text(&view.gate_status(two)), ["  gate kernel tests, body tests …"]);
+    view.event(&ev(r#"{"type":"mutation.check","check":"kernel tests","result":"passed"}"#));
+    assert!(view.gate_status(two).is_empty(), "one check of the two ended: not said again");
 }
 
 #[test]

@@ -1,0 +1,234 @@
+//! The clients against a running kernel on the stand-in model: the piped
+//! client shows the gate's steps as they start and end, and the full
+//! client in a real terminal sends images that reach the model and
+//! interrupts a slow turn.
+
+use std::fs;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{system_tests, talk as piped, Individual, TestResult};
+
+/// Commits what `edit` does to the agent's workspace, as an agent would;
+/// returns the commit.
+fn workspace_commit(
+    home: &Path,
+    edit: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<String, Box<dyn std::error::Error>> {
+    use git2::{IndexAddOption, Repository, Signature};
+    let workspace = home.join(".teneral/candidate");
+    edit(&workspace)?;
+    let repo = Repository::open(&workspace)?;
+    let mut index = repo.index()?;
+    index.add_all(["*"], IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let sig = Signature::now("agent", "agent@localhost")?;
+    let parent = repo.head()?.peel_to_commit()?;
+    Ok(repo.commit(Some("HEAD"), &sig, &sig, "a mutation", &tree, &[&parent])?.to_string())
+}
+
+/// The piped client against a kernel on the stand-in whose fixture body asks
+/// for a mutation: each step of the gate is printed when it starts (from the
+/// kernel's status) and again when it ends (from the journal), in that order.
+#[test]
+fn piped_the_gate_steps_are_shown_as_they_start_and_end() -> TestResult {
+    let ind = Individual::with_mode("mutate", "", &[])?;
+    let _kernel = ind.start()?;
+    let long = Duration::from_secs(300);
+    ind.wait_for("the birth turn", long, |e| e["type"] == "turn.ended")?;
+    let next = workspace_commit(ind.path(), |w| {
+        let main = w.join("body/src/main.rs");
+        let text = fs::read_to_string(&main)?;
+        let normal =
+            text.replace("const MODE: &str = \"mutate\";", "const MODE: &str = \"normal\";");
+        fs::write(main, normal)
+    })?;
+    // The commit asks for the mutation; the second line is answered by the
+    // generation that comes after the gate.
+    let (status, out, err) = piped(ind.path(), &format!("{next}\nwho are you now?\n"), 300)?;
+    let log = ind.kernel_log();
+    assert_eq!(status, Some(0), "stdout:\n{out}\nstderr:\n{err}\nkernel log:\n{log}");
+    assert!(out.contains("stepped aside for its mutation"), "not a crash: {out}");
+    let at = |text: &str| out.find(text);
+    let smoke = (at("[gate] smoke: started"), at("[gate] smoke: passed ("));
+    assert!(matches!(smoke, (Some(a), Some(b)) if a < b), "smoke starts, then ends:\n{out}");
+    // Every step said to start is said once, and ends after it.
+    let lines: Vec<&str> = out.lines().collect();
+    let started: Vec<&str> =
+        lines.iter().filter_map(|l| l.strip_prefix("[gate] ")?.strip_suffix(": started")).collect();
+    assert!(started.len() >= 2, "the gate's steps as they start:\n{out}");
+    for step in &started {
+        let said = format!("[gate] {step}: started");
+        assert_eq!(lines.iter().filter(|l| **l == said).count(), 1, "{out}");
+        let first = format!("[gate] {}: ", step.split(", ").next().unwrap_or(step));
+        let start = lines.iter().position(|l| *l == said);
+        let end = lines.iter().position(|l| l.starts_with(&first) && !l.ends_with(": started"));
+        assert!(start.is_some() && start < end, "{step} ends after it starts:\n{out}");
+    }
+    assert!(at("[mutation] accepted").is_some(), "{out}");
+    assert!(out.rfind("who are you now?") > at("[mutation] accepted"), "{out}");
+    Ok(())
+}
+
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// A GIF header is enough for the magic bytes and the size.
+const GIF: &[u8] = b"GIF89a\x02\x00\x03\x00\x00\x00\x00;";
+
+/// `teneralctl talk` (the full client) in a tmux of its own, killed when dropped.
+struct Terminal {
+    socket: String,
+    dir: tempfile::TempDir,
+}
+
+impl Terminal {
+    fn start(home: &Path) -> Terminal {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = tempfile::tempdir().expect("a directory for tmux's socket");
+        let me = Terminal { socket: format!("talk-kernel-{}-{n}", std::process::id()), dir };
+        let line = format!(
+            "env -u NO_COLOR LANG=C.UTF-8 LC_ALL= {} talk -d {}; sleep 600",
+            crate::common::teneralctl().display(),
+            home.display()
+        );
+        let out = me.tmux(&["new-session", "-d", "-x", "100", "-y", "30", &line]);
+        assert!(out.status.success(), "tmux starts (scripts/deps installs it): {out:?}");
+        me
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            .env("TMUX_TMPDIR", self.dir.path())
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs (scripts/deps installs it)")
+    }
+
+    fn screen(&self) -> String {
+        let out = self.tmux(&["capture-pane", "-p", "-t", "0", "-S", "-200"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for(&self, text: &str, within: Duration) -> String {
+        let until = Instant::now() + within;
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(Instant::now() < until, "{text:?} never showed; the screen:\n{screen}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text`, then Enter.
+    fn enter(&self, text: &str) {
+        assert!(self.tmux(&["send-keys", "-t", "0", "-l", text]).status.success());
+        assert!(self.tmux(&["send-keys", "-t", "0", "Enter"]).status.success());
+    }
+
+    /// Pastes `text` as a terminal does (bracketed: the client asked for it).
+    fn paste(&self, text: &str) {
+        assert!(self.tmux(&["set-buffer", "--", text]).status.success());
+        assert!(self.tmux(&["paste-buffer", "-p", "-t", "0"]).status.success());
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// The images of the last request to the stand-in that carries any, as
+/// data URLs, read from the stand-in's log in the shape of `protocol`.
+fn images_sent(home: &Path, protocol: &str) -> Vec<String> {
+    let log = fs::read_to_string(home.join("standin.jsonl")).unwrap_or_default();
+    let urls = |request: &Value| -> Vec<String> {
+        let list = match protocol {
+            "chat" => &request["body"]["messages"],
+            _ => &request["body"]["input"],
+        };
+        let items = list.as_array().into_iter().flatten();
+        let parts = items.flat_map(|m| m["content"].as_array().cloned().unwrap_or_default());
+        parts
+            .filter_map(|p| {
+                let url = match protocol {
+                    "chat" if p["type"] == "image_url" => p["image_url"]["url"].as_str(),
+                    "responses" if p["type"] == "input_image" => p["image_url"].as_str(),
+                    _ => None,
+                };
+                url.map(str::to_owned)
+            })
+            .collect()
+    };
+    let requests = log.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    requests.rev().map(|r| urls(&r)).find(|u| !u.is_empty()).unwrap_or_default()
+}
+
+/// An image followed all the way: attached in the full client in a real
+/// terminal, by a pasted path and by `/image`, sent with a line, taken in
+/// by the seed body through a running kernel, and shown to the stand-in
+/// model in each protocol's own shape, which the stand-in checks. Then a
+/// slow turn (the stand-in waits a minute): the live region says what the
+/// agent does and that Esc stops it, and Esc does. A system test (tmux,
+/// the seed body).
+#[test]
+fn the_full_client_sends_images_to_the_model_and_interrupts_a_slow_turn() -> TestResult {
+    use base64::Engine;
+    if !system_tests("the_full_client_sends_images_to_the_model_and_interrupts_a_slow_turn") {
+        return Ok(());
+    }
+    let files = tempfile::tempdir()?;
+    let shot = files.path().join("my shot.png");
+    fs::write(&shot, PNG)?;
+    let anim = files.path().join("anim.gif");
+    fs::write(&anim, GIF)?;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let want = [
+        format!("data:image/png;base64,{}", b64(PNG)),
+        format!("data:image/gif;base64,{}", b64(GIF)),
+    ];
+    let script = "{\"reply\": \"Hello.\"}\n{\"reply\": \"two small pictures\"}\n\
+                  {\"delay_ms\": 60000, \"reply\": \"too late\"}\n";
+    for protocol in ["chat", "responses"] {
+        let wire = format!("TENERAL_STANDIN_PROTOCOL={protocol}");
+        let ind = Individual::seed(script, &["TENERAL_STANDIN_LOG=standin.jsonl", &wire])?;
+        let _kernel = ind.start()?;
+        ind.wait_for("the birth turn", Duration::from_secs(600), |e| e["type"] == "turn.ended")?;
+        let term = Terminal::start(ind.path());
+        let within = Duration::from_secs(60);
+        term.wait_for("lists the commands", within);
+        term.paste(&format!("'{}'", shot.display()));
+        term.wait_for("[image 1 · png · 1×1 · 70 B]", within);
+        term.enter(&format!("/image {}", anim.display()));
+        term.wait_for("[image 2 · gif · 2×3 · 14 B]", within);
+        term.enter("what are these?");
+        let screen = term.wait_for("two small pictures", within);
+        assert!(screen.contains("› what are these?"), "{protocol}: {screen}");
+        let sent = images_sent(ind.path(), protocol);
+        assert_eq!(sent, want, "{protocol}: the stand-in's log\n{}", ind.kernel_log());
+
+        term.enter("take your time");
+        term.wait_for("◆ thinking", within);
+        term.wait_for("esc to interrupt", within);
+        assert!(term.tmux(&["send-keys", "-t", "0", "Escape"]).status.success());
+        term.wait_for("interrupted by you", within);
+        ind.wait_for("the interrupt", within, |e| e["type"] == "turn.interrupted")?;
+        assert!(!term.screen().contains("too late"), "{protocol}: the slow reply never came");
+    }
+    Ok(())
+}
