@@ -263,6 +263,7 @@ impl Kernel {
     /// starting it again follows.
     async fn generation(&mut self) -> Result<Next, KernelError> {
         let commit = self.current();
+        start::say_if_install_differs(&self.home, &self.git, &self.journal, &commit);
         let oid = repo::commit_id(&self.git, &self.home, &commit)?;
         let live = repo::reset_live(&self.git, &self.home, oid)?;
         repo::ensure_candidate(&self.home)?;

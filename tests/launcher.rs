@@ -18,8 +18,10 @@ use serde_json::Value;
 
 use crate::common::*;
 
+mod install;
+
 pub(crate) const LONG: Duration = Duration::from_secs(400);
-const SHORT: Duration = Duration::from_secs(60);
+pub(crate) const SHORT: Duration = Duration::from_secs(60);
 
 const STUB_WITH_BIN: &str = "[package]\nname = \"stub-kernel\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[[bin]]\nname = \"teneral\"\npath = \"src/main.rs\"\n\n[workspace]\nexclude = [\"body\"]\n";
 

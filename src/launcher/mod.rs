@@ -16,6 +16,7 @@
 pub mod child;
 pub mod contract;
 pub mod handover;
+pub mod install;
 pub mod kernels;
 mod rollback;
 pub mod trial;

@@ -198,6 +198,41 @@ fn stale_kernel_trial(
     }
 }
 
+/// Says once per generation (`crate::launcher::install`) that the
+/// generation's units, Containerfile or SIGNERS differ from the install's:
+/// one log line and one `kernel.notice` holding `install_differs`.
+pub(super) fn say_if_install_differs(
+    home: &Path,
+    git: &Repository,
+    journal: &SharedJournal,
+    commit: &Commit,
+) {
+    use crate::launcher::install;
+    if install::said_for(home, commit.as_str()) {
+        return;
+    }
+    let paths = repo::commit_id(git, home, commit)
+        .map_err(|e| e.to_string())
+        .and_then(|g| Ok((g, repo::head_commit(git, home).map_err(|e| e.to_string())?)))
+        .and_then(|(g, i)| install::differs(git, g, i).map_err(|e| e.to_string()));
+    let paths = match paths {
+        Ok(p) if p.is_empty() => return,
+        Ok(p) => p,
+        Err(e) => {
+            log::warn(format!(
+                "cannot compare the generation's install files with the install's: {e}"
+            ));
+            return;
+        }
+    };
+    let text = install::words(commit.as_str(), &paths);
+    log::warn(&text);
+    kernel_event(journal, commit, "kernel.notice", json!({"text": text, "install_differs": paths}));
+    if let Err(e) = install::mark_said(home, commit.as_str()) {
+        log::warn(format!("cannot note that the install's difference was said: {e}"));
+    }
+}
+
 /// Removes what a killed kernel of this individual left lying: its event
 /// sockets and the temporary files of its atomic writes in `.teneral/`.
 /// Call holding the lock.
