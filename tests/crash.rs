@@ -5,7 +5,7 @@
 
 mod bench;
 mod check;
-mod handover;
+pub(crate) mod handover;
 mod scenario;
 
 use std::path::Path;

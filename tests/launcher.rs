@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
+mod ctl;
 mod install;
 
 pub(crate) const LONG: Duration = Duration::from_secs(400);

@@ -100,6 +100,9 @@ pub async fn run(home: &Path, in_process: InProcess<'_>) -> Result<i32, LaunchEr
         if let Some(status) = needs_newer(&home, generation.as_deref(), &which)? {
             return Ok(status);
         }
+        if let Err(e) = kernels::note_running(&home, &which) {
+            log::warn(format!("launcher: cannot note which kernel runs: {e}"));
+        }
         if let Some(kernel) =
             in_process.take().filter(|_| which == Which::Install && trial.is_none())
         {

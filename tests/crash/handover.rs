@@ -19,7 +19,7 @@ use crate::common::*;
 
 /// Keeps a script as the kernel of `commit`: it notes its start, says
 /// `words` on stderr, then execs the real kernel (`exec`) or exits 1.
-fn keep_kernel(ind: &Individual, commit: &str, words: &str, exec: bool) -> TestResult {
+pub(crate) fn keep_kernel(ind: &Individual, commit: &str, words: &str, exec: bool) -> TestResult {
     let repo = Repository::open(ind.path())?;
     let key = teneral::launcher::kernels::key_of(&repo, git2::Oid::from_str(commit)?)?;
     let kept = teneral::launcher::kernels::kept(ind.path(), &key);
@@ -98,6 +98,15 @@ fn a_kill_between_the_trial_file_and_the_state_completes_the_hand_over() -> Test
 /// An individual whose generation v2 (with a kernel of its own that fails
 /// on start) is on trial, as a promoting kernel leaves it.
 fn on_trial() -> Result<(Individual, String, String), Box<dyn std::error::Error>> {
+    on_trial_with("kept kernel v2: cannot start, on purpose", false)
+}
+
+/// The same with a kept kernel that says `words`, then becomes the real
+/// kernel (`exec`) or exits 1.
+pub(crate) fn on_trial_with(
+    words: &str,
+    exec: bool,
+) -> Result<(Individual, String, String), Box<dyn std::error::Error>> {
     let ind = Individual::new("", &[])?;
     let base = ind.head()?;
     let work = tempfile::tempdir()?;
@@ -113,7 +122,7 @@ fn on_trial() -> Result<(Individual, String, String), Box<dyn std::error::Error>
         .arg(format!("+{v2}:refs/heads/later"))
         .output()?;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    keep_kernel(&ind, &v2, "kept kernel v2: cannot start, on purpose", false)?;
+    keep_kernel(&ind, &v2, words, exec)?;
     let repo = Repository::open(ind.path())?;
     let oid = git2::Oid::from_str(&v2)?;
     repo.branch("lineage/local", &repo.find_commit(oid)?, true)?;
