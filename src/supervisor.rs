@@ -127,8 +127,6 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     // Written ahead, finished here: what the last kernel began and a kill
     // cut short is done (or answered) before anything new begins.
     if start::reconcile_at_start(&home, &git, &mut state, &journal)? {
-        let to = state.generation.as_ref().map_or("?", |c| c.as_str());
-        log::info(format!("generation {} runs another kernel: handing over", short(to)));
         return Ok(crate::launcher::contract::EXIT_NEXT_KERNEL);
     }
     let commit = state.generation.clone().unwrap_or_else(|| started_at.clone());

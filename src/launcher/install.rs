@@ -71,7 +71,8 @@ mod tests {
     fn which_paths_differ() {
         let a = Oid::from_str(&"a".repeat(40)).ok();
         let b = Oid::from_str(&"b".repeat(40)).ok();
-        let table: &[(&[(&str, Option<Oid>, Option<Oid>)], &[&str])] = &[
+        type Entry = (&'static str, Option<Oid>, Option<Oid>);
+        let table: &[(&[Entry], &[&str])] = &[
             (&[("units", a, a), ("Containerfile", None, None), ("SIGNERS", b, b)], &[]),
             (&[("units", a, b), ("Containerfile", a, a), ("SIGNERS", None, None)], &["units"]),
             (

@@ -161,6 +161,9 @@ pub(super) fn reconcile_at_start(
         kernel_event(journal, commit, "kernel.notice", json!({"text": text, "reconciled": done}));
     }
     crash::point("reconciled");
+    if let (true, Some(to)) = (hand_over, &state.generation) {
+        log::info(format!("generation {} runs another kernel: handing over", short(to)));
+    }
     Ok(hand_over)
 }
 
