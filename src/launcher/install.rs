@@ -48,7 +48,7 @@ pub fn words(generation: &str, paths: &[String]) -> String {
          or not",
         crate::commit::short(generation),
         paths.join(", "),
-        crate::commit::short(generation),
+        generation,
         paths.join(" ")
     )
 }
@@ -89,6 +89,8 @@ mod tests {
     fn the_words_say_what_to_do() {
         let text = words(&"c".repeat(40), &["units".into(), "SIGNERS".into()]);
         assert!(text.contains("other units, SIGNERS than the install"), "{text}");
-        assert!(text.contains("git diff HEAD cccccccccccc -- units SIGNERS"), "{text}");
+        assert!(text.starts_with("generation ccccccc holds"), "{text}");
+        let diff = format!("git diff HEAD {} -- units SIGNERS", "c".repeat(40));
+        assert!(text.contains(&diff), "{text}");
     }
 }
