@@ -20,6 +20,7 @@ use crate::common::*;
 
 mod ctl;
 mod install;
+mod real;
 
 pub(crate) const LONG: Duration = Duration::from_secs(400);
 pub(crate) const SHORT: Duration = Duration::from_secs(60);

@@ -190,3 +190,32 @@ fn a_launcher_killed_after_its_rollback_moved_the_lineage_finishes_it() -> TestR
         assert_eq!(lineage_of(ind.path()).as_deref(), Some(base));
     })
 }
+
+#[test]
+fn a_trial_file_whose_promotion_was_never_journaled_is_dropped_not_acted_on() -> TestResult {
+    // The state and lineage still name the base, and the journal holds no
+    // promotion to v2: a trial file naming v2 is stale.
+    let (ind, v2, base) = on_trial()?;
+    let state = serde_json::json!({"generation": base});
+    std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
+    let repo = Repository::open(ind.path())?;
+    let oid = git2::Oid::from_str(&base)?;
+    repo.branch("lineage/local", &repo.find_commit(oid)?, true)?;
+    let kernel = ind.start()?;
+    ind.wait_for("the base ready", LONG, |e| {
+        e["type"] == "generation.ready" && e["commit"] == base.as_str()
+    })?;
+    ind.wait_for("the start's notice", SHORT, |e| {
+        e["type"] == "kernel.notice"
+            && e["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("dropped the kernel trial of generation {}", &v2[..7]))
+    })?;
+    assert!(!ind.path().join(".teneral/trial.json").exists(), "the stale trial is gone");
+    assert_eq!(kept_starts(ind.path()), 0, "v2's kernel never ran");
+    assert_eq!(last_kernel_pid(&ind), Some(u64::from(kernel.pid())), "the install's, in-process");
+    assert_eq!(state_of(ind.path())["generation"], base.as_str());
+    assert!(ind.events("generation.rolledback").is_empty());
+    Ok(())
+}
