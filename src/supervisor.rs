@@ -126,7 +126,9 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     // Written ahead, finished here: what the last kernel began and a kill
     // cut short is done (or answered) before anything new begins.
-    start::reconcile_at_start(&home, &git, &mut state, &journal)?;
+    if start::reconcile_at_start(&home, &git, &mut state, &journal)? {
+        return Ok(crate::launcher::contract::EXIT_NEXT_KERNEL);
+    }
     let commit = state.generation.clone().unwrap_or_else(|| started_at.clone());
     log::set_commit(&commit);
     status.set_generation(&commit);
@@ -259,6 +261,7 @@ impl Kernel {
     /// starting it again follows.
     async fn generation(&mut self) -> Result<Next, KernelError> {
         let commit = self.current();
+        start::say_if_install_differs(&self.home, &self.git, &self.journal, &commit);
         let oid = repo::commit_id(&self.git, &self.home, &commit)?;
         let live = repo::reset_live(&self.git, &self.home, oid)?;
         repo::ensure_candidate(&self.home)?;

@@ -5,6 +5,7 @@
 
 mod bench;
 mod check;
+pub(crate) mod handover;
 mod scenario;
 
 use std::path::Path;

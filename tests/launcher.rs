@@ -18,8 +18,12 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const LONG: Duration = Duration::from_secs(400);
-const SHORT: Duration = Duration::from_secs(60);
+mod ctl;
+mod install;
+mod real;
+
+pub(crate) const LONG: Duration = Duration::from_secs(400);
+pub(crate) const SHORT: Duration = Duration::from_secs(60);
 
 const STUB_WITH_BIN: &str = "[package]\nname = \"stub-kernel\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[[bin]]\nname = \"teneral\"\npath = \"src/main.rs\"\n\n[workspace]\nexclude = [\"body\"]\n";
 
@@ -27,12 +31,12 @@ const CRASHES: &str = "fn main() {\n    eprintln!(\"species kernel v2: cannot st
 
 const ASLEEP: &str = "fn main() {\n    eprintln!(\"species kernel v2: asleep\");\n    loop {\n        std::thread::sleep(std::time::Duration::from_secs(3600));\n    }\n}\n";
 
-const HELLO: &str = "use std::os::unix::process::CommandExt;\n\nfn main() {\n    eprintln!(\"species kernel v2: hello from the new kernel\");\n    let Some(inner) = std::env::var_os(\"TENERAL_TEST_INNER_KERNEL\") else {\n        eprintln!(\"species kernel v2: no TENERAL_TEST_INNER_KERNEL\");\n        std::process::exit(1);\n    };\n    let err = std::process::Command::new(inner).args(std::env::args_os().skip(1)).exec();\n    eprintln!(\"species kernel v2: cannot become the kernel: {err}\");\n    std::process::exit(1);\n}\n";
+pub(crate) const HELLO: &str = "use std::os::unix::process::CommandExt;\n\nfn main() {\n    eprintln!(\"species kernel v2: hello from the new kernel\");\n    let Some(inner) = std::env::var_os(\"TENERAL_TEST_INNER_KERNEL\") else {\n        eprintln!(\"species kernel v2: no TENERAL_TEST_INNER_KERNEL\");\n        std::process::exit(1);\n    };\n    let err = std::process::Command::new(inner).args(std::env::args_os().skip(1)).exec();\n    eprintln!(\"species kernel v2: cannot become the kernel: {err}\");\n    std::process::exit(1);\n}\n";
 
 /// A species commit giving the stand-in kernel a `teneral` binary with
 /// `main`, made in the agent's workspace and published as the local branch
 /// `species` of the individual; the agent's candidate is that commit.
-fn species_commit(
+pub(crate) fn species_commit(
     ind: &Individual,
     main: &str,
     launch: &str,
@@ -63,7 +67,7 @@ fn species_commit(
 
 /// A kernel on a fixture body in `mutate` mode, taking species commits
 /// without asking, at rest after its birth.
-fn started(
+pub(crate) fn started(
     vars: &[(&str, &str)],
 ) -> Result<(Individual, Kernel, String), Box<dyn std::error::Error>> {
     let env = ["TENERAL_SPECIES=auto", "TENERAL_UPSTREAM=species"];
@@ -75,7 +79,10 @@ fn started(
 }
 
 /// Asks for `commit`; waits for its acceptance.
-fn promoted(ind: &Individual, commit: &str) -> Result<Value, Box<dyn std::error::Error>> {
+pub(crate) fn promoted(
+    ind: &Individual,
+    commit: &str,
+) -> Result<Value, Box<dyn std::error::Error>> {
     teneral::owner::write_line(ind.path(), commit)?;
     let verdict = ind.wait_for("the verdict", LONG, |e| {
         (e["type"] == "mutation.rejected" && e["candidate"] == commit)

@@ -8,7 +8,7 @@ use std::path::Path;
 use git2::{Oid, Repository};
 
 use super::kernels::{self, Which};
-use super::trial::Trial;
+use super::trial::{Trial, TrialError};
 
 /// What the kernel does after switching to another generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,4 +52,38 @@ pub fn decide(
         since_ms: crate::state::unix_ms_now(),
     });
     Ok(Handover::Next { trial })
+}
+
+/// Why the hand-over could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    #[error("cannot tell which kernel runs the next generation: {0}")]
+    Git(#[from] git2::Error),
+    #[error(transparent)]
+    Trial(#[from] TrialError),
+}
+
+/// Before the state names `to`: decides the hand-over and, when the switch
+/// brings a new kernel, writes its trial (crash point
+/// `handover.trial.saved`). Returns whether the kernel must end with exit 85
+/// once the state names `to`. The kernel's switch and the start's finishing
+/// of a promotion a kill cut short both come through here, so the trial
+/// file always precedes the state that makes it current.
+pub fn prepare(
+    home: &Path,
+    repo: &Repository,
+    from: Oid,
+    to: Oid,
+    promoted: bool,
+) -> Result<bool, HandoverError> {
+    match decide(home, repo, from, to, promoted)? {
+        Handover::Stay => Ok(false),
+        Handover::Next { trial } => {
+            if let Some(trial) = trial {
+                trial.save(home)?;
+                crate::crash::point("handover.trial.saved");
+            }
+            Ok(true)
+        }
+    }
 }

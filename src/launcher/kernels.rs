@@ -14,6 +14,9 @@
 //! target directory writable, nothing else of the individual), `--offline
 //! --locked` after a `cargo fetch` outside the cage, and kept per key in
 //! `.teneral/kernels/<key>/teneral`: a key built once is never built again.
+//! A tree that has the owner's client (`crates/ctl`) gets its `teneralctl`
+//! built in the same cargo run and kept beside it, so that the generation's
+//! `talk`, `back` and `accept` are its own ([`RUNNING_FILE`]).
 //! The kernels' target directory is their own (`.teneral/kernels/target`),
 //! never the gate's, which the checks of any candidate may write.
 
@@ -31,6 +34,12 @@ use crate::{fsutil, log};
 pub const KERNELS_DIR: &str = ".teneral/kernels";
 /// The cargo target directory of kernel builds.
 pub const KERNELS_TARGET: &str = ".teneral/kernels/target";
+/// Which kernel the launcher started last: its key, or `install`. The
+/// owner's `teneralctl` reads it to run that kernel's own client.
+pub const RUNNING_FILE: &str = ".teneral/kernels/running";
+/// A kernel tree with this manifest has the owner's client, `teneralctl`,
+/// which is built and kept beside its kernel.
+const CLIENT_MANIFEST: &str = "crates/ctl/Cargo.toml";
 
 /// Top-level entries of a tree that never make a new kernel. Kept equal to
 /// the species rule's changeable paths and documents (asserted in
@@ -121,6 +130,21 @@ pub fn kept(home: &Path, key: &str) -> PathBuf {
     home.join(KERNELS_DIR).join(key).join("teneral")
 }
 
+/// Where the client (`teneralctl`) of the kernel of `key` is kept, if its
+/// tree has one.
+pub fn kept_client(home: &Path, key: &str) -> PathBuf {
+    home.join(KERNELS_DIR).join(key).join("teneralctl")
+}
+
+/// Notes which kernel the launcher starts (`teneralctl` reads it).
+pub fn note_running(home: &Path, which: &Which) -> std::io::Result<()> {
+    let path = home.join(RUNNING_FILE);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    fsutil::write_atomic(&path, format!("{}\n", which.word()).as_bytes())
+}
+
 /// Why a generation's kernel could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -169,7 +193,14 @@ pub async fn build(
         spec
     };
     let unit = |step| runner::systemd::build_unit_of(key, step, "kernel");
-    let mut build = Launch::new(cargo(&["build", "--locked", "--bin", "teneral"]), limits);
+    // With its client when the tree has one: one build, the same cage.
+    let client = checkout.join(CLIENT_MANIFEST).is_file();
+    let args: &[&str] = if client {
+        &["build", "--locked", "--workspace", "--bin", "teneral", "--bin", "teneralctl"]
+    } else {
+        &["build", "--locked", "--bin", "teneral"]
+    };
+    let mut build = Launch::new(cargo(args), limits);
     if runner.caged() {
         let fetch = Launch::new(cargo(&["fetch", "--locked"]), limits);
         runner.run(&unit("fetch"), fetch).await?;
@@ -184,20 +215,25 @@ pub async fn build(
     if !ended.exit.success() {
         return Err(BuildError::Failed { exit: ended.exit, tail: run.stderr_tail() });
     }
-    keep(&target, &kept).map_err(io("keep the built kernel"))?;
+    // The client first: a kept kernel is what says the key was built.
+    if client {
+        let kept_client = kept_client(home, key);
+        keep(&target, "teneralctl", &kept_client).map_err(io("keep the built teneralctl"))?;
+    }
+    keep(&target, "teneral", &kept).map_err(io("keep the built kernel"))?;
     log::info(format!("built the kernel {} in {:.2} s", short(key), began.elapsed().as_secs_f64()));
     Ok(kept)
 }
 
 /// Copies the built kernel out of the target directory (written by the
 /// kernel's build scripts): beneath it, following no link, a regular file.
-fn keep(target: &Path, kept: &Path) -> std::io::Result<()> {
+fn keep(target: &Path, name: &str, kept: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = kept.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = kept.with_extension("tmp");
-    let mut built = fsutil::open_beneath(target, Path::new("debug/teneral"))?;
+    let mut built = fsutil::open_beneath(target, &Path::new("debug").join(name))?;
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -10,11 +10,13 @@
 //! ([`child::run`]) until it ends. Exit 85 starts the next kernel; any other
 //! end of a kernel not on trial ends the launcher with its status. A kernel
 //! on trial ([`trial`]) that fails is rolled back by the launcher itself
-//! ([`rollback`]) and the previous generation's kernel starts.
+//! ([`rollback`]) and the previous generation's kernel starts; a rollback
+//! a kill cut short is finished before anything else.
 
 pub mod child;
 pub mod contract;
 pub mod handover;
+pub mod install;
 pub mod kernels;
 mod rollback;
 pub mod trial;
@@ -87,6 +89,8 @@ pub async fn run(home: &Path, in_process: InProcess<'_>) -> Result<i32, LaunchEr
     let mut in_process = Some(in_process);
     let mut reaping = false;
     loop {
+        // A rollback of a trial a kill cut short is finished first.
+        rollback::finish_cut(&home)?;
         let generation = current(&home)?;
         let trial = on_trial(&home, generation.as_deref())?;
         let which = match &generation {
@@ -95,6 +99,9 @@ pub async fn run(home: &Path, in_process: InProcess<'_>) -> Result<i32, LaunchEr
         };
         if let Some(status) = needs_newer(&home, generation.as_deref(), &which)? {
             return Ok(status);
+        }
+        if let Err(e) = kernels::note_running(&home, &which) {
+            log::warn(format!("launcher: cannot note which kernel runs: {e}"));
         }
         if let Some(kernel) =
             in_process.take().filter(|_| which == Which::Install && trial.is_none())
@@ -201,17 +208,13 @@ fn current(home: &Path) -> Result<Option<Commit>, LaunchError> {
     Ok(crate::state::State::load(home)?.generation)
 }
 
-/// The trial, when it is about `generation`; a stale one (a kill between
-/// its write and the promotion) is removed.
+/// The trial, when it is about `generation`. One about another generation
+/// (a kill between its write and the state's) is passed over, not removed:
+/// the kernel started next finishes that promotion from the journal and
+/// hands over to the trial, or drops the trial when the journal holds no
+/// such promotion (`supervisor::start`).
 fn on_trial(home: &Path, generation: Option<&str>) -> Result<Option<Trial>, LaunchError> {
-    match Trial::load(home)? {
-        Some(t) if Some(t.commit.as_str()) == generation => Ok(Some(t)),
-        Some(_) => {
-            Trial::remove(home)?;
-            Ok(None)
-        }
-        None => Ok(None),
-    }
+    Ok(Trial::load(home)?.filter(|t| Some(t.commit.as_str()) == generation))
 }
 
 fn which_of(home: &Path, commit: &Commit) -> Result<Which, LaunchError> {

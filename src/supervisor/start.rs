@@ -59,12 +59,17 @@ fn lineage_head(git: &Repository) -> Option<String> {
 /// Finishes or undoes what the last kernel left half done, with `state`
 /// naming the generation to start from, and journals what it did (one
 /// `kernel.notice` holding `reconciled`). Call before `kernel.started`.
+///
+/// Returns whether a move it finished brought the individual to a
+/// generation another kernel runs: the kernel then ends with exit 85 (the
+/// trial file of a promotion written before the state, as a switch does).
 pub(super) fn reconcile_at_start(
     home: &Path,
     git: &Repository,
     state: &mut State,
     journal: &SharedJournal,
-) -> Result<(), KernelError> {
+) -> Result<bool, KernelError> {
+    let mut hand_over = false;
     let tail = Tail::of(&since_last_start(home)?);
     let found = Found {
         generation: state.generation.as_ref().map(Commit::to_string).unwrap_or_default(),
@@ -82,6 +87,7 @@ pub(super) fn reconcile_at_start(
                     continue;
                 };
                 let accepted = m.kind == MoveKind::Accepted;
+                hand_over = prepare_handover(home, git, &m.from, &to, accepted)?;
                 state.generation = Some(to.clone());
                 state.previous = Commit::parse(&m.from).ok().filter(|_| accepted);
                 state.trial = accepted.then_some(Trial { commit: to, reply_by: None });
@@ -141,6 +147,12 @@ pub(super) fn reconcile_at_start(
             }
         }
     }
+    if let Some(stale) = stale_kernel_trial(home, state.generation.as_ref())? {
+        done.push(format!(
+            "dropped the kernel trial of generation {}, which never became current",
+            short(&stale)
+        ));
+    }
     state.pending = None;
     state.save(home)?;
     if let (false, Some(commit)) = (done.is_empty(), &state.generation) {
@@ -149,7 +161,79 @@ pub(super) fn reconcile_at_start(
         kernel_event(journal, commit, "kernel.notice", json!({"text": text, "reconciled": done}));
     }
     crash::point("reconciled");
-    Ok(())
+    if let (true, Some(to)) = (hand_over, &state.generation) {
+        log::info(format!("generation {} runs another kernel: handing over", short(to)));
+    }
+    Ok(hand_over)
+}
+
+/// The hand-over of a move the start finishes (`crate::launcher::handover`).
+/// A move whose `from` is not a commit (a journal from before moves named
+/// it) is taken as bringing no new kernel.
+fn prepare_handover(
+    home: &Path,
+    git: &Repository,
+    from: &str,
+    to: &Commit,
+    promoted: bool,
+) -> Result<bool, KernelError> {
+    let to = repo::commit_id(git, home, to)?;
+    let from = Commit::parse(from).ok().and_then(|f| repo::commit_id(git, home, &f).ok());
+    crate::launcher::handover::prepare(home, git, from.unwrap_or(to), to, promoted)
+        .map_err(|e| KernelError::Io(e.to_string()))
+}
+
+/// Removes `.teneral/trial.json` when it names another generation than the
+/// current one (its promotion was never journaled, or the generation has
+/// moved on): the generation it names, if any.
+fn stale_kernel_trial(
+    home: &Path,
+    current: Option<&Commit>,
+) -> Result<Option<Commit>, KernelError> {
+    use crate::launcher::trial::Trial as KernelTrial;
+    let trial = KernelTrial::load(home).map_err(|e| KernelError::Io(e.to_string()))?;
+    match trial {
+        Some(t) if Some(&t.commit) != current => {
+            KernelTrial::remove(home).map_err(|e| KernelError::Io(e.to_string()))?;
+            Ok(Some(t.commit))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Says once per generation (`crate::launcher::install`) that the
+/// generation's units, Containerfile or SIGNERS differ from the install's:
+/// one log line and one `kernel.notice` holding `install_differs`.
+pub(super) fn say_if_install_differs(
+    home: &Path,
+    git: &Repository,
+    journal: &SharedJournal,
+    commit: &Commit,
+) {
+    use crate::launcher::install;
+    if install::said_for(home, commit.as_str()) {
+        return;
+    }
+    let paths = repo::commit_id(git, home, commit)
+        .map_err(|e| e.to_string())
+        .and_then(|g| Ok((g, repo::head_commit(git, home).map_err(|e| e.to_string())?)))
+        .and_then(|(g, i)| install::differs(git, g, i).map_err(|e| e.to_string()));
+    let paths = match paths {
+        Ok(p) if p.is_empty() => return,
+        Ok(p) => p,
+        Err(e) => {
+            log::warn(format!(
+                "cannot compare the generation's install files with the install's: {e}"
+            ));
+            return;
+        }
+    };
+    let text = install::words(commit.as_str(), &paths);
+    log::warn(&text);
+    kernel_event(journal, commit, "kernel.notice", json!({"text": text, "install_differs": paths}));
+    if let Err(e) = install::mark_said(home, commit.as_str()) {
+        log::warn(format!("cannot note that the install's difference was said: {e}"));
+    }
 }
 
 /// Removes what a killed kernel of this individual left lying: its event

@@ -102,20 +102,10 @@ impl Kernel {
     /// starts it after exit 85); a promotion that brings a new kernel writes
     /// `.teneral/trial.json` first (`crate::launcher::handover`).
     pub(super) fn handover(&self, to: &Commit, promoted: bool) -> Result<bool, KernelError> {
-        use crate::launcher::handover::{decide, Handover};
         let from = repo::commit_id(&self.git, &self.home, &self.current())?;
         let to = repo::commit_id(&self.git, &self.home, to)?;
-        let handover = decide(&self.home, &self.git, from, to, promoted)
-            .map_err(|e| KernelError::Io(format!("cannot tell which kernel runs {to}: {e}")))?;
-        match handover {
-            Handover::Stay => Ok(false),
-            Handover::Next { trial } => {
-                if let Some(trial) = trial {
-                    trial.save(&self.home).map_err(|e| KernelError::Io(e.to_string()))?;
-                }
-                Ok(true)
-            }
-        }
+        crate::launcher::handover::prepare(&self.home, &self.git, from, to, promoted)
+            .map_err(|e| KernelError::Io(e.to_string()))
     }
 
     /// The body exited 75: judge what it asked for.

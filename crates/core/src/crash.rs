@@ -48,6 +48,19 @@ pub const POINTS: &[(&str, &str)] = &[
     ("socket.removed", "a run's event socket was removed"),
     ("reconciled", "the start finished or undid what the last kernel left half done"),
     (
+        "handover.trial.saved",
+        ".teneral/trial.json names a promoted generation; state.json does not yet",
+    ),
+    (
+        "launcher.rolledback.journaled",
+        "the launcher journaled a failed trial's generation.rolledback; nothing moved yet",
+    ),
+    ("launcher.switched", "the launcher's rollback wrote state.json; lineage/local not yet"),
+    (
+        "launcher.lineage.moved",
+        "the launcher's rollback moved lineage/local; its trial file is left",
+    ),
+    (
         "stop.sweeping",
         "a clean stop ended the stand-in; its listed process groups are not yet killed",
     ),

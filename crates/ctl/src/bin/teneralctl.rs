@@ -8,6 +8,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "teneralctl", version, about = "Talk to and steer a teneral individual")]
 struct Cli {
+    /// Run this teneralctl (the install's) for talk, back and accept, not the
+    /// generation's own: for when the generation's client is what is broken.
+    #[arg(long, global = true)]
+    install: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -182,8 +186,26 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
     }
 }
 
+/// Hands `talk`, `back` and `accept` over to the generation's own client,
+/// when it has one (see `teneralctl::individual::client`).
+fn hand_over(command: &Command, forced: bool) {
+    use teneralctl::individual::{client, exec, Client};
+    let dir = match command {
+        Command::Talk { dir, .. } | Command::Back { dir, .. } | Command::Accept { dir, .. } => dir,
+        _ => return,
+    };
+    if let Client::Generation(path) = client(dir, forced) {
+        let e = exec(&path);
+        eprintln!(
+            "teneralctl: cannot run the generation's teneralctl ({}): {e}; running the install's",
+            path.display()
+        );
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    hand_over(&cli.command, cli.install);
     let result = match cli.command {
         Command::Talk { dir, wait, plain } => teneralctl::talk::run(
             teneralctl::talk::TalkOptions {
@@ -249,11 +271,20 @@ fn main() -> ExitCode {
             let dir = dir.canonicalize().unwrap_or(dir);
             let facts = teneralctl::report::facts(&dir);
             let now = teneralctl::when::now_ms();
+            let client = teneralctl::individual::client(&dir, false);
             let (text, status) = if json {
-                let (value, status) = teneralctl::report::json(&facts, now);
+                let (mut value, status) = teneralctl::report::json(&facts, now);
+                if let Some(object) = value.as_object_mut() {
+                    let path = match &client {
+                        teneralctl::individual::Client::Generation(p) => p.display().to_string(),
+                        teneralctl::individual::Client::Here => "install".into(),
+                    };
+                    object.insert("client".into(), path.into());
+                }
                 (value.to_string(), status)
             } else {
-                teneralctl::report::text(&facts, now)
+                let (text, status) = teneralctl::report::text(&facts, now);
+                (format!("{text}\n{}", teneralctl::individual::said(&client)), status)
             };
             println!("{text}");
             Ok(status)
