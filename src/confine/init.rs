@@ -201,10 +201,10 @@ pub fn run(
         eprintln!("teneral confine: root: {e}");
         std::process::exit(super::EXIT_NAMESPACES)
     }
-    if !matches!(rustix::io::write(&ready_write, &[1]), Ok(1)) {
-        eprintln!("teneral confine: root: cannot tell the program's process the root is ready");
-        std::process::exit(super::EXIT_NAMESPACES)
-    }
+    // A write that fails means the program's process has ended already (one
+    // of its steps failed): its status is reported below. Should it be
+    // waiting still, closing the pipe without the word ends it unexecuted.
+    let _ = rustix::io::write(&ready_write, &[1]);
     drop(ready_write);
     // Of the capabilities only the one to kill what the program leaves
     // behind is of use from here (root's body is nobody).
