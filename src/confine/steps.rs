@@ -10,7 +10,6 @@
 //! benchmark's, which reads the lines back ([`parse`]) and shows where the
 //! time goes. The descriptor reaches the program as any inherited one.
 
-use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The environment variable naming the descriptor the steps are written to.
@@ -25,9 +24,7 @@ pub fn init() {
     if fd < 0 {
         return;
     }
-    // SAFETY: the descriptor is only checked for being open, never owned.
-    let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
-    if open {
+    if super::sys::fd_is_open(fd) {
         FD.store(fd, Ordering::Relaxed);
     }
 }
@@ -38,14 +35,8 @@ pub fn mark(step: &str) {
     if fd < 0 {
         return;
     }
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let ns = i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec);
-    let line = format!("{step} {ns}\n");
-    // SAFETY: `fd` was open at `init` and this process never closes it.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let _ = rustix::io::write(fd, line.as_bytes());
+    let line = format!("{step} {}\n", super::sys::monotonic_ns());
+    super::sys::write_raw(fd, line.as_bytes());
 }
 
 /// The lines [`mark`] wrote, as `(step, nanoseconds)`, in the order given;
