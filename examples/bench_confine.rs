@@ -5,6 +5,11 @@
 //! same with a network namespace instead of the mount namespace),
 //! interleaved so that the machine's load falls on all alike, and prints
 //! the medians and the differences.
+//!
+//! Then it runs each confined case again with `TENERAL_BENCH_CONFINE_FD`
+//! (`confine::steps`), and prints where the time goes: the median time of
+//! each step of the cage (from the end of the step before it), with the
+//! machine's load average beside the figures.
 
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
@@ -75,8 +80,17 @@ fn main() -> Result<()> {
             &options,
             truth(),
         )?;
-        cases.push(("BEFORE, generation", generation, 0));
-        cases.push(("BEFORE, gate", gate, 0));
+        // That helper was built from other sources: it is not told ours.
+        let unnamed = |argv: Vec<OsString>| -> Vec<OsString> {
+            let at = argv.iter().position(|a| a == "--source");
+            let mut argv = argv;
+            if let Some(at) = at {
+                argv.drain(at..(at + 2).min(argv.len()));
+            }
+            argv
+        };
+        cases.push(("BEFORE, generation", unnamed(generation), 0));
+        cases.push(("BEFORE, gate", unnamed(gate), 0));
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
     for _ in 0..runs {
@@ -102,6 +116,7 @@ fn main() -> Result<()> {
             t[t.len() / 2].as_secs_f64() * 1000.0
         })
         .collect();
+    println!("load average before: {}", load());
     println!("median of {runs} runs each of /bin/true:");
     for ((name, _, _), median) in cases.iter().zip(&medians) {
         let extra = median - medians[0];
@@ -112,5 +127,98 @@ fn main() -> Result<()> {
             println!("  {name:<22} {median:7.3} ms   +{extra:.3} ms ({verdict} the 2 ms goal)");
         }
     }
+    println!("load average after: {}", load());
+    let confined: Vec<_> = cases.iter().filter(|(name, _, _)| name.contains(", ")).collect();
+    steps(&confined, &checkout, runs)
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+fn monotonic_ns() -> i128 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
+}
+
+/// Runs each case `runs` times (interleaved) with the cage writing when
+/// each step ended, and prints the median time of each step.
+fn steps(cases: &[&(&str, Vec<OsString>, i32)], dir: &std::path::Path, runs: usize) -> Result<()> {
+    use std::io::{Read, Seek};
+    use std::os::fd::AsRawFd;
+    let mut log = tempfile::tempfile()?;
+    // A copy without close-on-exec: the helper inherits it.
+    // SAFETY: dup of a descriptor this program holds open.
+    let fd = unsafe { libc::dup(log.as_raw_fd()) };
+    if fd < 0 {
+        bail!("dup: {}", std::io::Error::last_os_error());
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")?.lines().count();
+    println!(
+        "\nwhere the time goes ({runs} runs each; load average {}; {mounts} mounts on the host, \
+         which a new mount namespace copies):",
+        load()
+    );
+    let mut all: Vec<Vec<(String, Vec<f64>)>> = vec![Vec::new(); cases.len()];
+    for _ in 0..runs {
+        for (i, (name, argv, expected)) in cases.iter().enumerate() {
+            log.set_len(0)?;
+            log.rewind()?;
+            let start = monotonic_ns();
+            let status = Command::new(&argv[0])
+                .args(&argv[1..])
+                .current_dir(dir)
+                .env(confine::steps::ENV, fd.to_string())
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .with_context(|| format!("{name}: cannot start"))?;
+            let end = monotonic_ns();
+            if status.code() != Some(*expected) {
+                bail!("{name}: {status}");
+            }
+            let mut text = String::new();
+            log.rewind()?;
+            log.read_to_string(&mut text)?;
+            let mut marks = confine::steps::parse(&text);
+            marks.sort_by_key(|(_, ns)| *ns);
+            marks.push(("the helper's end seen".into(), end));
+            let mut last = start;
+            // Steps that recur (grants before and after /proc) add up.
+            let mut run: Vec<(String, f64)> = Vec::new();
+            for (step, ns) in marks {
+                let ms = (ns - last) as f64 / 1e6;
+                last = ns;
+                match run.iter_mut().find(|(s, _)| *s == step) {
+                    Some((_, sum)) => *sum += ms,
+                    None => run.push((step, ms)),
+                }
+            }
+            for (step, ms) in run {
+                match all[i].iter_mut().find(|(s, _)| *s == step) {
+                    Some((_, times)) => times.push(ms),
+                    None => all[i].push((step, vec![ms])),
+                }
+            }
+        }
+    }
+    for ((name, argv, _), steps) in cases.iter().zip(all.iter_mut()) {
+        let grants =
+            argv.iter().filter(|a| a.to_str().is_some_and(|a| a.starts_with("--"))).count();
+        println!("  {name} ({grants} plan arguments):");
+        let mut total = 0.0;
+        for (step, times) in steps.iter_mut() {
+            times.sort_by(f64::total_cmp);
+            let median = times[times.len() / 2];
+            total += median;
+            println!("    {step:<30} {median:7.3} ms");
+        }
+        println!("    {:<30} {total:7.3} ms", "(sum of the medians)");
+    }
+    println!("load average after: {}", load());
     Ok(())
 }

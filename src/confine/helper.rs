@@ -15,13 +15,15 @@ use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use super::plan::Plan;
 use super::{
-    filter, init, namespaces, root, ruleset, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
+    filter, init, namespaces, root, ruleset, steps, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
     EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
 };
 
 /// Runs the helper with the arguments after `confine`; returns the exit
 /// status of the step that failed (it returns only on failure).
 pub fn main(args: &[OsString]) -> i32 {
+    steps::init();
+    steps::mark("helper started");
     let (plan, argv) = match Plan::from_args(args) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -42,6 +44,7 @@ pub fn main(args: &[OsString]) -> i32 {
     // Root's bodies run as nobody: the paths they may write are mounted
     // with their ids mapped (see root.rs), through a user namespace made
     // here, while this process's children still see the machine's /proc.
+    steps::mark("plan read");
     let identity = if rustix::process::getuid().is_root() {
         match super::sys::user_namespace_fd(0, super::BODY_ID) {
             Ok(fd) => Some(fd),
@@ -56,6 +59,9 @@ pub fn main(args: &[OsString]) -> i32 {
     } else {
         None
     };
+    if identity.is_some() {
+        steps::mark("id-mapping user namespace");
+    }
     if let Err(e) = namespaces::enter(&plan) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
@@ -65,29 +71,45 @@ pub fn main(args: &[OsString]) -> i32 {
         Ok(inside) => inside,
         Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
     };
-    if let Err(e) = root::build(&plan, identity.as_ref()) {
-        return fail(EXIT_NAMESPACES, "root", &e);
-    }
+    steps::mark("fork into the PID namespace");
+    let cwd = match root::build(&plan, identity.as_ref()) {
+        Ok(cwd) => cwd,
+        Err(e) => return fail(EXIT_NAMESPACES, "root", &e),
+    };
     let become_body = identity.is_some();
     drop(identity);
-    init::run(inside, move || confine_and_exec(&plan, &argv, become_body))
+    init::run(inside, root::finish, move |ready| {
+        confine_and_exec(&plan, &argv, become_body, &cwd, ready)
+    })
 }
 
 /// The program's process: Landlock, capabilities, no_new_privs, seccomp,
-/// then the program. Returns only the status of the step that failed.
-fn confine_and_exec(plan: &Plan, argv: &[OsString], become_body: bool) -> i32 {
+/// then, once the first process has finished the new root (the old one
+/// detached: `ready`), the working directory and the program. Returns only
+/// the status of the step that failed.
+fn confine_and_exec(
+    plan: &Plan,
+    argv: &[OsString],
+    become_body: bool,
+    cwd: &std::path::Path,
+    ready: init::RootReady,
+) -> i32 {
+    steps::mark("fork the program");
     let privileged = namespaces::has_sys_admin();
     if let Err(e) = ruleset::restrict(plan, !privileged) {
         return fail(EXIT_LANDLOCK, "landlock", &e);
     }
+    steps::mark("landlock");
     if become_body {
         if let Err(e) = drop_bounding().and_then(|()| become_nobody()) {
             return fail(EXIT_CAPABILITIES, "identity", &e);
         }
+        steps::mark("identity");
     }
     if let Err(e) = drop_capabilities() {
         return fail(EXIT_CAPABILITIES, "capabilities", &e);
     }
+    steps::mark("capabilities");
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return fail(EXIT_NO_NEW_PRIVS, "no_new_privs", &e.to_string());
     }
@@ -101,6 +123,12 @@ fn confine_and_exec(plan: &Plan, argv: &[OsString], become_body: bool) -> i32 {
     if let Err(e) = load_seccomp() {
         return fail(EXIT_SECCOMP, "seccomp", &e);
     }
+    steps::mark("no_new_privs, seccomp");
+    // Nothing runs while the old root is still there.
+    if let Err(e) = ready.wait().and_then(|()| root::enter_workdir(cwd)) {
+        return fail(EXIT_NAMESPACES, "root", &e);
+    }
+    steps::mark("root finished (waited)");
     let Some((program, rest)) = argv.split_first() else {
         return fail(EXIT_USAGE, "arguments", "no program to run");
     };

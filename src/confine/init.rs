@@ -32,6 +32,27 @@ use std::os::fd::OwnedFd;
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 use rustix::thread::CapabilitySet;
 
+/// The program's process's end of the word that the new root is finished
+/// (the old root detached, the tmpfs read-only).
+pub struct RootReady(OwnedFd);
+
+impl RootReady {
+    /// Waits for the first process to finish the new root. `Err` when it
+    /// ended without saying so (it failed, and ends the cage): then nothing
+    /// may be executed.
+    pub fn wait(self) -> Result<(), String> {
+        let mut byte = [0u8; 1];
+        loop {
+            match rustix::io::read(&self.0, &mut byte) {
+                Ok(1) if byte[0] == 1 => return Ok(()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => return Err("the new root was not finished".into()),
+                Err(e) => return Err(format!("waiting for the new root: {e}")),
+            }
+        }
+    }
+}
+
 /// What the first process keeps from the fork: the mask to restore for the
 /// program and the pipe on which it tells the helper the program's signal.
 pub struct Inside {
@@ -138,23 +159,53 @@ fn end_with(end: End) -> ! {
 
 /// The first process's part: forks the program's process, which runs
 /// `confine_and_exec` (it returns only with the status of the step that
-/// failed), and reaps until that process ends; then ends with its status.
-pub fn run(inside: Inside, confine_and_exec: impl FnOnce() -> i32) -> ! {
+/// failed), then finishes the new root (`finish_root`: detaching the old
+/// one waits for an RCU grace period, which the program's process spends on
+/// its own steps meanwhile) and tells the program's process it is done
+/// ([`RootReady`]); then reaps until that process ends, and ends with its
+/// status. Should `finish_root` fail, the cage ends with
+/// [`super::EXIT_NAMESPACES`] and the program never runs.
+pub fn run(
+    inside: Inside,
+    finish_root: impl FnOnce() -> Result<(), String>,
+    confine_and_exec: impl FnOnce(RootReady) -> i32,
+) -> ! {
+    let (ready_read, ready_write) = match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+    {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("teneral confine: root: pipe: {e}");
+            std::process::exit(super::EXIT_NAMESPACES)
+        }
+    };
     let program = match crate::sys::fork() {
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(inside.report);
+            drop(ready_write);
             if let Err(e) = crate::sys::restore_signals(&inside.mask) {
                 eprintln!("teneral confine: signals: {e}");
                 std::process::exit(super::EXIT_NAMESPACES);
             }
-            std::process::exit(confine_and_exec())
+            std::process::exit(confine_and_exec(RootReady(ready_read)))
         }
         Err(e) => {
             eprintln!("teneral confine: cannot fork the program: {e}");
             std::process::exit(super::EXIT_NAMESPACES)
         }
     };
+    drop(ready_read);
+    if let Err(e) = finish_root() {
+        // Ending here kills the program's process with the PID namespace,
+        // before it executed anything (it waits for the word below).
+        eprintln!("teneral confine: root: {e}");
+        std::process::exit(super::EXIT_NAMESPACES)
+    }
+    // A write that fails means the program's process has ended already (one
+    // of its steps failed): its status is reported below. Should it be
+    // waiting still, closing the pipe without the word ends it unexecuted.
+    let _ = rustix::io::write(&ready_write, &[1]);
+    drop(ready_write);
     // Of the capabilities only the one to kill what the program leaves
     // behind is of use from here (root's body is nobody).
     let _ = super::helper::keep_only(CapabilitySet::KILL);
@@ -180,6 +231,7 @@ pub fn run(inside: Inside, confine_and_exec: impl FnOnce() -> i32) -> ! {
 /// (its parent-death signal), reaping what dies meanwhile. It ends by
 /// itself if the helper has gone already, or within a second.
 fn report_and_wait(report: &OwnedFd, status: WaitStatus) -> ! {
+    super::steps::mark("program ended");
     super::sys::kill_namespace();
     let end = match (status.exit_status(), status.terminating_signal()) {
         (Some(code), _) => [0, u8::try_from(code).unwrap_or(u8::MAX)],

@@ -34,6 +34,7 @@ mod relay;
 mod root;
 mod ruleset;
 pub mod sources;
+pub mod steps;
 mod sys;
 
 use std::ffi::OsString;

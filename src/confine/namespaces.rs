@@ -14,6 +14,7 @@
 use rustix::thread::{CapabilitySet, UnshareFlags};
 
 use super::plan::{Net, Plan};
+use super::steps;
 
 /// Whether this process can make the namespaces a plan may ask for. Root
 /// makes them directly; anyone else needs a user namespace, which is tried
@@ -46,17 +47,15 @@ pub fn has_sys_admin() -> bool {
 /// The mount and PID namespaces are filled by the cage's first process
 /// ([`super::init`], [`super::root`]).
 pub fn enter(plan: &Plan) -> Result<(), String> {
-    let mut flags = UnshareFlags::NEWNS | UnshareFlags::NEWPID;
-    if plan.net == Net::Loopback {
-        flags |= UnshareFlags::NEWNET;
-    }
     // The relay must be forked while this process is still in the kernel's
     // network namespace; it gets its listeners once loopback is up inside.
     let relay = super::relay::start(&plan.forward)?;
-    let in_userns = !has_sys_admin();
-    if in_userns {
+    if relay.is_some() {
+        steps::mark("fork the relay");
+    }
+    if !has_sys_admin() {
         let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
-        crate::sys::unshare(flags | UnshareFlags::NEWUSER)
+        crate::sys::unshare(UnshareFlags::NEWUSER)
             .map_err(|e| format!("cannot make a user namespace: {e}"))?;
         let write = |file: &str, text: String| {
             std::fs::write(format!("/proc/self/{file}"), text)
@@ -65,14 +64,27 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
         write("setgroups", "deny".into())?;
         write("uid_map", format!("{0} {0} 1", uid.as_raw()))?;
         write("gid_map", format!("{0} {0} 1", gid.as_raw()))?;
-    } else {
-        crate::sys::unshare(flags).map_err(|e| format!("cannot make namespaces: {e}"))?;
+        steps::mark("user namespace");
+    }
+    // One kind at a time (the same namespaces as one call makes, all
+    // owned by the user namespace above when there is one), so that the
+    // benchmark sees what each costs.
+    let mut kinds =
+        vec![(UnshareFlags::NEWNS, "mount namespace"), (UnshareFlags::NEWPID, "PID namespace")];
+    if plan.net == Net::Loopback {
+        kinds.push((UnshareFlags::NEWNET, "network namespace"));
+    }
+    for (flag, name) in kinds {
+        crate::sys::unshare(flag).map_err(|e| format!("cannot make a {name}: {e}"))?;
+        steps::mark(name);
     }
     if plan.net == Net::Loopback {
         crate::sys::loopback_up().map_err(|e| format!("cannot bring loopback up: {e}"))?;
+        steps::mark("loopback up");
     }
     if let Some(relay) = relay {
         super::relay::hand_over(relay, &plan.forward)?;
+        steps::mark("relay's listeners");
     }
     Ok(())
 }

@@ -37,6 +37,9 @@ pub fn start(ports: &[u16]) -> Result<Option<Pending>, String> {
     let (ours, theirs) =
         socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)
             .map_err(|e| format!("socketpair: {e}"))?;
+    // Taken before the fork: the relay's parent may be gone before the
+    // relay first runs, and its parent then is another process (init).
+    let helper = rustix::process::getpid();
     match crate::sys::fork().map_err(|e| format!("cannot fork the relay: {e}"))? {
         Some(_child) => {
             drop(theirs);
@@ -44,7 +47,7 @@ pub fn start(ports: &[u16]) -> Result<Option<Pending>, String> {
         }
         None => {
             drop(ours);
-            let code = match serve(theirs, ports) {
+            let code = match serve(theirs, ports, helper) {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("teneral confine: relay: {e}");
@@ -75,9 +78,9 @@ pub fn hand_over(pending: Pending, ports: &[u16]) -> Result<(), String> {
     Ok(())
 }
 
-/// The relay itself: ends with its parent, takes the listeners, relays.
-fn serve(channel: OwnedFd, ports: &[u16]) -> io::Result<()> {
-    end_with_parent()?;
+/// The relay itself: ends with the helper, takes the listeners, relays.
+fn serve(channel: OwnedFd, ports: &[u16], helper: rustix::process::Pid) -> io::Result<()> {
+    end_with(helper)?;
     let mut byte = [0u8; 1];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(ports.len()))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -105,16 +108,25 @@ fn serve(channel: OwnedFd, ports: &[u16]) -> io::Result<()> {
     Ok(())
 }
 
-/// Exits this process when its parent ends. A parent-death signal would not
-/// do: the parent is confined by then, and Landlock's signal scope keeps it
-/// from signalling the relay, even as it dies. A pidfd becomes readable
-/// when the process it names ends.
-fn end_with_parent() -> io::Result<()> {
+/// Exits this process when `helper` (its parent, named before the fork)
+/// ends. A parent-death signal would not do: the parent is confined by
+/// then, and Landlock's signal scope keeps it from signalling the relay,
+/// even as it dies. A pidfd becomes readable when the process it names
+/// ends. The parent is named before the fork, not asked for after it: a
+/// helper that ended before the relay first ran (a short program on a busy
+/// machine) would leave it a child of init, and a relay waiting for init
+/// to end never ends (found by bench_egress: relays left behind, holding
+/// the kernel's stdout).
+fn end_with(helper: rustix::process::Pid) -> io::Result<()> {
     use rustix::event::{poll, PollFd, PollFlags};
     use rustix::process::{getppid, pidfd_open, PidfdFlags};
-    let parent = getppid().ok_or_else(|| io::Error::other("the helper is already gone"))?;
-    let pidfd = pidfd_open(parent, PidfdFlags::empty())?;
-    if getppid() != Some(parent) {
+    let pidfd = match pidfd_open(helper, PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(_) => std::process::exit(0),
+    };
+    // Opened after the helper ended and its pid went to another process:
+    // the relay is no longer its child.
+    if getppid() != Some(helper) {
         std::process::exit(0);
     }
     std::thread::spawn(move || {

@@ -28,6 +28,7 @@ use rustix::mount::{
 };
 
 use super::plan::{Access, Plan};
+use super::steps;
 use super::sys::attach_tree;
 
 /// Where the old root is while the new one is filled.
@@ -38,9 +39,10 @@ const OLD: &str = "/.old-root";
 const TOP_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
 /// Replaces this process's root by a new one holding only `plan`'s grants,
-/// and keeps its working directory when that is granted or leads to a
-/// grant (else the program starts in `/`). Runs in a fresh mount namespace, in the cage's PID namespace.
-pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
+/// with the old root still hanging at [`OLD`]: [`finish`] detaches it.
+/// Returns the working directory to keep ([`enter_workdir`]). Runs in a
+/// fresh mount namespace, in the cage's PID namespace.
+pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<PathBuf, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     // What each path names is resolved here, in the old root: a link there
     // may point anywhere by an absolute path, which means nothing later.
@@ -59,8 +61,10 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
     }
     let readonly: Vec<PathBuf> =
         plan.readonly.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    steps::mark("resolve the grants");
     mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
         .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+    steps::mark("mounts private");
     // A fresh tmpfs on /tmp becomes the root; the old root then hangs at
     // OLD, its own /tmp whole again, and each grant is taken from there.
     let flags = MountFlags::NOSUID | MountFlags::NODEV;
@@ -70,13 +74,22 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
     rustix::process::pivot_root("/tmp", "/tmp/.old-root")
         .map_err(|e| format!("cannot pivot to the new root: {e}"))?;
     rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    steps::mark("tmpfs, pivot_root");
 
     // Parents before children, so a grant inside another lands on it.
     grants.sort_by_key(|(_, real, _, _)| real.components().count());
     for (_, real, access, socket) in &grants {
+        let proc = real == Path::new("/proc");
+        if proc {
+            steps::mark("grants");
+        }
         grant(real, *access, *socket, idmap)
             .map_err(|e| format!("cannot grant {}: {e}", real.display()))?;
+        if proc {
+            steps::mark("/proc");
+        }
     }
+    steps::mark("grants");
     // A granted path that was a link (`.teneral/target` to a shared cache)
     // is one still, to the same place.
     for (path, real, _, _) in &grants {
@@ -88,9 +101,11 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
                 .map_err(|e| format!("cannot link {}: {e}", path.display()))?;
         }
     }
+    steps::mark("links to grants");
     for path in &readonly {
         read_only(path).map_err(|e| format!("cannot make {} read-only: {e}", path.display()))?;
     }
+    steps::mark("read-only files");
     for link in TOP_LINKS {
         let Ok(target) = std::fs::read_link(old(Path::new(link))) else { continue };
         if std::fs::symlink_metadata(link).is_err() {
@@ -102,13 +117,31 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<(), String> {
     if std::fs::symlink_metadata("/tmp").is_err() {
         mkdir("/tmp").map_err(|e| format!("cannot make /tmp: {e}"))?;
     }
+    steps::mark("top links, /dev, /tmp");
+    Ok(cwd)
+}
+
+/// Detaches the old root and makes the new one read-only: the last step of
+/// the new root, which the program's process waits for before it executes
+/// anything. Detaching a mount tree waits for an RCU grace period
+/// (milliseconds on a loaded machine), so the cage's first process does it
+/// while the program's process applies its own steps.
+pub fn finish() -> Result<(), String> {
     unmount(OLD, UnmountFlags::DETACH).map_err(|e| format!("cannot detach the old root: {e}"))?;
     std::fs::remove_dir(OLD).map_err(|e| format!("cannot remove {OLD}: {e}"))?;
+    steps::mark("detach the old root");
+    let flags = MountFlags::NOSUID | MountFlags::NODEV;
     mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | flags, "")
         .map_err(|e| format!("cannot make the new root read-only: {e}"))?;
-    // A directory not granted is not there; the program starts at the root
-    // then, where it reaches what it reached from there before: its grants.
-    if rustix::process::chdir(&cwd).is_err() {
+    steps::mark("root read-only");
+    Ok(())
+}
+
+/// Keeps the working directory `cwd` when it is granted or leads to a grant.
+/// A directory not granted is not there; the program starts at the root
+/// then, where it reaches what it reached from there before: its grants.
+pub fn enter_workdir(cwd: &Path) -> Result<(), String> {
+    if rustix::process::chdir(cwd).is_err() {
         rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! The cage's raw system calls that rustix does not wrap: `mount_setattr`
 //! on a detached copy of a granted tree, a child cloned into a user
-//! namespace, `fcntl` for SIGIO on a pipe, and killing a PID namespace.
+//! namespace, `fcntl` for SIGIO on a pipe, killing a PID namespace, and the
+//! few calls the steps' timestamps need.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -131,4 +132,25 @@ pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
         let _ = unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     made
+}
+
+/// Whether `fd` is an open descriptor of this process (it is not taken).
+pub fn fd_is_open(fd: i32) -> bool {
+    // SAFETY: fcntl F_GETFD reads the descriptor's flags and touches no memory.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+pub fn monotonic_ns() -> i128 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
+}
+
+/// One `write` of `bytes` to the raw descriptor `fd`, which the caller
+/// knows open and never closes; what fails is let be.
+pub fn write_raw(fd: i32, bytes: &[u8]) {
+    // SAFETY: write reads `bytes.len()` bytes of a live slice.
+    let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
 }

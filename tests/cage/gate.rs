@@ -257,3 +257,30 @@ echo "other port: curl exit $?"
     assert!(all.contains("other port: errno ECONNREFUSED"), "another port is refused:\n{all}");
     Ok(())
 }
+
+/// The old root is detached, and the new one read-only, before the program
+/// runs: the cage's first process finishes the root while the program's
+/// process applies its own steps, and the program's process waits for it.
+#[test]
+fn the_old_root_is_gone_before_the_program_runs() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let (_dir, checkout, tmp) = checkout()?;
+    let profile = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+    let script = "cat /proc/self/mountinfo; ls -d /.old-root 2>&1; touch /new-file 2>&1; true";
+    let argv = ["/bin/sh", "-c", script].map(OsString::from).to_vec();
+    for _ in 0..20 {
+        let out = run_confined(&profile, argv.clone(), &checkout, &tmp)?;
+        let all = text(&out);
+        assert!(out.status.success(), "{all}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("old-root /"), "the old root is still mounted:\n{all}");
+        assert!(stdout.contains("/.old-root': No such file or directory"), "{all}");
+        assert!(stdout.contains("/new-file': Read-only file system"), "{all}");
+        let root = stdout.lines().find(|l| l.split(' ').nth(4) == Some("/"));
+        let root_options = root.and_then(|l| l.split(' ').nth(5)).unwrap_or_default();
+        assert!(root_options.split(',').any(|o| o == "ro"), "the root is read-only:\n{all}");
+    }
+    Ok(())
+}

@@ -1,9 +1,11 @@
 //! The journal, `memory/journal.jsonl`: the individual's history, append-only,
 //! written by the kernel alone. See docs/contract.md, section 6.
+mod open;
 pub mod reader;
 pub mod rules;
 pub mod writer;
 
+pub use open::{open_file, Access};
 pub use reader::{last_events, parse_line, Backwards, Event};
 
 /// The journal's place inside an individual.

@@ -106,13 +106,13 @@ impl Backwards {
 
 /// The last `n` whole events of the journal at `path` that `keep` accepts,
 /// oldest first, and the file's length when read (where following starts).
-/// A missing journal is empty.
+/// A missing journal is empty; a link is refused ([`super::open_file`]).
 pub fn last_events(
     path: &std::path::Path,
     n: usize,
     mut keep: impl FnMut(&Event) -> bool,
 ) -> io::Result<(Vec<Event>, u64)> {
-    let file = match File::open(path) {
+    let file = match super::open_file(path, super::Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(e) => return Err(e),

@@ -37,13 +37,15 @@ const OWNER_FILES_KEPT: usize = 1024;
 
 impl Journal {
     /// Opens (or creates) the journal at `path`, mending a torn last line.
+    /// No link is followed in its last two parts (`memory/journal.jsonl`,
+    /// which a body could have left with the cage off: `ELOOP`), and only a
+    /// regular file is taken ([`super::open_file`]).
     pub fn open(path: &Path) -> Result<Self, JournalError> {
         let io_err = |source| JournalError::Io { path: path.to_owned(), source };
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_err)?;
         }
-        let mut file =
-            OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io_err)?;
+        let mut file = super::open_file(path, super::Access::Append).map_err(io_err)?;
         set_aside_torn_tail(path, &mut file).map_err(io_err)?;
         let last_seq = last_seq(&file).map_err(io_err)?;
         Ok(Self {
@@ -169,7 +171,9 @@ fn set_aside_torn_tail(path: &Path, file: &mut File) -> io::Result<()> {
         .map(|d| d.as_millis())
         .unwrap_or_default();
     let aside = path.with_extension(format!("jsonl.torn-{ms}"));
-    let mut out = File::create(&aside)?;
+    // A new file only: a link left at that name (memory/ is the body's) is
+    // not followed (EEXIST).
+    let mut out = OpenOptions::new().write(true).create_new(true).open(&aside)?;
     out.write_all(torn)?;
     out.sync_all()?;
     file.set_len(keep)?;

@@ -6,13 +6,14 @@ use super::{read, Figures};
 
 /// The scorecard of the individual at `home` (its `memory/journal.jsonl`);
 /// a missing journal has no generation. What the kernel calls to keep a
-/// copy the body may read.
+/// copy the body may read. The journal is opened following no link
+/// (`journal::open_file`): a linked one is `ELOOP`.
 pub fn of_individual(
     home: &std::path::Path,
     since: Option<String>,
 ) -> std::io::Result<Vec<Figures>> {
     let path = home.join(crate::journal::JOURNAL_PATH);
-    match std::fs::File::open(&path) {
+    match crate::journal::open_file(&path, crate::journal::Access::Read) {
         Ok(file) => read(std::io::BufReader::with_capacity(1 << 20, file), since),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e),
