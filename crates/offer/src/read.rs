@@ -8,7 +8,7 @@ use std::path::Path;
 use git2::{Diff, DiffOptions, Oid, Patch, Repository, Sort, Tree};
 
 use super::scan::{CommitChange, FileChange};
-use crate::commit::Commit;
+use teneral_core::commit::Commit;
 
 /// What an offer branch holds, as read.
 pub struct Offer {
