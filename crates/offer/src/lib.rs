@@ -7,10 +7,15 @@
 //! last message is complete ([`verdict`]), prints the report and keeps it
 //! in `.teneral/offers/<commit>.json`. It passes only when all of that does.
 
+pub mod approve;
+pub mod forge;
+pub mod git;
 pub mod key;
+pub mod publish;
 pub mod read;
 pub mod scan;
 pub mod secrets;
+pub mod token;
 pub mod verdict;
 
 use std::path::{Path, PathBuf};

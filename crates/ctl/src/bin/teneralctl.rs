@@ -94,7 +94,7 @@ enum Command {
         #[arg(long)]
         plain: bool,
     },
-    /// What the individual offers to the species: its key, and the check of an offer branch.
+    /// What the individual offers to the species: its key, the check, approval and publishing.
     Offer {
         #[command(subcommand)]
         command: OfferCommand,
@@ -134,6 +134,28 @@ enum OfferCommand {
         #[arg(long, hide = true)]
         timings: bool,
     },
+    /// The offer branches, read from git: each one's check, approval and pull request.
+    List {
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Approve exactly one checked commit for publishing (7 or more of its hex digits).
+    Approve {
+        commit: String,
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Type the forge token (not shown); it is tried once against the species' repository, then stored.
+    Token {
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Push an approved offer to contrib/<individual id>/<name> and open its pull request.
+    Publish {
+        commit: String,
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 fn offer(command: OfferCommand) -> anyhow::Result<i32> {
@@ -157,6 +179,23 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
                 eprintln!("{}", offer::timings(&report));
             }
             Ok(if report.passed() { 0 } else { 1 })
+        }
+        OfferCommand::List { dir } => {
+            print!("{}", offer::manage::list_text(&dir)?);
+            Ok(0)
+        }
+        OfferCommand::Approve { commit, dir } => {
+            let commit = offer::manage::approve(&dir, &commit)?;
+            println!("{}", offer::manage::approved_text(&dir, &commit));
+            Ok(0)
+        }
+        OfferCommand::Token { dir } => {
+            println!("{}", offer::manage::token(&dir)?);
+            Ok(0)
+        }
+        OfferCommand::Publish { commit, dir } => {
+            println!("{}", offer::manage::publish(&dir, &commit)?);
+            Ok(0)
         }
     }
 }

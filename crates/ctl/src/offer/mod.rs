@@ -2,3 +2,5 @@
 //! (`teneral-offer`: the key, the scan, the check), and the owner's side of it.
 
 pub use teneral_offer::*;
+
+pub mod manage;
