@@ -34,7 +34,9 @@ pub enum ForgeError {
     NoRemote(String),
     #[error("the species' address {0:?} does not end in <owner>/<repository>")]
     BadUrl(String),
-    #[error("the species is not on github.com ({0}); name its API with TENERAL_FORGE_API=<url> in .env")]
+    #[error(
+        "the species is not on github.com ({0}); name its API with TENERAL_FORGE_API=<url> in .env"
+    )]
     NoApi(String),
     #[error("the forge at {url} cannot be reached: {why}")]
     Unreachable { url: String, why: String },
@@ -109,7 +111,10 @@ impl<'a> Forge<'a> {
             .user_agent(concat!("teneral/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(60))
             .build()
-            .map_err(|e| ForgeError::Unreachable { url: species.api.clone(), why: e.to_string() })?;
+            .map_err(|e| ForgeError::Unreachable {
+                url: species.api.clone(),
+                why: e.to_string(),
+            })?;
         Ok(Forge { species, token, client })
     }
 
@@ -119,7 +124,10 @@ impl<'a> Forge<'a> {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Value), ForgeError> {
-        let url = format!("{}/repos/{}/{}{path}", self.species.api, self.species.owner, self.species.repo);
+        let url = format!(
+            "{}/repos/{}/{}{path}",
+            self.species.api, self.species.owner, self.species.repo
+        );
         let mut request = self
             .client
             .request(method, &url)
@@ -148,7 +156,11 @@ impl<'a> Forge<'a> {
             }),
             200 => Ok(()),
             401 | 403 | 404 => Err(ForgeError::Refused { status, message: message(&body, "") }),
-            _ => Err(ForgeError::Answer { what: "the repository", status, message: message(&body, "") }),
+            _ => Err(ForgeError::Answer {
+                what: "the repository",
+                status,
+                message: message(&body, ""),
+            }),
         }
     }
 
@@ -156,7 +168,8 @@ impl<'a> Forge<'a> {
     /// against the species' branch; the open one of `head` when the forge
     /// says one already exists (422).
     pub fn open_pull(&self, head: &str, title: &str, text: &str) -> Result<Pull, ForgeError> {
-        let request = json!({"title": title, "head": head, "base": self.species.branch, "body": text});
+        let request =
+            json!({"title": title, "head": head, "base": self.species.branch, "body": text});
         let (status, body) = self.send(reqwest::Method::POST, "/pulls", Some(&request))?;
         match status {
             201 => pull_of(&body).ok_or(ForgeError::Answer {
@@ -172,7 +185,11 @@ impl<'a> Forge<'a> {
                 })
             }
             401 | 403 => Err(ForgeError::Refused { status, message: message(&body, "") }),
-            _ => Err(ForgeError::Answer { what: "opening the pull request", status, message: message(&body, "") }),
+            _ => Err(ForgeError::Answer {
+                what: "opening the pull request",
+                status,
+                message: message(&body, ""),
+            }),
         }
     }
 
@@ -181,7 +198,11 @@ impl<'a> Forge<'a> {
         let query = format!("/pulls?state=open&head={}:{head}", self.species.owner);
         let (status, body) = self.send(reqwest::Method::GET, &query, None)?;
         if status != 200 {
-            return Err(ForgeError::Answer { what: "the list of pull requests", status, message: message(&body, "") });
+            return Err(ForgeError::Answer {
+                what: "the list of pull requests",
+                status,
+                message: message(&body, ""),
+            });
         }
         Ok(body.as_array().and_then(|a| a.first()).and_then(pull_of))
     }
@@ -189,10 +210,13 @@ impl<'a> Forge<'a> {
     /// Posts `text` as a comment on pull request `number`; its address.
     pub fn comment(&self, number: u64, text: &str) -> Result<String, ForgeError> {
         let path = format!("/issues/{number}/comments");
-        let (status, body) = self.send(reqwest::Method::POST, &path, Some(&json!({"body": text})))?;
+        let (status, body) =
+            self.send(reqwest::Method::POST, &path, Some(&json!({"body": text})))?;
         match status {
             201 => Ok(body["html_url"].as_str().unwrap_or_default().to_owned()),
-            _ => Err(ForgeError::Answer { what: "the comment", status, message: message(&body, "") }),
+            _ => {
+                Err(ForgeError::Answer { what: "the comment", status, message: message(&body, "") })
+            }
         }
     }
 }

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use teneral_core::commit::Commit;
 use scan::{Finding, ScanReport, Scanner};
+use teneral_core::commit::Commit;
 
 /// Where check reports are kept.
 pub const OFFERS_DIR: &str = ".teneral/offers";

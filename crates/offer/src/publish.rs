@@ -133,8 +133,12 @@ pub fn publish(home: &Path, commit: &Commit) -> Result<Published, PublishError> 
     let credential = Credential::make(home, &token)?;
     let species_ref = format!("refs/heads/{}", species.branch);
     let contrib_ref = format!("refs/heads/{branch}");
-    let found =
-        git::remote_refs(home, &credential, &species.url, &[species_ref.as_str(), contrib_ref.as_str()])?;
+    let found = git::remote_refs(
+        home,
+        &credential,
+        &species.url,
+        &[species_ref.as_str(), contrib_ref.as_str()],
+    )?;
     let (species_now, contrib_now) = (found[0].clone(), found[1].clone());
     let pushed = contrib_now.as_deref() != Some(commit.as_str());
     if pushed {
@@ -164,7 +168,7 @@ pub fn publish(home: &Path, commit: &Commit) -> Result<Published, PublishError> 
 
 /// The `offer.published` event's fields.
 pub fn event(p: &Published) -> Value {
-    json!({"commit": p.commit.as_str(), "branch": p.branch, "pull": p.pull.url, "number": p.pull.number})
+    json!({"offer": p.commit.as_str(), "branch": p.branch, "pull": p.pull.url, "number": p.pull.number})
 }
 
 #[cfg(test)]

@@ -72,14 +72,20 @@ pub fn load(home: &Path) -> Result<Token, TokenError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(TokenError::Missing),
         Err(e) => return Err(unsafe_(e.to_string())),
     };
-    let meta = file.metadata().map_err(|source| TokenError::Io { what: "read", path: path.clone(), source })?;
+    let meta = file.metadata().map_err(|source| TokenError::Io {
+        what: "read",
+        path: path.clone(),
+        source,
+    })?;
     if meta.nlink() != 1 || meta.mode() & 0o077 != 0 {
         return Err(unsafe_(format!("{} names, mode {:o}", meta.nlink(), meta.mode() & 0o777)));
     }
     let mut text = String::new();
-    file.take(4096)
-        .read_to_string(&mut text)
-        .map_err(|source| TokenError::Io { what: "read", path: path.clone(), source })?;
+    file.take(4096).read_to_string(&mut text).map_err(|source| TokenError::Io {
+        what: "read",
+        path: path.clone(),
+        source,
+    })?;
     Token::new(&text).map_err(|_| unsafe_("it holds no token".into()))
 }
 
@@ -89,7 +95,11 @@ pub fn store(home: &Path, token: &Token) -> Result<(), TokenError> {
     let dir = home.join(AUTH_DIR);
     let path = token_path(home);
     let io = |what, source| TokenError::Io { what, path: path.clone(), source };
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| io("make the directory of", e))?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| io("make the directory of", e))?;
     let tmp = dir.join(format!(".{TOKEN_NAME}.tmp-{}", std::process::id()));
     let written = (|| {
         let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
@@ -119,8 +129,11 @@ mod tests {
         let mode = fs::metadata(token_path(home.path())).expect("there").mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(load(home.path()).expect("loaded").expose(), "ghp_abc");
-        fs::set_permissions(token_path(home.path()), std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .expect("chmod");
+        fs::set_permissions(
+            token_path(home.path()),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .expect("chmod");
         assert!(matches!(load(home.path()), Err(TokenError::Unsafe { .. })));
     }
 }

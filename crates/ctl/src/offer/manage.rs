@@ -124,7 +124,9 @@ pub fn approve(home: &Path, text: &str) -> Result<Commit, OwnerError> {
     let report: Option<Value> = approve::kept_report(home, &commit);
     match report {
         None => return Err(OwnerError::Unchecked(commit.short().to_owned())),
-        Some(r) if r["passed"] != true => return Err(OwnerError::Failed(commit.short().to_owned())),
+        Some(r) if r["passed"] != true => {
+            return Err(OwnerError::Failed(commit.short().to_owned()))
+        }
         Some(_) => {}
     }
     owner::write_approval(home, &commit).map_err(|source| OwnerError::Write {
@@ -137,7 +139,11 @@ pub fn approve(home: &Path, text: &str) -> Result<Commit, OwnerError> {
 /// What is said after an approval.
 pub fn approved_text(home: &Path, commit: &Commit) -> String {
     let off = matches!(approve::mode(home), Ok(Mode::Off));
-    let note = if off { " (but TENERAL_PUBLISH is off: nothing goes out until you change it)" } else { "" };
+    let note = if off {
+        " (but TENERAL_PUBLISH is off: nothing goes out until you change it)"
+    } else {
+        ""
+    };
     format!("approved {} for publishing, that commit alone{note}", commit.short())
 }
 
@@ -147,7 +153,8 @@ pub fn token(home: &Path) -> Result<String, OwnerError> {
     let species = forge::species(home)?;
     let stdin = std::io::stdin();
     let terminal = stdin.is_terminal();
-    let mut asker = crate::setup::ask::Asker { input: stdin.lock(), out: std::io::stdout(), terminal };
+    let mut asker =
+        crate::setup::ask::Asker { input: stdin.lock(), out: std::io::stdout(), terminal };
     let typed = asker
         .secret("the token", &format!("A GitHub token for {}/{}:", species.owner, species.repo))
         .map_err(|e| OwnerError::Ask(e.to_string()))?;

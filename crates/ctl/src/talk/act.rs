@@ -96,7 +96,9 @@ pub(super) fn enter(
                     Err(e) => say(live, e.to_string(), Role::Bad),
                 },
                 "approve" => match crate::offer::manage::approve(&client.home, &args) {
-                    Ok(c) => say(live, crate::offer::manage::approved_text(&client.home, &c), Role::Good),
+                    Ok(c) => {
+                        say(live, crate::offer::manage::approved_text(&client.home, &c), Role::Good)
+                    }
                     Err(e) => say(live, e.to_string(), Role::Bad),
                 },
                 other => say(
