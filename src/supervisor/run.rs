@@ -182,6 +182,10 @@ impl Kernel {
                 crate::crash::point("pending.saved");
                 return Ok(());
             }
+            Seen::OfferRequested { name, commit: offered, seq } => {
+                crate::offer::spawn_answer(&self.home, &self.journal, commit, seq, name, offered);
+                return Ok(());
+            }
             Seen::OwnerLine | Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) => return Ok(()),
         };
         life.on(input, Instant::now());

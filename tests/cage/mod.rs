@@ -11,6 +11,7 @@
 mod gate;
 mod grants;
 mod missing;
+mod offer;
 mod unprivileged;
 
 use std::collections::HashMap;

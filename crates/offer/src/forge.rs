@@ -62,8 +62,8 @@ pub fn species(home: &Path) -> Result<Species, ForgeError> {
     let env = dotenv(&std::fs::read_to_string(home.join(".env")).unwrap_or_default());
     let get = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     let upstream = get("TENERAL_UPSTREAM").unwrap_or_else(|| "origin/main".to_owned());
-    let (remote, branch) =
-        upstream.split_once('/').ok_or_else(|| ForgeError::NoRemote(upstream.clone()))?;
+    // A local branch as the species: its namesake on `origin`.
+    let (remote, branch) = upstream.split_once('/').unwrap_or(("origin", upstream.as_str()));
     let url = git2::Repository::open(home)
         .and_then(|r| r.find_remote(remote).map(|r| r.url().map(str::to_owned)))
         .ok()

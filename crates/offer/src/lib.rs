@@ -15,6 +15,7 @@ pub mod publish;
 pub mod read;
 pub mod scan;
 pub mod secrets;
+pub mod sign;
 pub mod token;
 pub mod verdict;
 

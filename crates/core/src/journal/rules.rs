@@ -75,6 +75,7 @@ const SHAPES: &[Shape] = &[
     Shape { kind: "usage", fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)] },
     Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
     Shape { kind: "mutation.requested", fields: &[("candidate", Want::Commit)] },
+    Shape { kind: "offer.requested", fields: &[("name", Want::Str), ("commit", Want::Commit)] },
     Shape { kind: "note", fields: &[("kind", Want::Str), ("data", Want::Any)] },
     Shape { kind: "log", fields: &[("text", Want::Str), ("level", Want::OptStr)] },
 ];
