@@ -186,16 +186,20 @@ fn request_offer(env: &ToolEnv, name: &str, commit: &str) -> Outcome {
     let seq = match env.events.send(&event) {
         Ok(Some(seq)) => seq,
         Ok(None) => return fail("the kernel took the request but did not journal it"),
-        Err(SendError::Refused(why)) => return fail(format!("the kernel refused the offer: {why}")),
+        Err(SendError::Refused(why)) => {
+            return fail(format!("the kernel refused the offer: {why}"))
+        }
         Err(e) => return fail(e.to_string()),
     };
     let journal = env.home.join("memory/journal.jsonl");
     let started = std::time::Instant::now();
     while started.elapsed() < OFFER_WAIT && !env.cancel.is_cancelled() {
         let text = std::fs::read_to_string(&journal).unwrap_or_default();
-        let answer = text.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(
-            |e| e["type"] == "offer.answered" && e["request"].as_u64() == Some(seq),
-        );
+        let answer = text
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["type"] == "offer.answered" && e["request"].as_u64() == Some(seq));
         if let Some(answer) = answer {
             let message = answer["message"].as_str().unwrap_or_default();
             let state = answer["state"].as_str().unwrap_or_default();

@@ -100,7 +100,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let repo = Repository::init(dir.path()).expect("a repository");
         let sig = git2::Signature::now("Agent", "agent@localhost").expect("a signature");
-        let mut commit = |parent: Option<Oid>, file: &str, message: &str| {
+        let commit = |parent: Option<Oid>, file: &str, message: &str| {
             std::fs::write(dir.path().join(file), message).expect("written");
             let mut index = repo.index().expect("the index");
             index.add_path(Path::new(file)).expect("added");

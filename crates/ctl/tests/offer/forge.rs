@@ -237,7 +237,7 @@ fn rest(
             respond_json(stream, "200 OK", &Value::Array(open))
         }
         ("GET", ["repos", _, _, "pulls", n]) => {
-            match s.pulls.iter().find(|p| p["number"].to_string() == *n) {
+            match s.pulls.iter().find(|p| n.parse::<u64>().ok() == p["number"].as_u64()) {
                 Some(p) => respond_json(stream, "200 OK", p),
                 None => respond_json(stream, "404 Not Found", &json!({"message": "Not Found"})),
             }
