@@ -207,6 +207,21 @@ impl<'a> Forge<'a> {
         Ok(body.as_array().and_then(|a| a.first()).and_then(pull_of))
     }
 
+    /// Pull request `number`: its head commit, its base branch, whether it is open.
+    pub fn pull(&self, number: u64) -> Result<(String, String, bool), ForgeError> {
+        let (status, body) = self.send(reqwest::Method::GET, &format!("/pulls/{number}"), None)?;
+        if status != 200 {
+            return Err(ForgeError::Answer {
+                what: "the pull request",
+                status,
+                message: message(&body, ""),
+            });
+        }
+        let head = body["head"]["sha"].as_str().unwrap_or_default().to_owned();
+        let base = body["base"]["ref"].as_str().unwrap_or_default().to_owned();
+        Ok((head, base, body["state"] == "open"))
+    }
+
     /// Posts `text` as a comment on pull request `number`; its address.
     pub fn comment(&self, number: u64, text: &str) -> Result<String, ForgeError> {
         let path = format!("/issues/{number}/comments");

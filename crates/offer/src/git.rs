@@ -108,3 +108,13 @@ pub fn remote_refs(
         })
         .collect())
 }
+
+/// `git --version`, for a witness report's toolchain line.
+pub fn version() -> String {
+    Command::new("git")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|e| format!("git (its version unknown: {e})"))
+}

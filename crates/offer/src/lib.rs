@@ -18,6 +18,7 @@ pub mod secrets;
 pub mod sign;
 pub mod token;
 pub mod verdict;
+pub mod witness;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

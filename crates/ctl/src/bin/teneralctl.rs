@@ -156,6 +156,12 @@ enum OfferCommand {
         #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
     },
+    /// Check somebody else's open pull request and post the signed result as a comment.
+    Witness {
+        number: u64,
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 fn offer(command: OfferCommand) -> anyhow::Result<i32> {
@@ -195,6 +201,10 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
         }
         OfferCommand::Publish { commit, dir } => {
             println!("{}", offer::manage::publish(&dir, &commit)?);
+            Ok(0)
+        }
+        OfferCommand::Witness { number, dir } => {
+            println!("{}", offer::manage::witness(&dir, number)?);
             Ok(0)
         }
     }

@@ -211,10 +211,15 @@ fn rest(
                     "field": "head", "code": "invalid"}]});
                 return respond_json(stream, "422 Unprocessable Entity", &answer);
             }
+            let sha = Command::new("git")
+                .args(["rev-parse", &format!("refs/pull/{number}/head")])
+                .current_dir(&repo)
+                .output()?;
+            let sha = String::from_utf8_lossy(&sha.stdout).trim().to_owned();
             let pull = json!({"number": number, "state": "open",
                 "html_url": format!("http://127.0.0.1:{port}/{o}/{r}/pull/{number}"),
                 "title": asked["title"], "body": asked["body"],
-                "head": {"ref": head}, "base": {"ref": asked["base"]}});
+                "head": {"ref": head, "sha": sha}, "base": {"ref": asked["base"]}});
             s.pulls.push(pull.clone());
             if s.fail_next_pull {
                 s.fail_next_pull = false;
