@@ -107,3 +107,43 @@ fn a_body_request_is_signed_checked_kept_waiting_then_published_once_approved() 
     let (answer, _) = teneral::offer::answer(&home, 44, "../up", &leaky);
     assert_eq!(answer["state"], "refused", "{answer}");
 }
+
+const SCRIPT: &str = r#"{"reply": "Hello."}
+{"expect": "Offer", "tool_calls": [{"name": "edit_file", "arguments": {"path": ".teneral/candidate/body/src/prompt.rs", "old": "You are an agent that lives in a directory", "new": "You are a kind agent that lives in a directory"}}]}
+{"tool_calls": [{"name": "bash", "arguments": {"command": "cd .teneral/candidate && git -c user.name=Agent -c user.email=agent@teneral.invalid -c commit.gpgsign=false commit -qam \"$(printf 'A kinder prompt\\n\\nWhat it changes: the prompt\\nWhy: kindness\\nEvidence: read it\\nNot verified: anything else\\n')\" && git rev-parse HEAD"}}]}
+{"tool_calls": [{"name": "offer", "arguments": {"name": "kind"}}]}
+{"reply": "Offered."}
+"#;
+
+/// System test: the seed body's `offer` tool through the real event
+/// channel: the kernel takes the commit from the workspace, signs it as
+/// `offer/kind`, checks it and answers once (it waits for the owner).
+#[test]
+fn the_seed_bodys_offer_tool_is_answered_once_through_the_channel() -> crate::common::TestResult {
+    use crate::common::*;
+    if !system_tests("the_seed_bodys_offer_tool") {
+        return Ok(());
+    }
+    let long = std::time::Duration::from_secs(900);
+    let ind = Individual::seed(SCRIPT, &["TENERAL_UPSTREAM=main"])?;
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth turn", long, |e| e["type"] == "turn.ended")?;
+    teneral::owner::write_line(ind.path(), "Offer your kinder prompt to the species.")?;
+    let asked = ind.wait_for("the request", long, |e| e["type"] == "offer.requested")?;
+    let answer = ind.wait_for("the answer", long, |e| e["type"] == "offer.answered")?;
+    assert_eq!(answer["request"], asked["seq"], "{answer}");
+    assert_eq!(answer["state"], "waits", "{answer}\n{}", ind.kernel_log());
+    ind.wait_for("the reply", long, |e| e["type"] == "reply" && e["text"] == "Offered.")?;
+    let answers = ind.events("offer.answered");
+    assert_eq!(answers.len(), 1, "answered exactly once: {answers:?}");
+    let result = ind
+        .events("tool.result")
+        .into_iter()
+        .find(|e| e["output"].as_str().is_some_and(|o| o.starts_with("waits:")));
+    assert!(result.is_some(), "the tool returned the answer: {:?}", ind.events("tool.result"));
+    let repo = git2::Repository::open(ind.path())?;
+    let signed = repo.revparse_single("offer/kind")?.peel_to_commit()?;
+    assert_eq!(answer["offer"], signed.id().to_string().as_str());
+    assert!(repo.extract_signature(&signed.id(), None).is_ok(), "signed");
+    Ok(())
+}

@@ -133,8 +133,9 @@ pub fn specs() -> Vec<ToolSpec> {
                 you offer and ask again after they approved it.",
             parameters: object(
                 json!({"name": string("a short name: letters, digits, '-', '_', '.'"),
-                       "commit": string("the full id of the offer's last commit")}),
-                &["name", "commit"],
+                       "commit": string("the full id of the offer's last commit; by default \
+                           the last commit of your workspace, .teneral/candidate")}),
+                &["name"],
             ),
         },
     ]
@@ -169,7 +170,13 @@ pub fn run(env: &ToolEnv, name: &str, args: &Map<String, Value>) -> Outcome {
             }
             "send" => send(&env.home, need("to")?, need("text")?, text("reply_to")),
             "mutate" => request_mutation(env, need("message")?),
-            "offer" => request_offer(env, need("name")?, need("commit")?),
+            "offer" => {
+                let commit = match text("commit") {
+                    Some(commit) => commit.to_owned(),
+                    None => mutate::head(&env.home).map_err(fail)?,
+                };
+                request_offer(env, need("name")?, &commit)
+            }
             other => fail(format!("there is no tool named {other:?}")),
         })
     })();

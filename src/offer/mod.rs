@@ -20,6 +20,7 @@ use teneral_offer::publish::{self, PublishError};
 use teneral_offer::{key, sign};
 
 use crate::commit::Commit;
+use crate::runner::{Limits, Runner};
 
 /// What an answer says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,25 +111,45 @@ pub fn answer(
 
 /// Answers the request off the event loop and journals the answer (and
 /// `offer.published` when it went out) as the generation `generation`'s.
+/// The commit is first taken from the agent's workspace into the main
+/// repository the way a mutation's is (`gate::fetch::take`: packed in the
+/// cage, never opened with the kernel's rights), then [`answer`] runs.
 pub fn spawn_answer(
-    home: &Path,
-    journal: &crate::events::SharedJournal,
+    kernel: (&Path, &crate::events::SharedJournal, &Runner, Limits),
     generation: &Commit,
     request: u64,
     name: String,
     offered: Commit,
 ) {
-    let (home, journal, generation) = (home.to_owned(), journal.clone(), generation.clone());
+    let (home, journal, runner, limits) = kernel;
+    let (home, journal, runner) = (home.to_owned(), journal.clone(), runner.clone());
+    let generation = generation.clone();
+    let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let (fields, done) = answer(&home, request, &name, &offered);
+        let (fields, done) = match take(&handle, &runner, &home, &generation, &offered, limits) {
+            Ok(()) => answer(&home, request, &name, &offered),
+            Err(why) => (answered(request, State::Refused, why, json!({})), None),
+        };
         if let Some(done) = done {
-            crate::events::kernel_event(
-                &journal,
-                &generation,
-                "offer.published",
-                publish::event(&done),
-            );
+            let event = publish::event(&done);
+            crate::events::kernel_event(&journal, &generation, "offer.published", event);
         }
         crate::events::kernel_event(&journal, &generation, "offer.answered", fields);
     });
+}
+
+/// Brings `offered` from `.teneral/candidate` into the main repository.
+fn take(
+    handle: &tokio::runtime::Handle,
+    runner: &Runner,
+    home: &Path,
+    generation: &Commit,
+    offered: &Commit,
+    limits: Limits,
+) -> Result<(), String> {
+    let repo = crate::repo::open(home).map_err(|e| e.to_string())?;
+    let running = crate::repo::commit_id(&repo, home, generation.as_str()).ok();
+    let bases: Vec<git2::Oid> = running.into_iter().collect();
+    let taken = crate::gate::fetch::take(runner, &repo, home, offered, &bases, limits);
+    handle.block_on(taken).map(|_| ()).map_err(|e| format!("the offer's commit: {e}"))
 }

@@ -183,7 +183,9 @@ impl Kernel {
                 return Ok(());
             }
             Seen::OfferRequested { name, commit: offered, seq } => {
-                crate::offer::spawn_answer(&self.home, &self.journal, commit, seq, name, offered);
+                let limits = Limits::for_check(&self.settings);
+                let kernel = (self.home.as_path(), &self.journal, &self.runner, limits);
+                crate::offer::spawn_answer(kernel, commit, seq, name, offered);
                 return Ok(());
             }
             Seen::OwnerLine | Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) => return Ok(()),
