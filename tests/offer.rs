@@ -125,7 +125,8 @@ fn the_seed_bodys_offer_tool_is_answered_once_through_the_channel() -> crate::co
         return Ok(());
     }
     let long = std::time::Duration::from_secs(900);
-    let ind = Individual::seed(SCRIPT, &["TENERAL_UPSTREAM=main"])?;
+    // The test individual has no species branch of its own: its lineage stands in.
+    let ind = Individual::seed(SCRIPT, &["TENERAL_UPSTREAM=lineage/local"])?;
     let _kernel = ind.start()?;
     ind.wait_for("the birth turn", long, |e| e["type"] == "turn.ended")?;
     teneral::owner::write_line(ind.path(), "Offer your kinder prompt to the species.")?;

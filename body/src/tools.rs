@@ -189,7 +189,7 @@ const OFFER_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 /// Asks the kernel to sign, check and publish an offer, and waits for its
 /// one `offer.answered` in the journal.
 fn request_offer(env: &ToolEnv, name: &str, commit: &str) -> Outcome {
-    let event = json!({"type": "offer.requested", "name": name, "commit": commit});
+    let event = json!({"type": "offer.requested", "name": name, "head": commit});
     let seq = match env.events.send(&event) {
         Ok(Some(seq)) => seq,
         Ok(None) => return fail("the kernel took the request but did not journal it"),

@@ -63,7 +63,8 @@ pub enum Seen {
         seq: u64,
     },
     /// An `offer.requested`, journaled with this `seq`: the kernel signs,
-    /// checks and (when allowed) publishes `offer/<name>` at `commit`, and
+    /// checks and (when allowed) publishes `offer/<name>` at `commit` (the
+    /// event's `head`), and
     /// answers with one `offer.answered` naming `seq` (`crate::offer::answer`).
     OfferRequested {
         name: String,
@@ -315,7 +316,7 @@ impl Channel {
                 }
             },
             // The channel's rules took only a full commit id.
-            "offer.requested" => Commit::parse(&text("commit"))
+            "offer.requested" => Commit::parse(&text("head"))
                 .ok()
                 .map(|commit| Seen::OfferRequested { name: text("name"), commit, seq }),
             "tool.call" => {

@@ -1,5 +1,5 @@
 //! The kernel's side of an offer: the body asks with `offer.requested`
-//! (`name`, `commit`: the head of the change it prepared at the species'
+//! (`name`, `head`: the last commit of the change it prepared at the species'
 //! head, docs/contract.md section 3), and the kernel, which alone can read
 //! `.teneral/auth/`, signs the offer's commits with the individual's key
 //! (making `offer/<name>`), checks the branch as a stranger would, keeps
