@@ -28,6 +28,9 @@ pub struct State {
     pub refused: usize,
     /// The next pull request is made, but answered 502 (a failure after the push).
     pub fail_next_pull: bool,
+    /// How long each git request is held before it is served, so that a
+    /// watcher of `/proc` surely sees the client's processes alive.
+    pub hold_git: std::time::Duration,
 }
 
 pub struct Forge {
@@ -166,6 +169,8 @@ fn serve(stream: TcpStream, root: &Path, state: &Mutex<State>, port: u16) -> std
     if path.ends_with("/git-receive-pack") {
         state.lock().expect("the state").pushes += 1;
     }
+    let hold = state.lock().expect("the state").hold_git;
+    std::thread::sleep(hold);
     cgi(&mut stream, &method, path, query, &header, body, root)
 }
 

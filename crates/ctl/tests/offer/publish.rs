@@ -94,10 +94,13 @@ fn contrib_branch(p: &Published) -> String {
 /// `during` runs: where `secret` was seen, how many files were read, and
 /// how many git children of the publish (their argv names the one-push
 /// credential helper) were caught alive.
-fn watch_proc<T>(secret: &str, during: impl FnOnce() -> T) -> (T, BTreeSet<String>, usize, usize) {
+fn watch_proc<T>(
+    secrets: &[String],
+    during: impl FnOnce() -> T,
+) -> (T, BTreeSet<String>, usize, usize) {
     let done = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new((BTreeSet::new(), 0usize, BTreeSet::new())));
-    let (d, s, needle) = (done.clone(), seen.clone(), secret.as_bytes().to_vec());
+    let (d, s, needles) = (done.clone(), seen.clone(), secrets.to_vec());
     let watcher = std::thread::spawn(move || {
         let me = std::process::id().to_string();
         while !d.load(Ordering::Relaxed) {
@@ -110,8 +113,10 @@ fn watch_proc<T>(secret: &str, during: impl FnOnce() -> T) -> (T, BTreeSet<Strin
                 for file in ["cmdline", "environ"] {
                     if let Ok(bytes) = std::fs::read(entry.path().join(file)) {
                         s.1 += 1;
-                        if bytes.windows(needle.len()).any(|w| w == needle.as_slice()) {
-                            s.0.insert(format!("{pid}/{file}"));
+                        for needle in needles.iter().map(|n| n.as_bytes()) {
+                            if bytes.windows(needle.len()).any(|w| w == needle) {
+                                s.0.insert(format!("{pid}/{file}"));
+                            }
                         }
                         let helper = b"credential.helper=!f()";
                         if file == "cmdline" && bytes.windows(helper.len()).any(|w| w == helper) {
@@ -127,6 +132,19 @@ fn watch_proc<T>(secret: &str, during: impl FnOnce() -> T) -> (T, BTreeSet<Strin
     watcher.join().expect("the watcher ends");
     let (found, reads, gits) = seen.lock().expect("the findings").clone();
     (result, found, reads, gits.len())
+}
+
+/// The token, and each line of the private key's body.
+fn secrets(p: &Published) -> Vec<String> {
+    let key = std::fs::read_to_string(p.home.dir.join(".teneral/auth/offer-key")).expect("the key");
+    let mut all: Vec<String> = key
+        .lines()
+        .filter(|l| !l.starts_with("-----") && l.len() > 20)
+        .map(str::to_owned)
+        .collect();
+    assert!(!all.is_empty(), "the key has a body");
+    all.push(TOKEN.to_owned());
+    all
 }
 
 fn no_token_left(p: &Published, printed: &str) {
@@ -168,10 +186,11 @@ fn an_offer_waits_for_approval_then_goes_out_with_the_kernels_block_and_no_token
     let approval = p.home.dir.join(format!(".teneral/owner/.approved/{}.approve", p.commit));
     assert_eq!(std::fs::metadata(&approval).map(|m| m.len()).ok(), Some(0), "an empty dot-file");
 
+    p.forge.state.lock().expect("state").hold_git = std::time::Duration::from_millis(400);
     let ((code, out, err), found, reads, gits) =
-        watch_proc(TOKEN, || run(&p.home, &["offer", "publish", short], ""));
+        watch_proc(&secrets(&p), || run(&p.home, &["offer", "publish", short], ""));
     assert_eq!(code, 0, "{out}{err}");
-    assert!(found.is_empty(), "the token was in {found:?}");
+    assert!(found.is_empty(), "the token or the private key was in {found:?}");
     assert!(reads > 100, "the watcher read {reads} files of /proc");
     assert!(gits >= 1, "the watcher caught the publish's git children ({gits})");
     no_token_left(&p, &format!("{out}{err}"));
