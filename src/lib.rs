@@ -15,6 +15,7 @@ pub mod gate;
 pub mod generation;
 pub mod launcher;
 pub mod lifecycle;
+pub mod offer;
 pub mod organs;
 pub mod proxy;
 pub mod replay;

@@ -12,6 +12,7 @@ mod fetch;
 mod gate;
 mod kernel;
 mod launcher;
+mod offer;
 mod organs;
 mod replay;
 mod selfmod;

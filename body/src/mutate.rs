@@ -60,6 +60,12 @@ pub fn commit(home: &Path, message: &str) -> Result<String, String> {
     Ok(head.to_owned())
 }
 
+/// The last commit of the workspace, its 40 hex digits.
+pub fn head(home: &Path) -> Result<String, String> {
+    let head = git(&home.join(CANDIDATE), &["rev-parse", "--verify", "HEAD^{commit}"])?;
+    Ok(head.trim().to_owned())
+}
+
 /// Runs `git -C dir args`; its stdout, or what it said when it failed.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let output = Command::new("git")

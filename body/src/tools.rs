@@ -121,6 +121,23 @@ pub fn specs() -> Vec<ToolSpec> {
                 &["message"],
             ),
         },
+        ToolSpec {
+            name: "offer",
+            description: "Offer a change to the species (every individual), as a pull request. \
+                Prepare it first in a checkout of your own: one change, committed on top of the \
+                species' head, the last commit's message a title and then lines starting \
+                'What it changes:', 'Why:', 'Evidence:' and 'Not verified:'. Give that commit's \
+                full id. The kernel signs it with your key as offer/<name>, checks it (nothing \
+                private may leave: no soul/, memory/, inbox/, no secrets) and publishes it when \
+                your owner allows; its answer comes back here. Under ask, tell your owner what \
+                you offer and ask again after they approved it.",
+            parameters: object(
+                json!({"name": string("a short name: letters, digits, '-', '_', '.'"),
+                       "commit": string("the full id of the offer's last commit; by default \
+                           the last commit of your workspace, .teneral/candidate")}),
+                &["name"],
+            ),
+        },
     ]
 }
 
@@ -153,10 +170,56 @@ pub fn run(env: &ToolEnv, name: &str, args: &Map<String, Value>) -> Outcome {
             }
             "send" => send(&env.home, need("to")?, need("text")?, text("reply_to")),
             "mutate" => request_mutation(env, need("message")?),
+            "offer" => {
+                let commit = match text("commit") {
+                    Some(commit) => commit.to_owned(),
+                    None => mutate::head(&env.home).map_err(fail)?,
+                };
+                request_offer(env, need("name")?, &commit)
+            }
             other => fail(format!("there is no tool named {other:?}")),
         })
     })();
     result.unwrap_or_else(|refusal| refusal)
+}
+
+/// How long the offer tool waits for the kernel's answer.
+const OFFER_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Asks the kernel to sign, check and publish an offer, and waits for its
+/// one `offer.answered` in the journal.
+fn request_offer(env: &ToolEnv, name: &str, commit: &str) -> Outcome {
+    let event = json!({"type": "offer.requested", "name": name, "head": commit});
+    let seq = match env.events.send(&event) {
+        Ok(Some(seq)) => seq,
+        Ok(None) => return fail("the kernel took the request but did not journal it"),
+        Err(SendError::Refused(why)) => {
+            return fail(format!("the kernel refused the offer: {why}"))
+        }
+        Err(e) => return fail(e.to_string()),
+    };
+    let journal = env.home.join("memory/journal.jsonl");
+    let started = std::time::Instant::now();
+    while started.elapsed() < OFFER_WAIT && !env.cancel.is_cancelled() {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        let answer = text
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["type"] == "offer.answered" && e["request"].as_u64() == Some(seq));
+        if let Some(answer) = answer {
+            let message = answer["message"].as_str().unwrap_or_default();
+            let state = answer["state"].as_str().unwrap_or_default();
+            let report = answer["report"].as_str().unwrap_or_default();
+            let text = format!("{state}: {message} (the kernel's report: {report})");
+            return if matches!(state, "published" | "waits") { ok(text) } else { fail(text) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    ok(format!(
+        "asked (request {seq}); the kernel has not answered yet: its offer.answered with \
+         request {seq} comes in the journal"
+    ))
 }
 
 /// Commits the workspace and asks the kernel for it, once per turn.

@@ -57,7 +57,17 @@ fn birth_letter_starts_the_first_turn() {
         .collect();
     assert_eq!(
         names,
-        ["bash", "read_file", "write_file", "edit_file", "list_files", "note", "send", "mutate"]
+        [
+            "bash",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_files",
+            "note",
+            "send",
+            "mutate",
+            "offer"
+        ]
     );
 }
 

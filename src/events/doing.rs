@@ -10,7 +10,7 @@ impl Seen {
             Seen::Ready | Seen::TurnEnded | Seen::Interrupted => Some(Doing::Resting),
             Seen::Thinking | Seen::OwnerLine => Some(Doing::Thinking),
             Seen::Tool(name) => Some(Doing::RunningTool(name.clone())),
-            Seen::Replied | Seen::MutationRequested { .. } => None,
+            Seen::Replied | Seen::MutationRequested { .. } | Seen::OfferRequested { .. } => None,
         }
     }
 }

@@ -62,6 +62,15 @@ pub enum Seen {
         candidate: Commit,
         seq: u64,
     },
+    /// An `offer.requested`, journaled with this `seq`: the kernel signs,
+    /// checks and (when allowed) publishes `offer/<name>` at `commit` (the
+    /// event's `head`), and
+    /// answers with one `offer.answered` naming `seq` (`crate::offer::answer`).
+    OfferRequested {
+        name: String,
+        commit: Commit,
+        seq: u64,
+    },
 }
 
 /// The journal, shared by the channel and the supervisor's own events.
@@ -306,6 +315,10 @@ impl Channel {
                     None
                 }
             },
+            // The channel's rules took only a full commit id.
+            "offer.requested" => Commit::parse(&text("head"))
+                .ok()
+                .map(|commit| Seen::OfferRequested { name: text("name"), commit, seq }),
             "tool.call" => {
                 log::agent("tool", kind, text("name"));
                 Some(Seen::Tool(text("name")))

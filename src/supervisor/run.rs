@@ -182,6 +182,12 @@ impl Kernel {
                 crate::crash::point("pending.saved");
                 return Ok(());
             }
+            Seen::OfferRequested { name, commit: offered, seq } => {
+                let limits = Limits::for_check(&self.settings);
+                let kernel = (self.home.as_path(), &self.journal, &self.runner, limits);
+                crate::offer::spawn_answer(kernel, commit, seq, name, offered);
+                return Ok(());
+            }
             Seen::OwnerLine | Seen::TurnEnded | Seen::Thinking | Seen::Tool(_) => return Ok(()),
         };
         life.on(input, Instant::now());

@@ -12,6 +12,7 @@ mod auth;
 mod gate;
 mod grants;
 mod missing;
+mod offer;
 mod unprivileged;
 
 use std::collections::HashMap;

@@ -112,6 +112,52 @@ pub fn read_file(home: &Path, name: &str) -> io::Result<Vec<u8>> {
     crate::fsutil::read_beneath(&home.join(OWNER_DIR), Path::new(name), MAX_FILE)
 }
 
+/// Where the owner's approvals of offered commits lie: a directory of the
+/// owner channel whose name starts with a dot, so no reader of lines takes
+/// what is in it. The cage lets a body remove files of the owner channel
+/// but create none, so it can neither make this directory nor put an
+/// approval in it.
+pub const APPROVED_DIR: &str = ".teneral/owner/.approved";
+
+/// The approval of exactly `commit`: an empty file named after it.
+pub fn approval_path(home: &Path, commit: &crate::commit::Commit) -> std::path::PathBuf {
+    home.join(APPROVED_DIR).join(format!("{}.approve", commit.as_str()))
+}
+
+/// Writes the owner's approval of `commit` (an empty file, made whole:
+/// created under a dot-name, synced, renamed, the directory synced).
+pub fn write_approval(home: &Path, commit: &crate::commit::Commit) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = home.join(APPROVED_DIR);
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    let path = approval_path(home, commit);
+    let tmp = dir.join(format!(".{}.tmp-{}", commit.as_str(), std::process::id()));
+    let result = (|| {
+        File::create(&tmp)?.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        sync_dir(&dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Whether the owner approved exactly `commit`: an empty regular file of
+/// its name (a link, a directory or a file with content is no approval).
+pub fn is_approved(home: &Path, commit: &crate::commit::Commit) -> bool {
+    fs::symlink_metadata(approval_path(home, commit))
+        .is_ok_and(|m| m.file_type().is_file() && m.len() == 0)
+}
+
+/// Uses up the approval of `commit` (the publishing it allowed is done).
+pub fn use_approval(home: &Path, commit: &crate::commit::Commit) -> io::Result<()> {
+    match fs::remove_file(approval_path(home, commit)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => sync_dir(&home.join(APPROVED_DIR)).or(Ok(())),
+    }
+}
+
 /// Four random bytes from the system, for names no two clients share.
 fn random() -> io::Result<u32> {
     getrandom::u32().map_err(|e| io::Error::other(format!("no random numbers: {e}")))
@@ -166,6 +212,36 @@ mod tests {
         assert_eq!(kind("../../secret.txt"), Some(io::ErrorKind::InvalidInput));
         assert_eq!(kind("x/1.txt"), Some(io::ErrorKind::InvalidInput));
         assert_eq!(kind("3-1-00000000.txt"), Some(io::ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn an_approval_is_for_exactly_one_commit_and_used_up() {
+        use crate::commit::Commit;
+        let home = tempfile::tempdir().expect("a temporary directory can be made");
+        let a = Commit::parse(&"a".repeat(40)).expect("a commit id");
+        let b = Commit::parse(&"b".repeat(40)).expect("a commit id");
+        assert!(!is_approved(home.path(), &a));
+        write_approval(home.path(), &a).expect("an approval is written");
+        assert!(is_approved(home.path(), &a));
+        assert!(!is_approved(home.path(), &b), "another commit is not approved");
+        // Nothing a line reader takes, and never a line of the agent.
+        assert_eq!(Kind::of(&format!("{}.approve", a.as_str())), None);
+        let listed: Vec<_> = fs::read_dir(home.path().join(OWNER_DIR))
+            .expect("the owner directory")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(listed, [".approved"]);
+        // A link or a file with content is no approval.
+        let path = approval_path(home.path(), &b);
+        fs::write(&path, "yes").expect("a file with content");
+        assert!(!is_approved(home.path(), &b));
+        fs::remove_file(&path).expect("removed");
+        std::os::unix::fs::symlink(approval_path(home.path(), &a), &path).expect("a link");
+        assert!(!is_approved(home.path(), &b));
+        use_approval(home.path(), &a).expect("used up");
+        assert!(!is_approved(home.path(), &a));
+        use_approval(home.path(), &a).expect("using up twice is no error");
     }
 
     #[test]

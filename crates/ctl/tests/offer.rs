@@ -2,6 +2,12 @@
 //! individual's key made at test time and commits signed by git itself
 //! (`gpg.format=ssh`), the way an agent's checkout signs them.
 #![allow(clippy::expect_used)]
+
+#[path = "offer/forge.rs"]
+mod forge;
+#[path = "offer/publish.rs"]
+mod publish;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -75,6 +75,7 @@ const SHAPES: &[Shape] = &[
     Shape { kind: "usage", fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)] },
     Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
     Shape { kind: "mutation.requested", fields: &[("candidate", Want::Commit)] },
+    Shape { kind: "offer.requested", fields: &[("name", Want::Str), ("head", Want::Commit)] },
     Shape { kind: "note", fields: &[("kind", Want::Str), ("data", Want::Any)] },
     Shape { kind: "log", fields: &[("text", Want::Str), ("level", Want::OptStr)] },
 ];
@@ -306,6 +307,8 @@ mod tests {
             (r#"{"type":"mutation.requested","candidate":"HEAD"}"#, "a full commit id"),
             (r#"{"type":"mutation.requested","candidate":"0123456"}"#, "a full commit id"),
             (r#"{"type":"mutation.requested","candidate":7}"#, "a full commit id"),
+            (r#"{"type":"offer.requested","name":"x","head":"HEAD"}"#, "a full commit id"),
+            (r#"{"type":"offer.requested","name":"x"}"#, "head"),
         ];
         for (line, want) in table {
             let got = refused(line);

@@ -119,7 +119,7 @@ enum Command {
         #[arg(long)]
         plain: bool,
     },
-    /// What the individual offers to the species: its key, and the check of an offer branch.
+    /// What the individual offers to the species: its key, the check, approval and publishing.
     Offer {
         #[command(subcommand)]
         command: OfferCommand,
@@ -159,6 +159,34 @@ enum OfferCommand {
         #[arg(long, hide = true)]
         timings: bool,
     },
+    /// The offer branches, read from git: each one's check, approval and pull request.
+    List {
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Approve exactly one checked commit for publishing (7 or more of its hex digits).
+    Approve {
+        commit: String,
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Type the forge token (not shown); it is tried once against the species' repository, then stored.
+    Token {
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Push an approved offer to contrib/<individual id>/<name> and open its pull request.
+    Publish {
+        commit: String,
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Check somebody else's open pull request and post the signed result as a comment.
+    Witness {
+        number: u64,
+        #[arg(short = 'd', long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 fn offer(command: OfferCommand) -> anyhow::Result<i32> {
@@ -182,6 +210,27 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
                 eprintln!("{}", offer::timings(&report));
             }
             Ok(if report.passed() { 0 } else { 1 })
+        }
+        OfferCommand::List { dir } => {
+            print!("{}", offer::manage::list_text(&dir)?);
+            Ok(0)
+        }
+        OfferCommand::Approve { commit, dir } => {
+            let commit = offer::manage::approve(&dir, &commit)?;
+            println!("{}", offer::manage::approved_text(&dir, &commit));
+            Ok(0)
+        }
+        OfferCommand::Token { dir } => {
+            println!("{}", offer::manage::token(&dir)?);
+            Ok(0)
+        }
+        OfferCommand::Publish { commit, dir } => {
+            println!("{}", offer::manage::publish(&dir, &commit)?);
+            Ok(0)
+        }
+        OfferCommand::Witness { number, dir } => {
+            println!("{}", offer::manage::witness(&dir, number)?);
+            Ok(0)
         }
     }
 }

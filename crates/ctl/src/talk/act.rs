@@ -91,6 +91,16 @@ pub(super) fn enter(
                         Err(e) => say(live, e.to_string(), Role::Bad),
                     }
                 }
+                "offers" => match crate::offer::manage::list_text(&client.home) {
+                    Ok(text) => say(live, text.trim_end().to_owned(), Role::Dim),
+                    Err(e) => say(live, e.to_string(), Role::Bad),
+                },
+                "approve" => match crate::offer::manage::approve(&client.home, &args) {
+                    Ok(c) => {
+                        say(live, crate::offer::manage::approved_text(&client.home, &c), Role::Good)
+                    }
+                    Err(e) => say(live, e.to_string(), Role::Bad),
+                },
                 other => say(
                     live,
                     format!("/{other} is not in this version of the client yet"),

@@ -76,6 +76,14 @@ fn typed(client: &mut Client<'_>, line: &str, images: &mut Vec<Image>) -> Result
                 Err(e) => client.say(&e.to_string())?,
             }
         }
+        Typed::Offers => match crate::offer::manage::list_text(&client.home) {
+            Ok(text) => text.lines().try_for_each(|l| client.say(l))?,
+            Err(e) => client.say(&e.to_string())?,
+        },
+        Typed::Approve(commit) => match crate::offer::manage::approve(&client.home, &commit) {
+            Ok(c) => client.say(&crate::offer::manage::approved_text(&client.home, &c))?,
+            Err(e) => client.say(&e.to_string())?,
+        },
         Typed::NotYet(command) => {
             client.say(&format!("{command} is not in this version of the plain client yet"))?;
         }

@@ -145,6 +145,10 @@ pub enum Typed {
     Image(String),
     /// `/history`: the earlier conversation printed again.
     History,
+    /// `/offers`: what waits for the owner's approval.
+    Offers,
+    /// `/approve <commit>`: the owner's approval of one offered commit.
+    Approve(String),
     /// A command of the full client that the plain one does not have yet.
     NotYet(String),
     /// A slash and a lower-case word that is no command: not sent.
@@ -159,13 +163,15 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/accept [commit]", "accept the species commit the agent asked about, or the one named"),
     ("/image <path>", "attach a PNG, JPEG, GIF or WebP to your next line (at most 4)"),
     ("/history", "print the earlier conversation again (the last 40 exchanges)"),
+    ("/offers", "what the agent offers to the species, and what waits for your approval"),
+    ("/approve <commit>", "approve one checked offer commit for publishing"),
     ("/help", "list the commands"),
     ("/quit", "leave; the agent goes on (Ctrl-D does the same)"),
     ("//...", "send a line that begins with a slash, with one slash"),
 ];
 
 /// Commands of the full client that are not in this version.
-const LATER: &[&str] = &["/offers", "/approve", "/tools", "/generations"];
+const LATER: &[&str] = &["/tools", "/generations"];
 
 /// Classifies a line typed at a terminal. A command is a slash and a word of
 /// lower-case letters, then optionally a blank and anything; any other line,
@@ -194,6 +200,8 @@ pub fn classify(line: &str) -> Typed {
         }
         ("/image", false) => Typed::Image(args.trim().to_owned()),
         ("/history", true) => Typed::History,
+        ("/offers", true) => Typed::Offers,
+        ("/approve", false) => Typed::Approve(args.trim().to_owned()),
         (c, _) if LATER.contains(&c) => Typed::NotYet(command),
         _ => Typed::Unknown(line.trim().to_owned()),
     }
@@ -335,7 +343,9 @@ mod tests {
             ("/frobnicate", Typed::Unknown("/frobnicate".into())),
             ("/accept abc123", Typed::Accept(Some("abc123".into()))),
             ("/accept", Typed::Accept(None)),
-            ("/offers", Typed::NotYet("/offers".into())),
+            ("/offers", Typed::Offers),
+            ("/approve abc1234", Typed::Approve("abc1234".into())),
+            ("/tools", Typed::NotYet("/tools".into())),
             ("//help me", Typed::Send("/help me".into())),
             ("/home/you/notes.txt", Typed::Send("/home/you/notes.txt".into())),
             ("/ spaced", Typed::Send("/ spaced".into())),

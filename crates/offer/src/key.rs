@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use ssh_key::private::{Ed25519Keypair, KeypairData};
 use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey};
 
-use crate::fsutil::{open_beneath, sync_dir, write_atomic};
+use teneral_core::fsutil::{open_beneath, sync_dir, write_atomic};
 
 /// Where the owner's credentials live; no body can read it.
 pub const AUTH_DIR: &str = ".teneral/auth";

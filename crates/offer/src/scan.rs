@@ -18,7 +18,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use crate::commit::Commit;
+use teneral_core::commit::Commit;
 
 pub use shapes::secret_name;
 

@@ -68,7 +68,8 @@ pub fn collect(home: &Path, env: impl Iterator<Item = (String, String)>) -> Vec<
         if file.starts_with(KEY_NAME) || file.starts_with('.') {
             continue;
         }
-        let Ok(bytes) = crate::fsutil::read_beneath(&dir, Path::new(&file), MAX_AUTH_FILE) else {
+        let Ok(bytes) = teneral_core::fsutil::read_beneath(&dir, Path::new(&file), MAX_AUTH_FILE)
+        else {
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);

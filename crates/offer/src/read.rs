@@ -8,7 +8,7 @@ use std::path::Path;
 use git2::{Diff, DiffOptions, Oid, Patch, Repository, Sort, Tree};
 
 use super::scan::{CommitChange, FileChange};
-use crate::commit::Commit;
+use teneral_core::commit::Commit;
 
 /// What an offer branch holds, as read.
 pub struct Offer {
@@ -61,17 +61,23 @@ fn commit_of(oid: Oid) -> Commit {
 /// ref or commit naming the species' head).
 pub fn read(dir: &Path, branch: &str, base: &str) -> Result<Offer, ReadError> {
     let branch = branch_name(branch)?;
+    let head = format!("refs/heads/{branch}");
+    read_ref(dir, branch, &head, base)
+}
+
+/// Reads the offer at the ref `head` (named `branch` in the report), as
+/// [`read`] does; a witness reads a fetched pull request this way.
+pub fn read_ref(dir: &Path, branch: String, head: &str, base: &str) -> Result<Offer, ReadError> {
     let repo = Repository::open(dir)
         .map_err(|e| ReadError::Repo { dir: dir.display().to_string(), why: e.message().into() })?;
-    let head = repo
-        .revparse_single(&format!("refs/heads/{branch}"))
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|e| ReadError::Missing {
+    let head = repo.revparse_single(head).and_then(|o| o.peel_to_commit()).map_err(|e| {
+        ReadError::Missing {
             what: "the branch",
             name: branch.clone(),
             why: e.message().into(),
             next: "prepare it with git switch -c offer/<name> at the species' head",
-        })?;
+        }
+    })?;
     let base_commit = repo.revparse_single(base).and_then(|o| o.peel_to_commit()).map_err(|e| {
         ReadError::Missing {
             what: "the species' head",

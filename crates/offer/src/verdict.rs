@@ -36,6 +36,16 @@ pub fn signature(key: &PublicKey, found: Option<(&[u8], &[u8])>) -> Result<(), S
     })
 }
 
+/// Checks that `signature` over `signed` is a valid SSH signature under
+/// namespace `git` by whatever key it names (a witness knows nobody's key);
+/// that key's fingerprint.
+pub fn any_signature(found: Option<(&[u8], &[u8])>) -> Result<String, String> {
+    let Some((armoured, _)) = found else { return Err("not signed".into()) };
+    let sig = SshSig::from_pem(armoured).map_err(|e| format!("no SSH signature ({e})"))?;
+    let key = PublicKey::from(sig.public_key().clone());
+    signature(&key, found).map(|()| key.fingerprint(HashAlg::Sha256).to_string())
+}
+
 /// What the last message lacks: a title, or a section with its text.
 pub fn message(text: &str) -> Vec<String> {
     let mut missing = Vec::new();

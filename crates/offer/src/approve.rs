@@ -1,0 +1,125 @@
+//! Whether an offer may go out: the owner's `TENERAL_PUBLISH` (read from
+//! `.env` itself at each command, so a variable set in the agent's shell
+//! changes nothing), the check's report, and the owner's approval of
+//! exactly that commit (`teneral_core::owner::write_approval`).
+//!
+//! The decision is pure ([`decide`]); reading the setting and the report
+//! are thin.
+
+use std::path::{Path, PathBuf};
+
+use teneral_core::commit::Commit;
+
+use crate::secrets::dotenv;
+use crate::OFFERS_DIR;
+
+/// `TENERAL_PUBLISH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Nothing goes out until the owner approves exactly that commit (the default).
+    Ask,
+    /// A commit that passed the check goes out when the agent publishes it.
+    Auto,
+    /// Nothing goes out, approved or not.
+    Off,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refused {
+    #[error("TENERAL_PUBLISH={0:?} in .env is none of ask, auto, off; write one of them")]
+    BadMode(String),
+    #[error("TENERAL_PUBLISH is off in .env: nothing goes out, approved or not; set it to ask to publish what you approve")]
+    Off,
+    #[error("{0} has no passed check: run teneralctl offer check on its branch and put right what it marks")]
+    NotChecked(String),
+    #[error("{0} waits for its owner's approval: read its report (teneralctl offer list), then teneralctl offer approve {0}, or /approve {0} in talk")]
+    NotApproved(String),
+}
+
+/// The mode a `.env` value names; no value is `ask`.
+pub fn mode_of(value: Option<&str>) -> Result<Mode, Refused> {
+    match value.map(str::trim) {
+        None | Some("") | Some("ask") => Ok(Mode::Ask),
+        Some("auto") => Ok(Mode::Auto),
+        Some("off") => Ok(Mode::Off),
+        Some(other) => Err(Refused::BadMode(other.to_owned())),
+    }
+}
+
+/// `TENERAL_PUBLISH` of the `.env` at `home`, read now.
+pub fn mode(home: &Path) -> Result<Mode, Refused> {
+    let text = std::fs::read_to_string(home.join(".env")).unwrap_or_default();
+    let pairs = dotenv(&text);
+    let value = pairs.iter().rev().find(|(n, _)| n == "TENERAL_PUBLISH").map(|(_, v)| v.as_str());
+    mode_of(value)
+}
+
+/// Whether `commit` may go out now.
+pub fn decide(mode: Mode, commit: &Commit, passed: bool, approved: bool) -> Result<(), Refused> {
+    match (mode, passed, approved) {
+        (Mode::Off, _, _) => Err(Refused::Off),
+        (_, false, _) => Err(Refused::NotChecked(commit.short().to_owned())),
+        (Mode::Ask, true, false) => Err(Refused::NotApproved(commit.short().to_owned())),
+        (Mode::Ask, true, true) | (Mode::Auto, true, _) => Ok(()),
+    }
+}
+
+/// Where the check's report on `commit` is kept.
+pub fn report_path(home: &Path, commit: &Commit) -> PathBuf {
+    home.join(OFFERS_DIR).join(format!("{}.json", commit.as_str()))
+}
+
+/// The kept report on `commit`, when there is one that parses.
+pub fn kept_report(home: &Path, commit: &Commit) -> Option<serde_json::Value> {
+    let text = std::fs::read(report_path(home, commit)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    (value["commit"] == commit.as_str()).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes() {
+        let table = [
+            (None, Ok(Mode::Ask)),
+            (Some(""), Ok(Mode::Ask)),
+            (Some("ask"), Ok(Mode::Ask)),
+            (Some("auto"), Ok(Mode::Auto)),
+            (Some(" off "), Ok(Mode::Off)),
+            (Some("yes"), Err(Refused::BadMode("yes".into()))),
+        ];
+        for (value, want) in table {
+            assert_eq!(mode_of(value), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn what_may_go_out() {
+        let c = Commit::parse(&"c".repeat(40)).expect("a commit id");
+        let short = c.short().to_owned();
+        use Mode::*;
+        let table = [
+            (Off, true, true, Err(Refused::Off)),
+            (Ask, false, true, Err(Refused::NotChecked(short.clone()))),
+            (Auto, false, false, Err(Refused::NotChecked(short.clone()))),
+            (Ask, true, false, Err(Refused::NotApproved(short.clone()))),
+            (Ask, true, true, Ok(())),
+            (Auto, true, false, Ok(())),
+        ];
+        for (mode, passed, approved, want) in table {
+            assert_eq!(decide(mode, &c, passed, approved), want, "{mode:?} {passed} {approved}");
+        }
+    }
+
+    #[test]
+    fn the_setting_is_read_from_the_file_at_each_call() {
+        let home = tempfile::tempdir().expect("a temporary directory");
+        assert_eq!(mode(home.path()), Ok(Mode::Ask));
+        std::fs::write(home.path().join(".env"), "TENERAL_PUBLISH=off\n").expect("written");
+        assert_eq!(mode(home.path()), Ok(Mode::Off));
+        std::fs::write(home.path().join(".env"), "TENERAL_PUBLISH=auto\n").expect("written");
+        assert_eq!(mode(home.path()), Ok(Mode::Auto));
+    }
+}
