@@ -24,6 +24,7 @@
 //! - The answer is relayed as it arrives, so a streamed reply stays streamed.
 
 mod relay;
+mod rules;
 pub mod signin;
 #[cfg(test)]
 mod tests;
@@ -36,13 +37,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use relay::{relay, Relay};
+use rules::{authorized, causes, host_of, on_loopback, passes_up, route};
 
 use crate::settings::{Provider, Secret, Settings};
 use teneral_core::chatgpt;
@@ -247,29 +249,6 @@ fn client_builder() -> reqwest::ClientBuilder {
         .connect_timeout(Duration::from_secs(30))
 }
 
-/// Whether `base_url` names this machine's loopback.
-fn on_loopback(base_url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(base_url) else { return false };
-    let Some(host) = url.host_str() else { return false };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => host.eq_ignore_ascii_case("localhost"),
-    }
-}
-
-fn host_of(base_url: &str) -> Option<String> {
-    let url = reqwest::Url::parse(base_url).ok()?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return None;
-    }
-    let host = url.host_str()?;
-    Some(match url.port_or_known_default() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_owned(),
-    })
-}
-
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     // Small writes of a streamed reply should leave at once.
     let _ = stream.set_nodelay(true);
@@ -378,43 +357,6 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
     }
 }
 
-/// The upstream path for a request the proxy forwards, or `None`.
-fn route(method: &Method, path: &str) -> Option<&'static str> {
-    match (method, path) {
-        (&Method::POST, "/v1/chat/completions") => Some("/chat/completions"),
-        (&Method::POST, "/v1/responses") => Some("/responses"),
-        (&Method::GET, "/v1/models") => Some("/models"),
-        _ => None,
-    }
-}
-
-/// Whether the request carries `Authorization: Bearer <key>`.
-fn authorized(headers: &HeaderMap, key: &[u8]) -> bool {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return false;
-    };
-    let value = value.as_bytes();
-    let Some(space) = value.iter().position(|b| *b == b' ') else {
-        return false;
-    };
-    let (scheme, rest) = value.split_at(space);
-    scheme.eq_ignore_ascii_case(b"bearer") && same(rest.trim_ascii(), key)
-}
-
-/// Compares two keys in time that depends on their length alone.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
-/// The body's request headers that go upstream.
-fn passes_up(name: &HeaderName) -> bool {
-    [header::CONTENT_TYPE, header::ACCEPT].contains(name) || name.as_str() == "openai-beta"
-}
-
 /// An answer of the proxy's own, in OpenAI's error shape.
 fn refusal(status: StatusCode, code: &str, message: String) -> Answer {
     let kind = if status.is_server_error() { "upstream_error" } else { "invalid_request_error" };
@@ -425,20 +367,4 @@ fn refusal(status: StatusCode, code: &str, message: String) -> Answer {
     *answer.status_mut() = status;
     answer.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     answer
-}
-
-/// An error and its sources, joined: reqwest's own message alone rarely
-/// says what went wrong.
-fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -39,7 +39,7 @@ use crate::settings::Settings;
 use crate::state::{State, Stopped};
 use crate::status::{Doing, Reporter};
 use crate::{lock, log, repo, spawn};
-use model::Model;
+use model::{random_key, Model};
 use run::{RunEnd, RunOf};
 use verdict::answer_undecided;
 
@@ -388,15 +388,6 @@ impl Kernel {
             _ = self.sigint.recv() => true,
         }
     }
-}
-
-/// A key made for one generation: 32 random bytes, hex.
-fn random_key() -> Result<String, KernelError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| KernelError::Io(format!("no random bytes for a key: {e}")))?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("tnl-gen-{hex}"))
 }
 
 fn now_text() -> String {

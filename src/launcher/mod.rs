@@ -278,7 +278,7 @@ async fn own_kernel(
     let git = repo::open(home).map_err(|e| e.to_string())?;
     let oid = repo::commit_id(&git, home, commit).map_err(|e| e.to_string())?;
     let live = repo::reset_live(&git, home, oid).map_err(|e| e.to_string())?;
-    let limits = Limits::for_build(&settings);
+    let limits = Limits::for_kernel_build(&settings);
     kernels::build(&runner, home, &live, key, limits).await.map_err(|e| e.to_string())
 }
 

@@ -8,6 +8,9 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
+use hyper::Method;
+
+use super::rules::same;
 use super::*;
 use harness::*;
 

@@ -171,7 +171,7 @@ fn read_journal(
 ) -> Result<(Vec<stimuli::Stimulus>, crate::generations::Lineage), ReplayError> {
     let path = home.join(JOURNAL_PATH);
     let failed = |source| ReplayError::Journal { path: path.clone(), source };
-    let file = std::fs::File::open(&path).map_err(failed)?;
+    let file = crate::journal::open_file(&path, crate::journal::Access::Read).map_err(failed)?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let mut collector = Collector::new(last);
     let mut line = Vec::new();

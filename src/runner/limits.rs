@@ -57,6 +57,18 @@ impl Limits {
         Limits { runtime_max, ..Limits::for_body(settings) }
     }
 
+    /// The owner's limits for building a generation's own kernel (and its
+    /// client): the body's, and at most three times `TENERAL_CHECK_MINUTES`
+    /// of running. A kernel is the largest tree teneral builds, and its first
+    /// build starts from nothing: on a busy 2-core machine it took longer
+    /// than the 10 minutes one check gets, and a species update was then
+    /// rolled back only because the machine was slow.
+    pub fn for_kernel_build(settings: &Settings) -> Limits {
+        let minutes = 3 * u64::from(settings.check_minutes);
+        let runtime_max = (minutes > 0).then(|| Duration::from_secs(minutes * 60));
+        Limits { runtime_max, ..Limits::for_body(settings) }
+    }
+
     /// The same with another runtime limit.
     pub fn with_runtime_max(self, runtime_max: Option<Duration>) -> Limits {
         Limits { runtime_max, ..self }
@@ -75,6 +87,33 @@ impl Limits {
             runtime_max: None,
             stop_timeout,
             background: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Minutes of running each kind of work gets, by `TENERAL_CHECK_MINUTES`.
+    #[test]
+    fn how_long_each_kind_may_run() {
+        let minutes = |m: Option<Duration>| m.map(|d| d.as_secs() / 60);
+        for (check_minutes, check, build, kernel) in [
+            (10, Some(10), Some(10), Some(30)),
+            (1, Some(1), Some(1), Some(3)),
+            (0, None, None, None),
+        ] {
+            let text = format!("TENERAL_PROVIDER=standin\nTENERAL_CHECK_MINUTES={check_minutes}\n");
+            let settings = Settings::parse(&text).expect("a good .env");
+            assert_eq!(minutes(Limits::for_check(&settings).runtime_max), check, "{check_minutes}");
+            assert_eq!(minutes(Limits::for_build(&settings).runtime_max), build, "{check_minutes}");
+            assert_eq!(
+                minutes(Limits::for_kernel_build(&settings).runtime_max),
+                kernel,
+                "{check_minutes}"
+            );
+            assert_eq!(Limits::for_body(&settings).runtime_max, None);
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::json;
 use teneral_core::chatgpt;
 
-use super::{random_key, KernelError};
+use super::KernelError;
 use crate::commit::Commit;
 use crate::events::{kernel_event, SharedJournal};
 use crate::runner::{Limits, Runner};
@@ -165,4 +165,13 @@ async fn start_standin(
         child.pid().map(|p| p.to_string()).unwrap_or_else(|| "unknown".into())
     ));
     Ok(child)
+}
+
+/// A key made for one generation: 32 random bytes, hex.
+pub(super) fn random_key() -> Result<String, KernelError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| KernelError::Io(format!("no random bytes for a key: {e}")))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("tnl-gen-{hex}"))
 }

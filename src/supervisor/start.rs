@@ -3,7 +3,6 @@
 //! acting on what [`reconcile`] decides, and sweeping what a killed kernel
 //! leaves lying (event sockets, temporary files, process groups).
 
-use std::fs::File;
 use std::path::Path;
 
 use git2::{BranchType, Repository};
@@ -23,7 +22,7 @@ use crate::{crash, log, repo};
 /// The journal's events after its last `kernel.started`, oldest first.
 fn since_last_start(home: &Path) -> Result<Vec<Event>, KernelError> {
     let path = home.join(JOURNAL_PATH);
-    let file = match File::open(&path) {
+    let file = match crate::journal::open_file(&path, crate::journal::Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io("the journal")(e)),

@@ -58,6 +58,10 @@ pub struct Backwards {
     /// after it is the file's final terminator, not a line.
     at_end: bool,
     done: bool,
+    /// How many bytes at the start of `buf` may hold a `\n` not yet looked
+    /// for: a line longer than a block is read in several, and each byte is
+    /// searched once.
+    unscanned: usize,
 }
 
 const BLOCK: u64 = 64 * 1024;
@@ -71,15 +75,16 @@ impl Backwards {
 
     /// Starts at byte `end` of `file`; nothing after it is read.
     pub fn at(file: File, end: u64) -> Self {
-        Self { file, pos: end, buf: Vec::new(), at_end: true, done: false }
+        Self { file, pos: end, buf: Vec::new(), at_end: true, done: false, unscanned: 0 }
     }
 
     /// The next line towards the start, or `None` past the first line.
     pub fn next_line(&mut self) -> io::Result<Option<Vec<u8>>> {
         loop {
-            if let Some(cut) = self.buf.iter().rposition(|&b| b == b'\n') {
+            if let Some(cut) = memchr::memrchr(b'\n', &self.buf[..self.unscanned]) {
                 let line = self.buf.split_off(cut + 1);
                 self.buf.truncate(cut);
+                self.unscanned = cut;
                 let terminator = std::mem::replace(&mut self.at_end, false) && line.is_empty();
                 if terminator {
                     continue;
@@ -100,6 +105,7 @@ impl Backwards {
             self.file.read_exact(&mut chunk)?;
             chunk.extend_from_slice(&self.buf);
             self.buf = chunk;
+            self.unscanned = take as usize;
         }
     }
 }

@@ -19,7 +19,7 @@ use inotify::{EventMask, Inotify, WatchMask};
 
 use super::turns::Recent;
 use super::Wake;
-use crate::journal::{parse_line, Backwards, Event};
+use crate::journal::{open_file, parse_line, Access, Backwards, Event};
 
 /// Types no client shows and that say nothing of what the agent does: the
 /// look back passes over them without parsing them (an agent's notes can
@@ -44,7 +44,7 @@ pub fn look_back<T>(
     budget: u64,
     render: impl Fn(&Event) -> Option<T>,
 ) -> io::Result<u64> {
-    let file = match File::open(path) {
+    let file = match open_file(path, Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
@@ -131,7 +131,7 @@ impl Tail {
         };
         if !same {
             let was_open = self.file.is_some();
-            self.file = Some(File::open(&self.path)?);
+            self.file = Some(open_file(&self.path, Access::Read)?);
             if was_open {
                 self.offset = 0;
                 self.partial.clear();
