@@ -81,7 +81,8 @@ impl Backwards {
     /// The next line towards the start, or `None` past the first line.
     pub fn next_line(&mut self) -> io::Result<Option<Vec<u8>>> {
         loop {
-            if let Some(cut) = memchr::memrchr(b'\n', &self.buf[..self.unscanned]) {
+            let unscanned = self.unscanned.min(self.buf.len());
+            if let Some(cut) = memchr::memrchr(b'\n', &self.buf[..unscanned]) {
                 let line = self.buf.split_off(cut + 1);
                 self.buf.truncate(cut);
                 self.unscanned = cut;
@@ -96,6 +97,7 @@ impl Backwards {
                     return Ok(None);
                 }
                 self.done = true;
+                self.unscanned = 0;
                 return Ok(Some(std::mem::take(&mut self.buf)));
             }
             let take = BLOCK.min(self.pos);
