@@ -56,13 +56,22 @@ fn main() -> Result<()> {
     let helper_start = vec![teneral.clone().into_os_string(), OsString::from("confine")];
     let lean_start =
         vec![target.join("release/teneral-confine").into_os_string(), OsString::from("confine")];
-    let unshare: Vec<OsString> =
-        ["unshare", "-m", "-p", "-n", "-f", "/bin/true"].iter().map(OsString::from).collect();
+    // Not root (a kernel run as its owner, as in a container): the same
+    // namespaces need a user namespace first, as the cage makes one.
+    let root = rustix::process::geteuid().is_root();
+    let flags: &[&str] =
+        if root { &["-m", "-p", "-n", "-f"] } else { &["-U", "-r", "-m", "-p", "-n", "-f"] };
+    let unshare: Vec<OsString> = std::iter::once("unshare")
+        .chain(flags.iter().copied())
+        .chain(std::iter::once("/bin/true"))
+        .map(OsString::from)
+        .collect();
+    let unshare_name = if root { "unshare -m -p -n -f" } else { "unshare -U -r -m -p -n -f" };
     let mut cases: Vec<(&str, Vec<OsString>, i32)> = vec![
         ("plain fork+exec", truth(), 0),
         ("helper start only", helper_start, confine::EXIT_USAGE),
         ("lean helper start only", lean_start, confine::EXIT_USAGE),
-        ("unshare -m -p -n -f", unshare, 0),
+        (unshare_name, unshare, 0),
         ("confined, generation", generation, 0),
         ("confined, gate", gate, 0),
     ];

@@ -215,11 +215,10 @@ pub fn environment(s: &Start<'_>) -> Vec<(String, OsString)> {
         env.push(("TENERAL_ORGANS".into(), organs.into()));
     }
     env.push(("TMPDIR".into(), s.home.join(confine::host::TMP_DIR).into()));
-    for k in ["PATH", "HOME", "LANG"] {
-        if let Some(v) = std::env::var_os(k) {
-            env.push((k.into(), v));
-        }
-    }
+    // The toolchain's homes too: the cage grants the crates and toolchains
+    // of the kernel's CARGO_HOME and RUSTUP_HOME, which a cargo started by
+    // the body must then look in (a container sets both apart from HOME).
+    env.extend(toolchain_env());
     env
 }
 

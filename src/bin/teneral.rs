@@ -224,10 +224,7 @@ async fn organs(dir: &std::path::Path, check_seconds: u64, cage: bool) -> anyhow
         );
     };
     teneral::spawn::start_reaper()?;
-    let env: Vec<(String, std::ffi::OsString)> = ["PATH", "HOME", "LANG"]
-        .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| ((*k).to_owned(), v)))
-        .collect();
+    let env = teneral::generation::toolchain_env();
     let grace = std::time::Duration::from_secs(5);
     let limits = teneral::runner::Limits::none(grace)
         .with_runtime_max(Some(std::time::Duration::from_secs(check_seconds)));
