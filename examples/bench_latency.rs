@@ -194,7 +194,7 @@ impl Smaps {
     /// The largest parts, biggest first: `name rss (anon)` in MB.
     fn parts(&self) -> String {
         let mut parts: Vec<_> = self.parts.iter().filter(|(_, (rss, _))| *rss >= 64).collect();
-        parts.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+        parts.sort_by_key(|(_, (rss, _))| std::cmp::Reverse(*rss));
         let text: Vec<String> = parts
             .iter()
             .take(8)

@@ -167,7 +167,9 @@ impl Stream {
                 .header("Accept", want)
                 .body(std::mem::take(&mut self.sent)),
         };
-        let answer = shared.runtime.block_on(builder.send()).map_err(|e| io_error(describe(&e)))?;
+        // Made inside the runtime: the request's timer needs one.
+        let answer = shared.runtime.block_on(async { builder.send().await });
+        let answer = answer.map_err(|e| io_error(describe(&e)))?;
         verdict(url, answer.status(), header(&answer), want).map_err(io_error)?;
         if let Request::List(_) = request {
             let reached = answer.url().as_str();
@@ -247,7 +249,7 @@ impl Read for Stream {
         }
         let Some((answer, pending)) = &mut self.answer else { return Ok(0) };
         while pending.is_empty() {
-            match self.shared.runtime.block_on(answer.chunk()) {
+            match self.shared.runtime.block_on(async { answer.chunk().await }) {
                 Ok(Some(chunk)) => *pending = chunk,
                 Ok(None) => return Ok(0),
                 Err(e) => return Err(io_error(describe(&e))),
