@@ -93,7 +93,7 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel_pid: u32) -> Result
     let mut watch = JournalWatch::new(home)?;
     // The birth turn: wait until the agent is at rest.
     watch.until(Duration::from_secs(600), |text| text.contains(TURN_ENDED))?;
-    let body_pid = body_pid(&journal)?;
+    let body_pid = body_process(body_pid(&journal)?);
 
     let mut latencies = Vec::with_capacity(lines);
     for i in 0..lines {
@@ -126,7 +126,82 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel_pid: u32) -> Result
     if let Some(model) = child_running(kernel_pid, "standin") {
         println!("  the stand-in model, a process of its own: {:.1} MB", rss_mb(model)?);
     }
+    println!("idle memory split (/proc/<pid>/smaps; PSS shares each page among its users):");
+    for (who, pid) in [("kernel", kernel_pid), ("body", body_pid)] {
+        let m = Smaps::read(pid)?;
+        println!(
+            "  {who} RSS {:.1} MB, PSS {:.1} MB, anon {:.1} MB, file {:.1} MB",
+            mb(m.rss),
+            mb(m.pss),
+            mb(m.anon),
+            mb(m.rss - m.anon)
+        );
+        println!("    {}", m.parts());
+    }
     Ok(())
+}
+
+fn mb(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+/// A process's memory from `/proc/<pid>/smaps`, in kB: totals and, for each
+/// mapped file or kind of anonymous mapping, its resident and private
+/// (copied on write: anonymous) pages.
+struct Smaps {
+    rss: u64,
+    pss: u64,
+    anon: u64,
+    parts: std::collections::BTreeMap<String, (u64, u64)>,
+}
+
+impl Smaps {
+    fn read(pid: u32) -> Result<Self> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
+        let mut m = Smaps { rss: 0, pss: 0, anon: 0, parts: Default::default() };
+        let mut part = String::new();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            let Some(first) = words.next() else { continue };
+            if !first.ends_with(':') {
+                // A mapping's head: address perms offset dev inode [path].
+                let path = words.nth(4).unwrap_or("");
+                part = match path.rsplit_once('/') {
+                    Some((_, name)) => name.to_owned(),
+                    None if path.is_empty() => "[anonymous]".to_owned(),
+                    None => path.to_owned(),
+                };
+                continue;
+            }
+            let kb: u64 = words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            let entry = m.parts.entry(part.clone()).or_default();
+            match first {
+                "Rss:" => {
+                    m.rss += kb;
+                    entry.0 += kb;
+                }
+                "Pss:" => m.pss += kb,
+                "Anonymous:" => {
+                    m.anon += kb;
+                    entry.1 += kb;
+                }
+                _ => {}
+            }
+        }
+        Ok(m)
+    }
+
+    /// The largest parts, biggest first: `name rss (anon)` in MB.
+    fn parts(&self) -> String {
+        let mut parts: Vec<_> = self.parts.iter().filter(|(_, (rss, _))| *rss >= 64).collect();
+        parts.sort_by_key(|(_, (rss, _))| std::cmp::Reverse(*rss));
+        let text: Vec<String> = parts
+            .iter()
+            .take(8)
+            .map(|(name, (rss, anon))| format!("{name} {:.2} ({:.2} anon)", mb(*rss), mb(*anon)))
+            .collect();
+        text.join(", ")
+    }
 }
 
 const TURN_ENDED: &str = r#""type":"turn.ended""#;
@@ -145,6 +220,29 @@ fn body_pid(journal: &Path) -> Result<u32> {
         }
     }
     bail!("no generation.started in the journal")
+}
+
+/// The body itself: the journal names the process the kernel started,
+/// which may be the cage's helper with the body its descendant.
+fn body_process(started: u32) -> u32 {
+    let comm = std::fs::read_to_string(format!("/proc/{started}/comm")).unwrap_or_default();
+    if comm.trim() == "teneral-body" {
+        return started;
+    }
+    descendant_named(started, "teneral-body").unwrap_or(started)
+}
+
+/// A descendant of `pid` whose command name is `name`.
+fn descendant_named(pid: u32, name: &str) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()).find_map(|c| {
+        let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).ok()?;
+        if comm.trim() == name {
+            Some(c)
+        } else {
+            descendant_named(c, name)
+        }
+    })
 }
 
 /// Voluntary and involuntary context switches of each thread of `pid`.

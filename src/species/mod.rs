@@ -23,6 +23,8 @@ pub mod consent;
 mod history;
 pub mod rule;
 pub mod signers;
+mod sys;
+mod transport;
 pub mod upstream;
 
 use std::path::Path;

@@ -7,7 +7,8 @@
 //! asks for one is refused), at most [`FETCH_LIMIT`] (on a thread of its own
 //! that is left behind when it hangs past the limit). The kernel never
 //! pushes and never changes a remote's address. A local branch is never
-//! fetched.
+//! fetched. Over http and https the kernel speaks git's protocol with its
+//! own client ([`super::transport`]), not libgit2's, which needs OpenSSL.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,6 +89,8 @@ pub enum FetchError {
 /// The species' tip: fetched first when it is on a remote.
 pub async fn tip(home: &Path, upstream: &Upstream, limit: Duration) -> Result<Oid, FetchError> {
     if let Upstream::Remote { remote, branch } = upstream {
+        // On this thread, before any fetch's thread exists (species/sys.rs).
+        super::transport::install(FETCH_LIMIT).map_err(|e| FetchError::Join(e.to_string()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = tokio::sync::oneshot::channel();
         {
@@ -157,11 +160,55 @@ fn fetch(
 mod tests {
     use super::*;
 
-    /// An owner's origin is most often an https address: the kernel's git2
-    /// must be built with TLS, or every species fetch would fail.
+    /// A loopback server that answers every connection with `answer`.
+    fn serve(answer: &'static [u8]) -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                let mut request = [0u8; 4096];
+                let _ = std::io::Read::read(&mut conn, &mut request);
+                let _ = std::io::Write::write_all(&mut conn, answer);
+            }
+        });
+        port
+    }
+
+    /// `fetch` of `origin/main` from `url` into a new repository.
+    fn fetch_from(url: &str) -> git2::Error {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let repo = Repository::init(dir.path()).expect("git init");
+        repo.remote("origin", url).expect("a remote");
+        super::super::transport::install(FETCH_LIMIT).expect("the transport registers");
+        let stop = AtomicBool::new(false);
+        let limit = Duration::from_secs(20);
+        fetch(&dir.path().to_owned(), "origin", "main", limit, &stop).expect_err("no species there")
+    }
+
+    /// An owner's origin is most often an https address: git2 is built
+    /// without TLS, so the kernel's own transport must take it. Here it
+    /// meets a loopback server that speaks no TLS: the fetch fails in the
+    /// TLS handshake of our request, not with libgit2's "unsupported URL
+    /// protocol".
     #[test]
-    fn the_fetch_speaks_https() {
-        assert!(git2::Version::get().https(), "git2 is built without its https feature");
+    fn an_https_remote_is_fetched_by_the_kernels_own_transport() {
+        let port = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain");
+        let url = format!("https://127.0.0.1:{port}/species.git");
+        let err = fetch_from(&url);
+        let text = err.message();
+        assert!(!text.contains("unsupported URL protocol"), "{text}");
+        assert!(text.contains(&format!("{url}/info/refs?service=git-upload-pack")), "{text}");
+    }
+
+    /// A remote that asks for credentials is refused, none is sent.
+    #[test]
+    fn a_remote_asking_for_credentials_is_refused() {
+        let port = serve(
+            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"x\"\r\n\
+              Content-Length: 0\r\n\r\n",
+        );
+        let err = fetch_from(&format!("http://127.0.0.1:{port}/species.git"));
+        assert!(err.message().contains("asks for credentials"), "{}", err.message());
     }
 
     fn remotes(names: &[&str]) -> Vec<String> {
