@@ -31,6 +31,11 @@ fn candidate(
     Ok(repo.commit(Some("HEAD"), &sig, &sig, "a mutation", &tree, &[&parent])?.to_string())
 }
 
+/// The first line of the fixture body's one test, after which a test's
+/// edits put what makes it fail or hang.
+const MODE_TEST: &str = "    fn the_mode_is_one_of_the_known() {\n";
+const SLEEP: &str = "        std::thread::sleep(std::time::Duration::from_secs(600));\n";
+
 /// Replaces `from` with `to` in the workspace's fixture body.
 fn body_edit(workspace: &Path, from: &str, to: &str) -> std::io::Result<()> {
     let main = workspace.join("body/src/main.rs");
@@ -250,8 +255,10 @@ fn a_failing_body_test_and_a_run_of_no_tests_are_refused() -> TestResult {
     let failing = candidate(&ind, |w| {
         body_edit(
             w,
-            "        let known = [",
-            "        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n        let known = [",
+            MODE_TEST,
+            &format!(
+                "{MODE_TEST}        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n"
+            ),
         )
     })?;
     rejected_at(&ask(&ind, &failing)?, "body-tests", "failing on purpose");
@@ -270,9 +277,7 @@ fn a_failing_body_test_and_a_run_of_no_tests_are_refused() -> TestResult {
 #[test]
 fn a_check_past_its_limit_is_stopped_and_refused() -> TestResult {
     let (ind, _kernel, _) = started(&["TENERAL_TEST_CHECK_SECONDS=5"])?;
-    let slow = candidate(&ind, |w| {
-        body_edit(w, "        let known = [", "        std::thread::sleep(std::time::Duration::from_secs(600));\n        let known = [")
-    })?;
+    let slow = candidate(&ind, |w| body_edit(w, MODE_TEST, &format!("{MODE_TEST}{SLEEP}")))?;
     let verdict = ask(&ind, &slow)?;
     rejected_at(&verdict, "body-tests", "stopped after 5 s, the limit of one check");
     let check = ind.wait_for("the timed step", SHORT, |e| {
@@ -393,9 +398,7 @@ fn when_the_generation_gone_back_to_fails_too_the_kernel_stops() -> TestResult {
 #[test]
 fn a_kernel_stopped_during_a_check_says_nothing_was_decided_and_leaves_no_check() -> TestResult {
     let (ind, mut kernel, _) = started(&[])?;
-    let slow = candidate(&ind, |w| {
-        body_edit(w, "        let known = [", "        std::thread::sleep(std::time::Duration::from_secs(600));\n        let known = [")
-    })?;
+    let slow = candidate(&ind, |w| body_edit(w, MODE_TEST, &format!("{MODE_TEST}{SLEEP}")))?;
     teneral::owner::write_line(ind.path(), &slow)?;
     ind.wait_for("the body's tests under way", LONG, |e| {
         e["type"] == "mutation.check" && e["check"] == "lint-body" && e["result"] != "failed"
