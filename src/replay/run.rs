@@ -219,11 +219,13 @@ fn loopback_port(url: &str) -> Option<u16> {
         .map(|addr| addr.port())
 }
 
-/// The throwaway journal's events (it is small: one turn).
+/// The throwaway journal's events (it is small: one turn). The body wrote
+/// in that individual's `memory/`, so the journal is opened beneath it and
+/// a link there is not followed.
 fn read_events(path: &Path) -> Vec<crate::journal::Event> {
-    std::fs::read(path)
-        .unwrap_or_default()
-        .split(|&b| b == b'\n')
-        .filter_map(crate::journal::reader::parse_line)
-        .collect()
+    let mut bytes = Vec::new();
+    if let Ok(mut file) = crate::journal::open_file(path, crate::journal::Access::Read) {
+        let _ = std::io::Read::read_to_end(&mut file, &mut bytes);
+    }
+    bytes.split(|&b| b == b'\n').filter_map(crate::journal::reader::parse_line).collect()
 }
