@@ -128,9 +128,20 @@ pub fn port_from(value: Option<&str>) -> Result<u16, SignInError> {
     }
 }
 
-/// Signs in: shows the address, waits for the browser (or for the owner to
-/// give up), exchanges the code. Returns the tokens, written nowhere yet.
-pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, SignInError> {
+/// A sign-in begun: the callback listening, the address to open.
+pub struct Pending {
+    listener: TcpListener,
+    issuer: String,
+    verifier: String,
+    state: String,
+    redirect_uri: String,
+    /// The address the owner opens.
+    pub url: String,
+    pub port: u16,
+}
+
+/// Begins a sign-in: listens for the callback and makes the address.
+pub fn begin() -> Result<Pending, SignInError> {
     let issuer = std::env::var(ISSUER_VARIABLE).unwrap_or_else(|_| chatgpt::ISSUER.to_owned());
     let issuer = issuer.trim_end_matches('/').to_owned();
     let port = port_from(std::env::var(PORT_VARIABLE).ok().as_deref())?;
@@ -145,6 +156,43 @@ pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, 
     let state = chatgpt::b64url(&random()?);
     let redirect_uri = chatgpt::redirect_uri(port);
     let url = authorize_url(&issuer, &redirect_uri, &chatgpt::challenge(&verifier), &state);
+    Ok(Pending { listener, issuer, verifier, state, redirect_uri, url, port })
+}
+
+impl Pending {
+    /// Waits for the browser, asking `gave_up` every 50 ms whether the
+    /// owner gave up. The port is closed when this returns.
+    pub fn wait(self, gave_up: impl FnMut() -> bool) -> Result<Called, SignInError> {
+        let code = wait(self.listener, &self.state, gave_up)?;
+        Ok(Called {
+            issuer: self.issuer,
+            verifier: self.verifier,
+            redirect_uri: self.redirect_uri,
+            code,
+        })
+    }
+}
+
+/// The browser came back with a code.
+pub struct Called {
+    issuer: String,
+    verifier: String,
+    redirect_uri: String,
+    code: String,
+}
+
+impl Called {
+    /// The code for tokens.
+    pub fn exchange(self) -> Result<Tokens, SignInError> {
+        exchange(&self.issuer, &self.redirect_uri, &self.verifier, &self.code)
+    }
+}
+
+/// Signs in: shows the address, waits for the browser (or for the owner to
+/// give up), exchanges the code. Returns the tokens, written nowhere yet.
+pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, SignInError> {
+    let pending = begin()?;
+    let (url, port) = (pending.url.clone(), pending.port);
     asker.say("Open this address in your browser, sign in to ChatGPT and approve the app:");
     asker.say(&url);
     if asker.terminal {
@@ -156,9 +204,12 @@ pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, 
     } else {
         asker.say(&format!("Waiting for your browser to come back to 127.0.0.1:{port}; a line (or the end of input) gives up."));
     }
-    let code = wait(listener, &state, asker)?;
+    let quiet = asker.terminal.then(Quiet::new);
+    let called = pending.wait(|| gave_up(asker));
+    drop(quiet);
+    let called = called?;
     asker.say("Signed in; asking for the tokens ...");
-    exchange(&issuer, &redirect_uri, &verifier, &code)
+    called.exchange()
 }
 
 fn random() -> Result<[u8; 32], SignInError> {
@@ -169,10 +220,10 @@ fn random() -> Result<[u8; 32], SignInError> {
 
 /// Serves the callback on a thread until it decides, while watching the
 /// owner's input for giving up. The listener is closed when this returns.
-fn wait<R: BufRead, W: Write>(
+fn wait(
     listener: TcpListener,
     state: &str,
-    asker: &mut Asker<R, W>,
+    mut gave_up: impl FnMut() -> bool,
 ) -> Result<String, SignInError> {
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
@@ -180,16 +231,14 @@ fn wait<R: BufRead, W: Write>(
         let (stop, state) = (Arc::clone(&stop), state.to_owned());
         std::thread::spawn(move || serve(listener, &state, &stop, &tx))
     };
-    let quiet = asker.terminal.then(Quiet::new);
     let outcome = loop {
         if let Ok(decided) = rx.recv_timeout(Duration::from_millis(50)) {
             break decided;
         }
-        if gave_up(asker) {
+        if gave_up() {
             break Callback::Refused { error: String::new(), description: None };
         }
     };
-    drop(quiet);
     stop.store(true, Ordering::SeqCst);
     let _ = server.join();
     match outcome {
