@@ -28,6 +28,8 @@ pub enum Key {
     Esc,
     CtrlC,
     Backspace,
+    /// Ctrl-U: the value typed so far, gone.
+    Clear,
     Char(char),
     Paste(String),
 }
@@ -237,6 +239,7 @@ fn edit(text: &mut String, problem: &mut Option<String>, key: Key) -> Step {
         Key::Backspace => {
             text.pop();
         }
+        Key::Clear => text.clear(),
         Key::Char(c) if !c.is_control() => text.push(c),
         // A pasted key often ends with a line break: not part of it.
         Key::Paste(pasted) => text.push_str(pasted.trim_end_matches(['\r', '\n'])),

@@ -59,6 +59,8 @@ pub enum Input {
 /// The full screen, given back when dropped.
 pub struct Screen {
     term: Terminal<CrosstermBackend<Stdout>>,
+    /// The address was printed past ratatui: the next page is drawn whole.
+    url_shown: bool,
     _restore: Restore,
 }
 
@@ -88,7 +90,7 @@ impl Screen {
             cursor::Hide
         )?;
         let term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
-        Ok(Screen { term, _restore: restore })
+        Ok(Screen { term, url_shown: false, _restore: restore })
     }
 
     /// Draws `page`; the sign-in's address is printed over the rows kept
@@ -98,6 +100,10 @@ impl Screen {
         let url = facts.url.as_ref().filter(|_| *page == Page::SignIn).map(|(u, _)| u.as_str());
         let url_rows = url.map_or(0, |u| u.chars().count().div_ceil(width));
         let lines = lines(page, facts, url_rows);
+        if self.url_shown && url.is_none() {
+            self.term.clear()?;
+        }
+        self.url_shown = url.is_some();
         self.term.draw(|f| {
             let area = f.area();
             let wrap = if url.is_some() { None } else { Some(Wrap { trim: false }) };
@@ -136,6 +142,7 @@ pub fn read(wait: Option<Duration>) -> io::Result<Option<Input>> {
             let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
             let key = match k.code {
                 KeyCode::Char('c' | 'd') if ctrl => Some(Key::CtrlC),
+                KeyCode::Char('u') if ctrl => Some(Key::Clear),
                 KeyCode::Char(c) if !ctrl => Some(Key::Char(c)),
                 KeyCode::Up => Some(Key::Up),
                 KeyCode::Down => Some(Key::Down),
@@ -191,7 +198,7 @@ pub fn lines(page: &Page, facts: &Facts, url_rows: usize) -> Vec<Line<'static>> 
             out.push(plain(""));
             out.push(plain(format!("Address: {text}▏")));
             problem_line(&mut out, problem.as_deref());
-            "Enter goes on, Esc goes back, Ctrl-C leaves (nothing is written)"
+            "Enter goes on, Ctrl-U clears, Esc goes back, Ctrl-C leaves (nothing is written)"
         }
         Page::Key { text, problem } => {
             out.push(plain(format!(

@@ -18,6 +18,11 @@ fn model(options: &[&str], selected: usize, typed: &str) -> Page {
 }
 
 #[test]
+fn the_pages_offer_the_providers_plain_offers() {
+    assert_eq!(PROVIDERS.map(|(p, _)| p), super::super::PROVIDERS);
+}
+
+#[test]
 fn which_page_follows_which() {
     use Kind::*;
     // (provider, from, .env exists, next)
@@ -66,6 +71,7 @@ fn keys_on_each_page() {
         (provider(2), Key::CtrlC, Step::GiveUp, provider(2)),
         (address("http://h"), Key::Char('/'), Step::Stay, address("http://h/")),
         (address("http://h/"), Key::Backspace, Step::Stay, address("http://h")),
+        (address("http://h/"), Key::Clear, Step::Stay, address("")),
         (address(url), Key::Enter, Step::Answer("http://127.0.0.1:9/v1".into()), address(url)),
         (address(""), Key::Esc, Step::Back, address("")),
         (address("x"), Key::CtrlC, Step::GiveUp, address("x")),
