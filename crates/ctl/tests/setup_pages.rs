@@ -392,3 +392,37 @@ fn browser_opens(address: &str) -> String {
     let to = response.headers().get("location").expect("a Location").to_str().expect("text");
     to.to_owned()
 }
+
+#[test]
+fn a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing() {
+    if !common::system_tests(
+        "a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing",
+    ) {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to take");
+    let port = taken.local_addr().expect("its address").port();
+    let tmux = pages_of_width(&home, &chatgpt_env(&standin, port), 250);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("4");
+    tmux.wait_for_all(&[&format!("port {port} on 127.0.0.1 is taken"), "TENERAL_CALLBACK_PORT="]);
+    tmux.keys(&["Enter"]);
+    ended(&tmux, 1);
+    drop(tmux);
+
+    let port = free_port();
+    let tmux = pages_of_width(&home, &chatgpt_env(&standin, port), 250);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("4");
+    let address = signin_address(&tmux, &standin);
+    let to = browser_opens(&format!("{address}&standin_decision=deny"));
+    assert!(to.contains("error=access_denied"), "{to}");
+    let _ = reqwest::blocking::get(&to);
+    tmux.wait_for("Nothing was written: the sign-in was refused: access_denied");
+    tmux.keys(&["Enter"]);
+    ended(&tmux, 1);
+    assert_eq!(env_of(&home), (OTHER.to_owned(), 0o640));
+    assert!(!home.join(".teneral/auth/chatgpt.json").exists());
+}
