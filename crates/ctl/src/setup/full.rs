@@ -33,7 +33,12 @@ enum Ended {
 /// Runs the pages for the individual at `home`; the exit status.
 pub fn run(home: &Path, existing: Option<String>) -> Result<i32, SetupError> {
     let mut screen = Screen::enter().map_err(SetupError::Terminal)?;
-    let facts = Facts { env_path: home.join(".env").display().to_string(), ..Facts::default() };
+    let var = |name: &str| std::env::var(name).ok();
+    let facts = Facts {
+        env_path: home.join(".env").display().to_string(),
+        ascii: !crate::talk::theme::utf8_locale(&var),
+        ..Facts::default()
+    };
     let mut flow = Flow { home, existing, key: String::new(), tokens: None, facts, failure: None };
     let ended = flow.run(&mut screen);
     drop(screen);

@@ -48,6 +48,32 @@ pub struct Facts {
     pub said: Vec<String>,
     /// Why nothing was written.
     pub failure: Option<String>,
+    /// The locale is not UTF-8: ASCII marks only.
+    pub ascii: bool,
+}
+
+/// The marks drawn, and what an ASCII locale gets instead.
+const MARKS: [(&str, &str); 7] = [
+    ("▸", ">"),
+    ("▏", "_"),
+    ("…", "..."),
+    ("·", "-"),
+    ("↑↓", "Up/Down"),
+    ("↓", "Down"),
+    ("✗", "x"),
+];
+
+/// Pure: `lines` with ASCII marks.
+pub fn ascii(lines: Vec<Line<'static>>) -> Vec<Line<'static>> {
+    let swap = |text: &str| MARKS.iter().fold(text.to_owned(), |t, (u, a)| t.replace(u, a));
+    lines
+        .into_iter()
+        .map(|line| {
+            let spans: Vec<Span<'static>> =
+                line.spans.into_iter().map(|s| Span::styled(swap(&s.content), s.style)).collect();
+            Line::from(spans)
+        })
+        .collect()
 }
 
 /// A key, or the terminal's new size.
@@ -100,6 +126,7 @@ impl Screen {
         let url = facts.url.as_ref().filter(|_| *page == Page::SignIn).map(|(u, _)| u.as_str());
         let url_rows = url.map_or(0, |u| u.chars().count().div_ceil(width));
         let lines = lines(page, facts, url_rows);
+        let lines = if facts.ascii { ascii(lines) } else { lines };
         if self.url_shown && url.is_none() {
             self.term.clear()?;
         }
@@ -341,3 +368,6 @@ fn tests(out: &mut Vec<Line<'static>>, facts: &Facts) {
         out.push(plain(format!("  {name}: {state}")));
     }
 }
+
+#[cfg(test)]
+mod tests;
