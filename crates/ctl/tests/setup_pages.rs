@@ -357,26 +357,36 @@ fn chatgpt_env(standin: &Standin, port: u16) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The sign-in page's address: whole on one line once the terminal's
-/// wrapping is joined (`capture-pane -J`).
+/// The sign-in page's address: written to the terminal as one OSC 8 link
+/// (seen through tmux's pipe-pane), and on the screen whole on one line once
+/// the terminal's wrapping is joined (`capture-pane -J`).
 fn signin_address(tmux: &common::Tmux, standin: &Standin) -> String {
-    tmux.wait_for("Waiting for your browser to come back");
-    let joined = tmux.run(&["capture-pane", "-p", "-J", "-t", "0"]);
-    let joined = String::from_utf8_lossy(&joined.stdout).into_owned();
-    let shown: Vec<&str> = joined.lines().filter(|l| l.contains("/oauth/authorize?")).collect();
-    assert_eq!(shown.len(), 1, "the address on one line:\n{joined}");
-    let address = shown[0].trim().to_owned();
-    assert!(address.starts_with(&standin.root) && address.contains("&state="), "{joined}");
-    // What setup wrote to the terminal (tmux's pipe-pane): one OSC 8 link.
-    // tmux hands it to `cat` on its own time: wait for it.
-    let link = format!("\x1b]8;;{address}\x1b\\{address}\x1b]8;;\x1b\\");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let start = format!("\x1b]8;;{}/oauth/authorize?", standin.root);
+    let link = loop {
         let written = std::fs::read(tmux.dir.path().join("written")).unwrap_or_default();
-        if written.windows(link.len()).any(|w| w == link.as_bytes()) {
-            return address;
+        let written = String::from_utf8_lossy(&written).into_owned();
+        let link = written.find(&start).and_then(|at| {
+            let rest = &written[at + 5..];
+            let end = rest.find("\x1b\\")?;
+            let address = &rest[..end];
+            let whole = format!("{address}\x1b\\{address}\x1b]8;;\x1b\\");
+            rest.starts_with(&whole).then(|| address.to_owned())
+        });
+        if let Some(link) = link {
+            break link;
         }
-        assert!(std::time::Instant::now() < deadline, "the address is one OSC 8 link");
+        assert!(std::time::Instant::now() < deadline, "no OSC 8 link was written: {written:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(link.contains("&state="), "{link}");
+    loop {
+        let joined = tmux.run(&["capture-pane", "-p", "-J", "-t", "0"]);
+        let joined = String::from_utf8_lossy(&joined.stdout).into_owned();
+        if joined.lines().any(|l| l.trim() == link) && joined.contains("Waiting for your browser") {
+            return link;
+        }
+        assert!(std::time::Instant::now() < deadline, "{link} is not whole on one line:\n{joined}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

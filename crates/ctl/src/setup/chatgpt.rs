@@ -9,7 +9,6 @@
 //! endpoint; [`authorize_url`] and [`judge_callback`] are pure.
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use teneral_core::chatgpt::{self, Granted, Tokens};
 
-use super::ask::Asker;
+use super::ask::{Asker, Quiet};
 
 /// Names the sign-in server (tests point it at the stand-in).
 pub const ISSUER_VARIABLE: &str = "TENERAL_CHATGPT_ISSUER";
@@ -205,7 +204,7 @@ pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, 
         asker.say(&format!("Waiting for your browser to come back to 127.0.0.1:{port}; a line (or the end of input) gives up."));
     }
     let quiet = asker.terminal.then(Quiet::new);
-    let called = pending.wait(|| gave_up(asker));
+    let called = pending.wait(|| asker.gave_up());
     drop(quiet);
     let called = called?;
     asker.say("Signed in; asking for the tokens ...");
@@ -249,30 +248,6 @@ fn wait(
             Err(SignInError::Refused { error, description })
         }
         Callback::NoCode | Callback::Elsewhere => Err(SignInError::NoCode),
-    }
-}
-
-/// Whether the owner gave up: Esc or Ctrl-C at a terminal, any line or the
-/// end of input from a pipe. Never blocks.
-fn gave_up<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> bool {
-    let stdin = std::io::stdin();
-    let fd = stdin.as_fd();
-    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-    if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
-        return false;
-    }
-    if asker.terminal {
-        // Every key typed so far; Esc or Ctrl-C among them gives up.
-        let Ok(typed) = asker.input.fill_buf() else { return true };
-        let quit = typed.is_empty() || typed.iter().any(|b| matches!(b, 0x1b | 0x03));
-        let n = typed.len();
-        asker.input.consume(n);
-        quit
-    } else {
-        let mut line = String::new();
-        let _ = asker.input.read_line(&mut line);
-        true
     }
 }
 
@@ -386,41 +361,6 @@ pub fn token_error(body: &str) -> String {
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// The terminal without line editing, echo or signals while the sign-in
-/// waits, so Esc arrives at once; restored when dropped.
-struct Quiet {
-    saved: Option<rustix::termios::Termios>,
-}
-
-impl Quiet {
-    fn new() -> Quiet {
-        let stdin = std::io::stdin();
-        let saved = rustix::termios::tcgetattr(&stdin).ok();
-        if let Some(saved) = &saved {
-            let mut raw = saved.clone();
-            raw.local_modes.remove(
-                rustix::termios::LocalModes::ECHO
-                    | rustix::termios::LocalModes::ICANON
-                    | rustix::termios::LocalModes::ISIG,
-            );
-            let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &raw);
-        }
-        Quiet { saved }
-    }
-}
-
-impl Drop for Quiet {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.saved {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                saved,
-            );
-        }
-    }
 }
 
 #[cfg(test)]
