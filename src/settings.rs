@@ -173,8 +173,9 @@ pub struct Settings {
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     #[error(
-        "there are no settings at {}: run `teneralctl setup`, or copy .env.example to .env and fill it in",
-        path.display()
+        "there are no settings at {}: run `teneralctl setup -d {}`, or copy .env.example to .env and fill it in",
+        path.display(),
+        path.parent().unwrap_or(path).display()
     )]
     Missing { path: PathBuf },
     #[error("cannot read the settings at {}: {source}; make the file readable by this user", path.display())]

@@ -220,14 +220,37 @@ where
         }
         other => other,
     };
-    if matches!(&sent, Ok(r) if r.status() == hyper::StatusCode::TOO_MANY_REQUESTS) {
-        log::warn(format!(
-            "the ChatGPT plan's limit is reached (429); the body waits and tries again. \
-             Review or limit this app's use at {}",
-            chatgpt::USAGE_PAGE
-        ));
+    match sent {
+        Ok(r) if r.status() == hyper::StatusCode::TOO_MANY_REQUESTS => {
+            Ok(Ok(limit_reached(r).await))
+        }
+        other => Ok(other),
     }
-    Ok(sent)
+}
+
+/// Logs a reached limit with the plan's own message and the usage page, and
+/// gives the answer back as it came (status, headers, body).
+async fn limit_reached(response: reqwest::Response) -> reqwest::Response {
+    let (status, version, headers) =
+        (response.status(), response.version(), response.headers().clone());
+    let body = response.bytes().await.unwrap_or_default();
+    log::warn(limit_line(&body));
+    let mut rebuilt = hyper::Response::new(reqwest::Body::from(body));
+    *rebuilt.status_mut() = status;
+    *rebuilt.version_mut() = version;
+    *rebuilt.headers_mut() = headers;
+    reqwest::Response::from(rebuilt)
+}
+
+/// Pure: the log line for a plan's 429 answer `body`.
+pub(super) fn limit_line(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let said = if text.trim().is_empty() { "no message".to_owned() } else { token_error(&text) };
+    format!(
+        "the ChatGPT plan's limit is reached (429, the plan said: {said}); the body waits and \
+         tries again. Review or limit this app's use at {}",
+        chatgpt::USAGE_PAGE
+    )
 }
 
 /// The plan's streamed answer made whole for a body that asked for a whole

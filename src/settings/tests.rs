@@ -343,7 +343,8 @@ fn load_reads_the_env_in_home_and_names_it() {
         Err(e @ SettingsError::Missing { .. }) => {
             let message = e.to_string();
             assert!(message.contains(&path.display().to_string()), "{message}");
-            assert!(message.contains("teneralctl setup"), "{message}");
+            let setup = format!("teneralctl setup -d {}", home.path().display());
+            assert!(message.contains(&setup), "the hint names the directory: {message}");
             assert!(message.contains("copy .env.example to .env"), "{message}");
         }
         other => panic!("an empty home should miss its .env: {other:?}"),

@@ -14,15 +14,19 @@
 //! tests passed, then `.env`; should `.env` fail, the token file is put back
 //! as it was.
 //!
-//! Not here yet: full-screen pages; at a terminal the questions are lines
-//! with numbered choices.
+//! At a terminal (without `--plain`) the same questions are full-screen
+//! pages ([`full`]: [`pages`] is their logic, [`screen`] draws them); both
+//! ways end in the same writing step ([`write`]).
 pub mod ask;
 pub mod chatgpt;
 pub mod env;
+pub mod full;
+pub mod pages;
 pub mod probe;
+pub mod screen;
+pub mod write;
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use ask::{AskError, Asker};
@@ -67,6 +71,8 @@ pub enum SetupError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("cannot write {}: {source}; .env is as it was", path.display())]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot use the terminal: {0}; nothing was written. Answer in lines with `teneralctl setup --plain`")]
+    Terminal(std::io::Error),
 }
 
 impl From<AskError> for SetupError {
@@ -117,9 +123,24 @@ pub fn run(options: &SetupOptions) -> Result<i32, SetupError> {
         );
         return Ok(1);
     }
+    if terminal && !options.plain {
+        check_home(&options.home)?;
+        let existing = read_env(&options.home)?;
+        return full::run(&options.home, existing);
+    }
     let stdin = std::io::stdin();
     let mut asker = Asker { input: stdin.lock(), out: std::io::stdout(), terminal };
     setup(&options.home, &mut asker)
+}
+
+/// The text of `home`'s `.env`, or `None` when there is none.
+fn read_env(home: &Path) -> Result<Option<String>, SetupError> {
+    let path = home.join(".env");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SetupError::Read { path, source }),
+    }
 }
 
 /// The whole conversation over `asker`; the exit status.
@@ -129,11 +150,7 @@ pub fn setup<R: BufRead, W: Write>(
 ) -> Result<i32, SetupError> {
     check_home(home)?;
     let path = home.join(".env");
-    let existing = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => return Err(SetupError::Read { path, source }),
-    };
+    let existing = read_env(home)?;
     if existing.is_some() {
         asker.say(&format!(
             "{} exists. Setup replaces its provider settings ({}) and keeps every other line.",
@@ -154,79 +171,48 @@ pub fn setup<R: BufRead, W: Write>(
             let signed_in = chatgpt::sign_in(asker)?;
             let endpoint = plan_endpoint(&signed_in, asker)?;
             test(&endpoint, asker)?;
-            let mut settings = vec![("TENERAL_PROVIDER", "chatgpt".to_owned())];
-            if endpoint.base_url != teneral_core::chatgpt::BACKEND_URL {
-                settings.push(("TENERAL_BASE_URL", endpoint.base_url.clone()));
-            }
-            settings.push(("TENERAL_MODEL", endpoint.model.clone()));
             tokens = Some(signed_in);
-            settings
+            settings_for("chatgpt", Some(&endpoint))
         }
         "standin" => {
             asker.say(
                 "The stand-in model runs inside the kernel: no address, key or test requests.",
             );
-            vec![("TENERAL_PROVIDER", "standin".to_owned())]
+            settings_for("standin", None)
         }
         remote => {
             let endpoint = ask_endpoint(remote, asker)?;
             test(&endpoint, asker)?;
-            let mut settings = vec![("TENERAL_PROVIDER", remote.to_owned())];
-            if remote == "compatible" || endpoint.base_url != OPENAI_URL {
-                settings.push(("TENERAL_BASE_URL", endpoint.base_url.clone()));
-            }
-            settings.push(("TENERAL_API_KEY", endpoint.key.clone()));
-            settings.push(("TENERAL_MODEL", endpoint.model.clone()));
-            settings
+            settings_for(remote, Some(&endpoint))
         }
     };
-    let base = match existing {
-        Some(text) => text,
-        // A new .env starts from the checkout's commented example.
-        None => std::fs::read_to_string(home.join(".env.example")).unwrap_or_default(),
-    };
-    let pairs: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let text = env::merge(&base, &pairs);
-    let tokens_path = teneral_core::chatgpt::tokens_path(home);
-    let previous_tokens = std::fs::read(&tokens_path).ok();
-    if let Some(tokens) = &tokens {
-        teneral_core::chatgpt::write(&tokens_path, tokens)
-            .map_err(|source| SetupError::Write { path: tokens_path.clone(), source })?;
+    for line in write::settings(home, existing, &settings, tokens.as_ref())? {
+        asker.say(&line);
     }
-    if let Err(source) = write_private(&path, text.as_bytes()) {
-        if tokens.is_some() {
-            // Put the token file back as it was, so that nothing changed.
-            let _ = match &previous_tokens {
-                Some(bytes) => write_private(&tokens_path, bytes),
-                None => std::fs::remove_file(&tokens_path),
-            };
-        }
-        return Err(SetupError::Write { path: path.clone(), source });
-    }
-    if tokens.is_some() {
-        asker.say(&format!(
-            "Wrote the sign-in's tokens to {} (mode 0600); the kernel renews them. \
-             What the agent uses counts against your plan: review or limit it at {}.",
-            tokens_path.display(),
-            teneral_core::chatgpt::USAGE_PAGE
-        ));
-    }
-    let shown: Vec<String> = settings
-        .iter()
-        .map(|(name, value)| {
-            if *name == "TENERAL_API_KEY" {
-                format!("{name}=(the key)")
-            } else {
-                format!("{name}={value}")
-            }
-        })
-        .collect();
-    asker.say(&format!("Wrote {} (mode 0600): {}.", path.display(), shown.join(", ")));
-    asker.say(&restart_advice(home));
     Ok(0)
 }
 
-fn check_home(home: &Path) -> Result<(), SetupError> {
+/// Pure: the `.env` settings for `provider` reached at `endpoint` (none
+/// for `standin`).
+pub fn settings_for(provider: &str, endpoint: Option<&Endpoint>) -> Vec<(&'static str, String)> {
+    let mut settings = vec![("TENERAL_PROVIDER", provider.to_owned())];
+    let Some(endpoint) = endpoint else { return settings };
+    let default_url = match provider {
+        "chatgpt" => Some(teneral_core::chatgpt::BACKEND_URL),
+        "openai" => Some(OPENAI_URL),
+        _ => None,
+    };
+    if default_url != Some(endpoint.base_url.as_str()) {
+        settings.push(("TENERAL_BASE_URL", endpoint.base_url.clone()));
+    }
+    if provider != "chatgpt" {
+        settings.push(("TENERAL_API_KEY", endpoint.key.clone()));
+    }
+    settings.push(("TENERAL_MODEL", endpoint.model.clone()));
+    settings
+}
+
+pub(crate) fn check_home(home: &Path) -> Result<(), SetupError> {
     let shown = || home.canonicalize().unwrap_or_else(|_| home.to_owned());
     if !home.is_dir() {
         return Err(SetupError::NoDir(shown()));
@@ -314,31 +300,6 @@ fn test<R: BufRead, W: Write>(
     let name = client.tool_test(endpoint)?;
     asker.say(&format!("  called the tool {name}."));
     Ok(())
-}
-
-/// Writes `bytes` to `path` atomically: a 0600 file beside it, synced, then
-/// renamed over it, and the directory synced.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".env.setup-{}", std::process::id()));
-    let result = (|| {
-        let mut file =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        crate::fsutil::sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// What the owner does next for the kernel to use the new settings.
-fn restart_advice(home: &Path) -> String {
-    let unit = crate::status::read(home).and_then(|s| s.unit);
-    advice(crate::lock::is_held(home), unit.as_deref())
 }
 
 /// Pure: the advice for a kernel that runs or not, in a unit or not.

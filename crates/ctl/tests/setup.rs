@@ -241,6 +241,7 @@ fn declining_or_running_out_of_answers_writes_nothing() {
     assert!(!elsewhere.path().join(".env").exists());
 }
 
+/// `--plain` at a terminal: the line questions, the key still read unseen.
 #[test]
 fn at_a_terminal_the_key_is_typed_unseen() {
     if !common::system_tests("at_a_terminal_the_key_is_typed_unseen") {
@@ -253,7 +254,7 @@ fn at_a_terminal_the_key_is_typed_unseen() {
         dir: tempfile::tempdir().expect("a temp dir for tmux"),
     };
     let line = format!(
-        "env LANG=C.UTF-8 {} setup -d {}; echo exit=$?; sleep 600",
+        "env LANG=C.UTF-8 {} setup --plain -d {}; echo exit=$?; sleep 600",
         env!("CARGO_BIN_EXE_teneralctl"),
         home.display()
     );
@@ -284,7 +285,7 @@ fn at_a_terminal_the_key_is_typed_unseen() {
     // Ctrl-C at the key gives up, writes nothing and leaves the echo on.
     let (_dir, again) = self::home(Some(OTHER));
     let line = format!(
-        "env LANG=C.UTF-8 {} setup -d {}; echo exit=$? tty=$(stty -a | grep -o -- '-\\?echo ' | head -1); sleep 600",
+        "env LANG=C.UTF-8 {} setup --plain -d {}; echo exit=$? tty=$(stty -a | grep -o -- '-\\?echo ' | head -1); sleep 600",
         env!("CARGO_BIN_EXE_teneralctl"),
         again.display()
     );

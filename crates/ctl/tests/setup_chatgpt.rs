@@ -255,6 +255,7 @@ fn a_taken_port_names_the_variable() {
     unchanged(&home, &text);
 }
 
+/// `--plain` at a terminal: Esc still gives up the wait.
 #[test]
 fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
     if !common::system_tests("at_a_terminal_esc_gives_up_and_the_terminal_is_restored") {
@@ -268,7 +269,7 @@ fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
         dir: tempfile::tempdir().expect("a temp dir for tmux"),
     };
     let line = format!(
-        "env LANG=C.UTF-8 TENERAL_CHATGPT_ISSUER={} TENERAL_CALLBACK_PORT={port} {} setup -d {}; \
+        "env LANG=C.UTF-8 TENERAL_CHATGPT_ISSUER={} TENERAL_CALLBACK_PORT={port} {} setup --plain -d {}; \
          echo exit=$? tty=$(stty -a | grep -o -- '-\\?icanon' | head -1); sleep 600",
         standin.root,
         env!("CARGO_BIN_EXE_teneralctl"),

@@ -194,3 +194,36 @@ fn a_revoked_sign_in_says_sign_in_again_once() {
         assert_eq!(notices.lock().unwrap_or_else(PoisonError::into_inner).len(), 1);
     });
 }
+
+#[test]
+fn a_plan_limit_is_logged_with_the_plans_message_and_passed_back() {
+    let table: &[(&str, &str)] = &[
+        (
+            r#"{"error":{"type":"usage_limit_reached","code":"usage_limit_reached","message":"You have hit your usage limit."}}"#,
+            "the plan said: usage_limit_reached: You have hit your usage limit.",
+        ),
+        (r#"{"error":{"message":"slow down"}}"#, "the plan said: no code: slow down"),
+        ("", "the plan said: no message"),
+        ("busy", "the plan said: busy"),
+    ];
+    for (body, said) in table {
+        let line = super::super::signin::limit_line(body.as_bytes());
+        assert!(line.contains(said), "{body:?}: {line}");
+        assert!(line.contains(chatgpt::USAGE_PAGE), "{line}");
+    }
+    run(async {
+        let dir = must(tempfile::tempdir());
+        let script = dir.path().join("limit.jsonl");
+        let limit = r#"{"error":{"status":429,"message":"You have hit your usage limit."}}"#;
+        must(std::fs::write(&script, format!("{limit}\n")));
+        let config = Config { script: Some(script), ..Config::default() };
+        let standin = must(Standin::bind(([127, 0, 0, 1], 0).into(), config).await);
+        let issuer = standin.issuer();
+        tokio::spawn(standin.serve());
+        sign_in(&issuer, dir.path()).await;
+        let (proxy, _) = proxy(&issuer, dir.path()).await;
+        let (status, answer) = turn(proxy).await;
+        assert_eq!(status, 429, "the plan's status reaches the body: {answer}");
+        assert_eq!(answer["error"]["message"], "You have hit your usage limit.", "{answer}");
+    });
+}

@@ -1,11 +1,14 @@
 //! Asking the owner, one answer a line: at a terminal or from a pipe
 //! (`--plain`). A key is read with the terminal's echo off (and Ctrl-C
 //! read as giving up, not as a signal that would leave the echo off).
+//! While a sign-in waits, [`Asker::gave_up`] watches for Esc or Ctrl-C (a
+//! line from a pipe) with the terminal quiet ([`Quiet`]).
 //!
 //! Invariants: the echo is turned back on however the read ends (a guard
 //! restores the terminal's modes); the end of input is an error that names
 //! the answer that was missing; [`pick`] is pure.
 use std::io::{BufRead, Write};
+use std::os::fd::AsFd;
 
 /// The input ended before an answer.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +124,32 @@ impl<R: BufRead, W: Write> Asker<R, W> {
     }
 }
 
+impl<R: BufRead, W: Write> Asker<R, W> {
+    /// Whether the owner gave up: Esc or Ctrl-C at a terminal, any line or the
+    /// end of input from a pipe. Never blocks.
+    pub fn gave_up(&mut self) -> bool {
+        let stdin = std::io::stdin();
+        let fd = stdin.as_fd();
+        let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
+            return false;
+        }
+        if self.terminal {
+            // Every key typed so far; Esc or Ctrl-C among them gives up.
+            let Ok(typed) = self.input.fill_buf() else { return true };
+            let quit = typed.is_empty() || typed.iter().any(|b| matches!(b, 0x1b | 0x03));
+            let n = typed.len();
+            self.input.consume(n);
+            quit
+        } else {
+            let mut line = String::new();
+            let _ = self.input.read_line(&mut line);
+            true
+        }
+    }
+}
+
 /// The option an answer names: its number (from 1), its exact name, or
 /// with `other` the answer itself.
 pub fn pick(answer: &str, options: &[String], other: bool) -> Option<String> {
@@ -165,6 +194,41 @@ impl Drop for EchoOff {
             let stdin = std::io::stdin();
             let _ =
                 rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, saved);
+        }
+    }
+}
+
+/// The terminal without line editing, echo or signals while the sign-in
+/// waits, so Esc arrives at once; restored when dropped.
+pub(super) struct Quiet {
+    saved: Option<rustix::termios::Termios>,
+}
+
+impl Quiet {
+    pub(super) fn new() -> Quiet {
+        let stdin = std::io::stdin();
+        let saved = rustix::termios::tcgetattr(&stdin).ok();
+        if let Some(saved) = &saved {
+            let mut raw = saved.clone();
+            raw.local_modes.remove(
+                rustix::termios::LocalModes::ECHO
+                    | rustix::termios::LocalModes::ICANON
+                    | rustix::termios::LocalModes::ISIG,
+            );
+            let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &raw);
+        }
+        Quiet { saved }
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                saved,
+            );
         }
     }
 }

@@ -9,7 +9,6 @@
 //! endpoint; [`authorize_url`] and [`judge_callback`] are pure.
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use teneral_core::chatgpt::{self, Granted, Tokens};
 
-use super::ask::Asker;
+use super::ask::{Asker, Quiet};
 
 /// Names the sign-in server (tests point it at the stand-in).
 pub const ISSUER_VARIABLE: &str = "TENERAL_CHATGPT_ISSUER";
@@ -128,9 +127,20 @@ pub fn port_from(value: Option<&str>) -> Result<u16, SignInError> {
     }
 }
 
-/// Signs in: shows the address, waits for the browser (or for the owner to
-/// give up), exchanges the code. Returns the tokens, written nowhere yet.
-pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, SignInError> {
+/// A sign-in begun: the callback listening, the address to open.
+pub struct Pending {
+    listener: TcpListener,
+    issuer: String,
+    verifier: String,
+    state: String,
+    redirect_uri: String,
+    /// The address the owner opens.
+    pub url: String,
+    pub port: u16,
+}
+
+/// Begins a sign-in: listens for the callback and makes the address.
+pub fn begin() -> Result<Pending, SignInError> {
     let issuer = std::env::var(ISSUER_VARIABLE).unwrap_or_else(|_| chatgpt::ISSUER.to_owned());
     let issuer = issuer.trim_end_matches('/').to_owned();
     let port = port_from(std::env::var(PORT_VARIABLE).ok().as_deref())?;
@@ -145,6 +155,43 @@ pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, 
     let state = chatgpt::b64url(&random()?);
     let redirect_uri = chatgpt::redirect_uri(port);
     let url = authorize_url(&issuer, &redirect_uri, &chatgpt::challenge(&verifier), &state);
+    Ok(Pending { listener, issuer, verifier, state, redirect_uri, url, port })
+}
+
+impl Pending {
+    /// Waits for the browser, asking `gave_up` every 50 ms whether the
+    /// owner gave up. The port is closed when this returns.
+    pub fn wait(self, gave_up: impl FnMut() -> bool) -> Result<Called, SignInError> {
+        let code = wait(self.listener, &self.state, gave_up)?;
+        Ok(Called {
+            issuer: self.issuer,
+            verifier: self.verifier,
+            redirect_uri: self.redirect_uri,
+            code,
+        })
+    }
+}
+
+/// The browser came back with a code.
+pub struct Called {
+    issuer: String,
+    verifier: String,
+    redirect_uri: String,
+    code: String,
+}
+
+impl Called {
+    /// The code for tokens.
+    pub fn exchange(self) -> Result<Tokens, SignInError> {
+        exchange(&self.issuer, &self.redirect_uri, &self.verifier, &self.code)
+    }
+}
+
+/// Signs in: shows the address, waits for the browser (or for the owner to
+/// give up), exchanges the code. Returns the tokens, written nowhere yet.
+pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, SignInError> {
+    let pending = begin()?;
+    let (url, port) = (pending.url.clone(), pending.port);
     asker.say("Open this address in your browser, sign in to ChatGPT and approve the app:");
     asker.say(&url);
     if asker.terminal {
@@ -156,9 +203,12 @@ pub fn sign_in<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> Result<Tokens, 
     } else {
         asker.say(&format!("Waiting for your browser to come back to 127.0.0.1:{port}; a line (or the end of input) gives up."));
     }
-    let code = wait(listener, &state, asker)?;
+    let quiet = asker.terminal.then(Quiet::new);
+    let called = pending.wait(|| asker.gave_up());
+    drop(quiet);
+    let called = called?;
     asker.say("Signed in; asking for the tokens ...");
-    exchange(&issuer, &redirect_uri, &verifier, &code)
+    called.exchange()
 }
 
 fn random() -> Result<[u8; 32], SignInError> {
@@ -169,10 +219,10 @@ fn random() -> Result<[u8; 32], SignInError> {
 
 /// Serves the callback on a thread until it decides, while watching the
 /// owner's input for giving up. The listener is closed when this returns.
-fn wait<R: BufRead, W: Write>(
+fn wait(
     listener: TcpListener,
     state: &str,
-    asker: &mut Asker<R, W>,
+    mut gave_up: impl FnMut() -> bool,
 ) -> Result<String, SignInError> {
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
@@ -180,16 +230,14 @@ fn wait<R: BufRead, W: Write>(
         let (stop, state) = (Arc::clone(&stop), state.to_owned());
         std::thread::spawn(move || serve(listener, &state, &stop, &tx))
     };
-    let quiet = asker.terminal.then(Quiet::new);
     let outcome = loop {
         if let Ok(decided) = rx.recv_timeout(Duration::from_millis(50)) {
             break decided;
         }
-        if gave_up(asker) {
+        if gave_up() {
             break Callback::Refused { error: String::new(), description: None };
         }
     };
-    drop(quiet);
     stop.store(true, Ordering::SeqCst);
     let _ = server.join();
     match outcome {
@@ -200,30 +248,6 @@ fn wait<R: BufRead, W: Write>(
             Err(SignInError::Refused { error, description })
         }
         Callback::NoCode | Callback::Elsewhere => Err(SignInError::NoCode),
-    }
-}
-
-/// Whether the owner gave up: Esc or Ctrl-C at a terminal, any line or the
-/// end of input from a pipe. Never blocks.
-fn gave_up<R: BufRead, W: Write>(asker: &mut Asker<R, W>) -> bool {
-    let stdin = std::io::stdin();
-    let fd = stdin.as_fd();
-    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-    if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
-        return false;
-    }
-    if asker.terminal {
-        // Every key typed so far; Esc or Ctrl-C among them gives up.
-        let Ok(typed) = asker.input.fill_buf() else { return true };
-        let quit = typed.is_empty() || typed.iter().any(|b| matches!(b, 0x1b | 0x03));
-        let n = typed.len();
-        asker.input.consume(n);
-        quit
-    } else {
-        let mut line = String::new();
-        let _ = asker.input.read_line(&mut line);
-        true
     }
 }
 
@@ -337,41 +361,6 @@ pub fn token_error(body: &str) -> String {
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// The terminal without line editing, echo or signals while the sign-in
-/// waits, so Esc arrives at once; restored when dropped.
-struct Quiet {
-    saved: Option<rustix::termios::Termios>,
-}
-
-impl Quiet {
-    fn new() -> Quiet {
-        let stdin = std::io::stdin();
-        let saved = rustix::termios::tcgetattr(&stdin).ok();
-        if let Some(saved) = &saved {
-            let mut raw = saved.clone();
-            raw.local_modes.remove(
-                rustix::termios::LocalModes::ECHO
-                    | rustix::termios::LocalModes::ICANON
-                    | rustix::termios::LocalModes::ISIG,
-            );
-            let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &raw);
-        }
-        Quiet { saved }
-    }
-}
-
-impl Drop for Quiet {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.saved {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                saved,
-            );
-        }
-    }
 }
 
 #[cfg(test)]

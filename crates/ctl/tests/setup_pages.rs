@@ -1,0 +1,438 @@
+//! `teneralctl setup`'s full-screen pages in a real terminal: tmux runs it
+//! against `teneral standin` (the kernel's binary beside this one: `cargo
+//! build --workspace --bins` first), `send-keys` types, `capture-pane` reads
+//! the pages. After setup the shell prints its exit status and the
+//! terminal's modes, so each test sees the terminal given back as it was.
+//!
+//! System tests, as the talk client's: they need tmux and run when
+//! `TENERAL_SYSTEM_TESTS` is set.
+#![allow(clippy::expect_used, clippy::panic)]
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+mod common;
+
+const KEY: &str = "sk-test-secret-4711";
+const OTHER: &str =
+    "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
+const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
+/// After setup: its exit status and whether line editing and the echo are on.
+const AFTER: &str = "echo exit=$? tty=$(stty -a | grep -wo -- '-\\?icanon')/$(stty -a | grep -wo -- '-\\?echo'); sleep 600";
+
+/// A running `teneral standin`, killed when dropped.
+struct Standin {
+    child: Child,
+    /// `http://ADDR`; the model API is under `/v1`.
+    root: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Standin {
+    fn start(script: &str) -> Standin {
+        let dir = tempfile::tempdir().expect("a temp dir for the script");
+        let path = dir.path().join("script.jsonl");
+        std::fs::write(&path, script).expect("the script");
+        let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
+        assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
+        let mut child = Command::new(teneral)
+            .args(["standin", "--listen", "127.0.0.1:0", "--key", KEY, "--script"])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("teneral standin starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("its stdout");
+        BufReader::new(stdout).read_line(&mut line).expect("its first line");
+        let url = line.trim().strip_prefix("listening on ").expect("listening on URL");
+        let root = url.strip_suffix("/v1").expect("a /v1 address").to_owned();
+        Standin { child, root, _dir: dir }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/v1", self.root)
+    }
+}
+
+impl Drop for Standin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An individual's directory with `.teneral/` and, when given, a `.env` (0640).
+fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path().to_owned();
+    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
+    if let Some(text) = env {
+        std::fs::write(home.join(".env"), text).expect("a .env");
+        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
+            .expect("its mode");
+    }
+    (dir, home)
+}
+
+fn env_of(home: &Path) -> (String, u32) {
+    let path = home.join(".env");
+    let text = std::fs::read_to_string(&path).expect(".env is there");
+    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
+    (text, mode)
+}
+
+/// `teneralctl setup -d home` in a 100x30 tmux terminal, with `env`.
+fn pages(home: &Path, env: &[(&str, String)]) -> common::Tmux {
+    pages_of_width(home, env, 100)
+}
+
+/// The same, `width` columns wide.
+fn pages_of_width(home: &Path, env: &[(&str, String)], width: u16) -> common::Tmux {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmux = common::Tmux {
+        socket: format!("setup-pages-{}-{n}", std::process::id()),
+        dir: tempfile::tempdir().expect("a temp dir for tmux"),
+    };
+    let mut line = String::from("env LANG=C.UTF-8");
+    for (name, value) in env {
+        line.push_str(&format!(" {name}={value}"));
+    }
+    line.push_str(&format!(
+        " {} setup -d {}; {AFTER}",
+        env!("CARGO_BIN_EXE_teneralctl"),
+        home.display()
+    ));
+    let width = width.to_string();
+    let out = tmux.run(&["new-session", "-d", "-x", &width, "-y", "30", &line]);
+    assert!(out.status.success(), "tmux starts: {out:?}");
+    let written = tmux.dir.path().join("written");
+    let pipe = format!("cat >> {}", written.display());
+    assert!(tmux.run(&["pipe-pane", "-o", "-t", "0", &pipe]).status.success());
+    tmux
+}
+
+/// Waits for setup to end; the screen, which must show the terminal given
+/// back (line editing and the echo on, the pages gone).
+fn ended(tmux: &common::Tmux, status: i32) -> String {
+    let screen = tmux.wait_for("tty=");
+    assert!(screen.contains(&format!("exit={status} tty=icanon/echo")), "{screen}");
+    assert!(!screen.contains("teneral setup ·"), "the alternate screen is left:\n{screen}");
+    screen
+}
+
+/// Types an endpoint's address and key on their pages.
+fn address_and_key(tmux: &common::Tmux, url: &str, key: &str) {
+    tmux.wait_for("Address:");
+    tmux.keys(&["C-u"]);
+    tmux.type_text(url);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("API key: 0 characters typed");
+    tmux.type_text(key);
+    let screen = tmux.wait_for(&format!("API key: {} characters typed", key.len()));
+    assert!(!screen.contains(key), "the key is never shown:\n{screen}");
+    tmux.keys(&["Enter"]);
+}
+
+#[test]
+fn compatible_chosen_with_the_arrows_tested_then_written_after_yes() {
+    if !common::system_tests("compatible_chosen_with_the_arrows_tested_then_written_after_yes") {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let tmux = pages(&home, &[]);
+    tmux.wait_for("▸ 1  openai");
+    tmux.keys(&["Down"]);
+    tmux.wait_for("▸ 2  compatible");
+    tmux.keys(&["Enter"]);
+    address_and_key(&tmux, &standin.url(), KEY);
+    tmux.wait_for_all(&["offers these models", "▸   1  standin"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("Replace them?");
+    assert!(screen.contains("TENERAL_API_KEY=(the key)") && !screen.contains(KEY), "{screen}");
+    assert_eq!(env_of(&home), (OTHER.to_owned(), 0o640), "nothing written before yes");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for_all(&[
+        "passed: answered in words: \"Hello, owner.\"",
+        "passed: called the tool record_word",
+        "teneral reads it when it starts next",
+    ]);
+    assert!(!screen.contains(KEY), "{screen}");
+    tmux.keys(&["Enter"]);
+    let screen = ended(&tmux, 0);
+    assert!(screen.contains("Wrote ") && !screen.contains(KEY), "said on leaving:\n{screen}");
+    let expected = format!(
+        "# mine\nTENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={KEY}\nTENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n",
+        standin.url()
+    );
+    assert_eq!(env_of(&home), (expected, 0o600));
+}
+
+#[test]
+fn openai_by_number_into_a_new_env_from_the_example() {
+    if !common::system_tests("openai_by_number_into_a_new_env_from_the_example") {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(None);
+    std::fs::write(home.join(".env.example"), "# example\nTENERAL_CONTEXT_CHARS=250000\n")
+        .expect("an example");
+    let tmux = pages(&home, &[]);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("1");
+    tmux.wait_for("Address: https://api.openai.com/v1");
+    address_and_key(&tmux, &standin.url(), KEY);
+    tmux.wait_for("▸   1  standin");
+    tmux.type_text("1");
+    tmux.keys(&["Enter"]);
+    // No .env: no question, written once both tests passed.
+    tmux.wait_for_all(&["passed: called the tool record_word", "Wrote "]);
+    tmux.keys(&["Enter"]);
+    ended(&tmux, 0);
+    let expected = format!(
+        "# example\nTENERAL_CONTEXT_CHARS=250000\n\n# The model provider (written by teneralctl setup).\nTENERAL_PROVIDER=openai\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={KEY}\nTENERAL_MODEL=standin\n",
+        standin.url()
+    );
+    assert_eq!(env_of(&home), (expected, 0o600));
+}
+
+#[test]
+fn standin_for_a_running_kernel_under_systemd_gives_the_restart_line() {
+    if !common::system_tests("standin_for_a_running_kernel_under_systemd_gives_the_restart_line") {
+        return;
+    }
+    let (_dir, home) = home(Some(
+        "TENERAL_PROVIDER=compatible\nTENERAL_API_KEY=k\nTENERAL_MODEL=m\nTENERAL_RUNNER=direct\n",
+    ));
+    let _kernel = teneralctl::lock::acquire(&home).expect("the lock, as a kernel holds it");
+    let status = r#"{"pid":1,"generation":null,"status":"resting","since":"2026-11-30T10:00:00.000Z","unit":"teneral.service"}"#;
+    std::fs::write(home.join(".teneral/status"), status).expect("the kernel's status");
+    let tmux = pages(&home, &[]);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("3");
+    tmux.wait_for_all(&["Replace them?", "TENERAL_PROVIDER=standin"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("systemctl --user restart teneral.service");
+    tmux.keys(&["Enter"]);
+    let screen = ended(&tmux, 0);
+    assert!(screen.contains("\n  systemctl --user restart teneral.service\n"), "{screen}");
+    assert_eq!(env_of(&home), ("TENERAL_PROVIDER=standin\nTENERAL_RUNNER=direct\n".into(), 0o600));
+}
+
+#[test]
+fn a_failing_test_request_shows_the_status_and_message_and_writes_nothing() {
+    if !common::system_tests(
+        "a_failing_test_request_shows_the_status_and_message_and_writes_nothing",
+    ) {
+        return;
+    }
+    let server_error = "{\"error\":{\"status\":500,\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n";
+    let words_twice = "{\"reply\":\"Hello.\"}\n{\"reply\":\"ready\"}\n";
+    // (script, key, what the tests page says)
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            server_error,
+            KEY,
+            &["failed: the text test request was refused: the provider answered 500: The server had an error"],
+        ),
+        (WORDS_THEN_CALL, "sk-wrong", &["answered 401: Incorrect API key provided", "check the key"]),
+        (words_twice, KEY, &["passed: answered in words", "failed: the model answered the tool test in words"]),
+    ];
+    for (script, key, said) in cases {
+        let standin = Standin::start(script);
+        let (_dir, home) = home(Some(OTHER));
+        // Wide enough for the provider's message on one line.
+        let tmux = pages_of_width(&home, &[], 250);
+        tmux.wait_for("▸ 1  openai");
+        tmux.type_text("2");
+        address_and_key(&tmux, &standin.url(), key);
+        tmux.wait_for("Or type a number or a name:");
+        tmux.type_text("standin");
+        tmux.keys(&["Enter"]);
+        let mut wants = said.to_vec();
+        wants.push("Nothing was written:");
+        let screen = tmux.wait_for_all(&wants);
+        assert!(!screen.contains(key), "{screen}");
+        tmux.keys(&["Enter"]);
+        let screen = ended(&tmux, 1);
+        assert!(screen.contains("nothing was written"), "said on leaving too:\n{screen}");
+        assert_eq!(env_of(&home), (OTHER.to_owned(), 0o640), "{key}: .env untouched");
+        let left = std::fs::read_dir(&home).expect("the dir").count();
+        assert_eq!(left, 2, "no temporary file left beside .env");
+    }
+}
+
+#[test]
+fn chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env() {
+    if !common::system_tests("chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env") {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let port = free_port();
+    let tmux = pages(&home, &chatgpt_env(&standin, port));
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("4");
+    let address = signin_address(&tmux, &standin);
+    let to = browser_opens(&address);
+    let back = reqwest::blocking::get(&to).expect("the callback answers");
+    assert_eq!(back.status().as_u16(), 200);
+    let screen = tmux.wait_for_all(&["/backend-api/codex offers these models", "▸   1  standin"]);
+    assert!(!screen.contains("/oauth/authorize"), "the address is gone with its page:\n{screen}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Replace them?");
+    tmux.keys(&["y"]);
+    tmux.wait_for_all(&["passed: called the tool record_word", "Wrote the sign-in's tokens"]);
+    tmux.keys(&["Enter"]);
+    ended(&tmux, 0);
+    let expected = format!(
+        "# mine\nTENERAL_PROVIDER=chatgpt\nTENERAL_BASE_URL={}/backend-api/codex\nTENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n",
+        standin.root
+    );
+    assert_eq!(env_of(&home), (expected, 0o600));
+    let path = home.join(".teneral/auth/chatgpt.json");
+    let mode = std::fs::metadata(&path).expect("the token file").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let tokens = teneral_core::chatgpt::read(&path).expect("the tokens read back");
+    assert_eq!(tokens.account_id, "acc-standin-0001");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the port is closed");
+}
+
+#[test]
+fn esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing() {
+    if !common::system_tests("esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing") {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let tmux = pages(&home, &[]);
+    tmux.wait_for("▸ 1  openai");
+    tmux.keys(&["Escape"]);
+    let screen = ended(&tmux, 0);
+    assert!(screen.contains("Left setup; nothing was written."), "{screen}");
+    drop(tmux);
+
+    let port = free_port();
+    let tmux = pages(&home, &chatgpt_env(&standin, port));
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("4");
+    signin_address(&tmux, &standin);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(), "listening while it waits");
+    tmux.keys(&["Escape"]);
+    let screen = ended(&tmux, 1);
+    assert!(
+        screen.contains("you gave up waiting for the sign-in; nothing was written"),
+        "{screen}"
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the port is closed");
+    drop(tmux);
+
+    let tmux = pages(&home, &[]);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("2");
+    tmux.wait_for("Address:");
+    tmux.type_text("http://half-typed");
+    tmux.keys(&["C-c"]);
+    let screen = ended(&tmux, 1);
+    assert!(
+        screen.contains("you gave up (Ctrl-C) at the address; nothing was written"),
+        "{screen}"
+    );
+    assert_eq!(env_of(&home), (OTHER.to_owned(), 0o640));
+    assert!(!home.join(".teneral/auth/chatgpt.json").exists());
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+fn chatgpt_env(standin: &Standin, port: u16) -> Vec<(&'static str, String)> {
+    vec![
+        ("TENERAL_CHATGPT_ISSUER", standin.root.clone()),
+        ("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root)),
+        ("TENERAL_CALLBACK_PORT", port.to_string()),
+    ]
+}
+
+/// The sign-in page's address: written to the terminal as one OSC 8 link
+/// (seen through tmux's pipe-pane), and on the screen whole on one line once
+/// the terminal's wrapping is joined (`capture-pane -J`).
+fn signin_address(tmux: &common::Tmux, standin: &Standin) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let start = format!("\x1b]8;;{}/oauth/authorize?", standin.root);
+    let link = loop {
+        let written = std::fs::read(tmux.dir.path().join("written")).unwrap_or_default();
+        let written = String::from_utf8_lossy(&written).into_owned();
+        let link = written.find(&start).and_then(|at| {
+            let rest = &written[at + 5..];
+            let end = rest.find("\x1b\\")?;
+            let address = &rest[..end];
+            let whole = format!("{address}\x1b\\{address}\x1b]8;;\x1b\\");
+            rest.starts_with(&whole).then(|| address.to_owned())
+        });
+        if let Some(link) = link {
+            break link;
+        }
+        assert!(std::time::Instant::now() < deadline, "no OSC 8 link was written: {written:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(link.contains("&state="), "{link}");
+    loop {
+        let joined = tmux.run(&["capture-pane", "-p", "-J", "-t", "0"]);
+        let joined = String::from_utf8_lossy(&joined.stdout).into_owned();
+        if joined.lines().any(|l| l.trim() == link) && joined.contains("Waiting for your browser") {
+            return link;
+        }
+        assert!(std::time::Instant::now() < deadline, "{link} is not whole on one line:\n{joined}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The browser opens `address`; where the sign-in server sends it back.
+fn browser_opens(address: &str) -> String {
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let response = client.get(address).send().expect("the authorize page answers");
+    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
+    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
+    to.to_owned()
+}
+
+#[test]
+fn a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing() {
+    if !common::system_tests(
+        "a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing",
+    ) {
+        return;
+    }
+    let standin = Standin::start(WORDS_THEN_CALL);
+    let (_dir, home) = home(Some(OTHER));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to take");
+    let port = taken.local_addr().expect("its address").port();
+    let tmux = pages_of_width(&home, &chatgpt_env(&standin, port), 250);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("4");
+    tmux.wait_for_all(&[&format!("port {port} on 127.0.0.1 is taken"), "TENERAL_CALLBACK_PORT="]);
+    tmux.keys(&["Enter"]);
+    ended(&tmux, 1);
+    drop(tmux);
+
+    let port = free_port();
+    let tmux = pages_of_width(&home, &chatgpt_env(&standin, port), 250);
+    tmux.wait_for("▸ 1  openai");
+    tmux.type_text("4");
+    let address = signin_address(&tmux, &standin);
+    let to = browser_opens(&format!("{address}&standin_decision=deny"));
+    assert!(to.contains("error=access_denied"), "{to}");
+    let _ = reqwest::blocking::get(&to);
+    tmux.wait_for("Nothing was written: the sign-in was refused: access_denied");
+    tmux.keys(&["Enter"]);
+    ended(&tmux, 1);
+    assert_eq!(env_of(&home), (OTHER.to_owned(), 0o640));
+    assert!(!home.join(".teneral/auth/chatgpt.json").exists());
+}
