@@ -172,3 +172,48 @@ async fn a_tunnel_whose_far_side_ends_first_delivers_the_rest_then_ends() {
     the_far_side_ends_first(false).await;
     the_far_side_ends_first(true).await;
 }
+
+/// A tunnel through which a byte goes every 100 ms outlives an idle time
+/// of 400 ms many times over; once the bytes stop it is closed.
+#[tokio::test]
+async fn a_tunnel_in_use_outlives_its_idle_time() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let origin = listener.local_addr().expect("its address");
+    // Echoes each byte back.
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.expect("the proxy connects");
+        let mut byte = [0u8; 1];
+        while s.read(&mut byte).await.unwrap_or(0) == 1 {
+            if s.write_all(&byte).await.is_err() {
+                return;
+            }
+        }
+    });
+    let config = Config { policy: Policy::Public, stand_ins: vec![("far.test".into(), origin)] };
+    let egress = Egress::bind("127.0.0.1:0".parse().expect("an address"), config)
+        .await
+        .expect("the proxy binds")
+        .idle_after(Duration::from_millis(400));
+    let proxy = egress.local_addr().expect("its address");
+    tokio::spawn(egress.serve());
+    let mut s = TcpStream::connect(proxy).await.expect("the proxy answers");
+    s.write_all(b"CONNECT far.test:443 HTTP/1.1\r\n\r\n").await.expect("the request is sent");
+    let head = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    let mut got = vec![0u8; head.len()];
+    s.read_exact(&mut got).await.expect("the proxy answers the CONNECT");
+    let started = std::time::Instant::now();
+    for i in 0..20u8 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s.write_all(&[i]).await.expect("the tunnel is open");
+        let mut back = [0u8; 1];
+        s.read_exact(&mut back).await.expect("the byte comes back");
+        assert_eq!(back, [i]);
+    }
+    assert!(started.elapsed() >= Duration::from_millis(2000), "five idle times went by");
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest))
+        .await
+        .expect("once quiet, the tunnel is closed within 10 s")
+        .expect("the close reads as an end");
+    assert!(rest.is_empty(), "{rest:?}");
+}

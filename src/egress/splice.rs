@@ -31,10 +31,15 @@ use rustix::pipe::{self, PipeFlags, SpliceFlags};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-/// What each pipe is asked to hold. Linux gives at most
-/// `/proc/sys/fs/pipe-max-size` (1 MiB by default) and less to a user past
-/// `pipe-user-pages-soft`; a pipe keeps its default (64 KiB) then.
-pub const PIPE_SIZE: usize = 1 << 20;
+/// What each pipe is asked to hold: as much as the copying relay's buffer.
+/// Linux counts pipes' pages per user (`/proc/sys/fs/pipe-user-pages-soft`,
+/// 16,384 pages by default, shared with the user's other processes): two
+/// pipes of 256 KiB per tunnel let 128 tunnels splice at once; past that a
+/// new pipe gets a page or two, less than [`PIPE_LEAST`].
+pub const PIPE_SIZE: usize = 256 * 1024;
+/// A pipe smaller than this (a user past the limit above) is not worth a
+/// splice each few pages: the tunnel copies instead.
+pub const PIPE_LEAST: usize = 64 * 1024;
 
 const FLAGS: SpliceFlags = SpliceFlags::MOVE.union(SpliceFlags::NONBLOCK);
 
@@ -46,15 +51,20 @@ pub struct Pipe {
 }
 
 impl Pipe {
-    /// A non-blocking pipe, as large as Linux allows up to [`PIPE_SIZE`].
-    /// Fails when the process is out of descriptors (the caller then
-    /// copies instead).
+    /// A non-blocking pipe of [`PIPE_SIZE`], or as large as Linux allows.
+    /// Fails when the process is out of descriptors or the pipe would hold
+    /// less than [`PIPE_LEAST`] (the caller then copies instead).
     pub fn new() -> io::Result<Pipe> {
         let (read, write) = pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
         let size = match pipe::fcntl_setpipe_size(&write, PIPE_SIZE) {
             Ok(size) => size,
             Err(_) => pipe::fcntl_getpipe_size(&write)?,
         };
+        if size < PIPE_LEAST {
+            return Err(io::Error::other(format!(
+                "a pipe of {size} bytes: past this user's pipe pages (pipe-user-pages-soft)"
+            )));
+        }
         Ok(Pipe { read, write, size })
     }
 
@@ -166,6 +176,6 @@ mod tests {
     #[test]
     fn a_pipe_is_enlarged_or_keeps_its_default() {
         let pipe = Pipe::new().expect("a pipe");
-        assert!(pipe.size() >= 64 * 1024 && pipe.size() <= PIPE_SIZE, "{}", pipe.size());
+        assert!(pipe.size() >= PIPE_LEAST && pipe.size() <= PIPE_SIZE, "{}", pipe.size());
     }
 }
