@@ -72,9 +72,11 @@ fn main() -> Result<()> {
         load()
     );
     println!("  {:<28} {:>9} {:>9} {:>11} {:>11}", "", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms");
-    for (name, at) in
-        [("direct on loopback", direct), ("proxy, plain HTTP", http), ("proxy, GET in CONNECT", connect)]
-    {
+    for (name, at) in [
+        ("direct on loopback", direct),
+        ("proxy, plain HTTP", http),
+        ("proxy, GET in CONNECT", connect),
+    ] {
         println!(
             "  {name:<28} {:>9.3} {:>9.3} {:>+11.3} {:>+11.3}",
             at[0],
@@ -108,7 +110,8 @@ fn main() -> Result<()> {
                 let mibs = n as f64 / (1 << 20) as f64;
                 best[i] = best[i].max(mibs / t.elapsed().as_secs_f64());
                 cpu[i] = cpu[i].min((cpu_ms() - used) / mibs);
-                relay[i] = relay[i].min((thread.map(thread_cpu_ms).unwrap_or(0.0) - relayed) / mibs);
+                relay[i] =
+                    relay[i].min((thread.map(thread_cpu_ms).unwrap_or(0.0) - relayed) / mibs);
             }
         }
         let [spliced, copied] = [best[1] / best[0] * 100.0, best[2] / best[0] * 100.0];
@@ -118,7 +121,10 @@ fn main() -> Result<()> {
             best[0], best[1], best[2], cpu[0], cpu[1], cpu[2], relay[1], relay[2]
         );
     }
-    println!("  (MiB/s; ratio = through the proxy / direct, goal >= 80 %; load average after: {})", load());
+    println!(
+        "  (MiB/s; ratio = through the proxy / direct, goal >= 80 %; load average after: {})",
+        load()
+    );
 
     if skip_starts {
         return Ok(());

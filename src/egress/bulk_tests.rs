@@ -157,7 +157,11 @@ async fn the_far_side_ends_first(copying: bool) {
     let answer = tokio::time::timeout(Duration::from_secs(60), receive(&mut s))
         .await
         .expect("the origin's end reaches the client within 60 s");
-    assert_eq!(answer, (ANSWER, DOWN_4.to_owned()), "the answer, then its end (copying: {copying})");
+    assert_eq!(
+        answer,
+        (ANSWER, DOWN_4.to_owned()),
+        "the answer, then its end (copying: {copying})"
+    );
     send(&mut s, UP, REST).await;
     s.shutdown().await.expect("the client half-closes");
     let rest = tokio::time::timeout(Duration::from_secs(60), far)

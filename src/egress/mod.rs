@@ -24,13 +24,13 @@
 //! is no DNS server in the namespace; a client that resolves before it
 //! connects fails; through the proxy the name is resolved by the proxy).
 
+#[cfg(test)]
+mod bulk_tests;
 pub mod policy;
 pub mod refusals;
 pub mod request;
 pub mod server;
 pub mod splice;
-#[cfg(test)]
-mod bulk_tests;
 #[cfg(test)]
 mod tests;
 

@@ -122,7 +122,12 @@ pub async fn tunnel(
 
 /// One direction: `from`'s bytes into `to` until `from` ends, then `to`'s
 /// writing half is shut.
-async fn pump(from: &TcpStream, to: &TcpStream, pipe: &Pipe, activity: &Activity) -> io::Result<()> {
+async fn pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    pipe: &Pipe,
+    activity: &Activity,
+) -> io::Result<()> {
     loop {
         let got = loop {
             from.readable().await?;
@@ -146,7 +151,9 @@ async fn pump(from: &TcpStream, to: &TcpStream, pipe: &Pipe, activity: &Activity
                 Ok(pipe::splice(&pipe.read, None, to, None, left, FLAGS)?)
             });
             match spliced {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket took nothing")),
+                Ok(0) => {
+                    return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket took nothing"))
+                }
                 Ok(n) => {
                     left -= n.min(left);
                     activity.touch();
