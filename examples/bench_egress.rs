@@ -91,7 +91,7 @@ fn main() -> Result<()> {
         "  {:>5} {:>8} {:>8} {:>6} {:>8} {:>6} | CPU ms/MiB: {:>6} {:>6} {:>6} | proxy thread: {:>6} {:>6}",
         "MiB", "direct", "splice", "ratio", "copying", "ratio", "direct", "splice", "copy", "splice", "copy"
     );
-    for mib in sizes {
+    for &mib in &sizes {
         let big =
             format!("GET /{} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n", mib << 20);
         let mut best = [0f64; 3];
@@ -129,7 +129,7 @@ fn main() -> Result<()> {
     if skip_starts {
         return Ok(());
     }
-    starts(runs, origin.port(), proxy.port())
+    starts(runs, origin.port(), [proxy.port(), copying.port()], &sizes)
 }
 
 /// A second proxy, on a thread and runtime of its own as the shared one,
@@ -287,10 +287,11 @@ fn percentiles<const N: usize>(mut t: Vec<Duration>, at: [usize; N]) -> [f64; N]
 }
 
 /// The generation profile's start, before and after its network namespace.
-fn starts(runs: usize, model: u16, proxy: u16) -> Result<()> {
-    let target =
-        std::env::current_exe()?.ancestors().nth(3).context("no target directory")?.to_path_buf();
-    let teneral = target.join("release/teneral");
+fn starts(runs: usize, model: u16, proxies: [u16; 2], sizes: &[usize]) -> Result<()> {
+    let proxy = proxies[0];
+    // The kernel of the same profile as this example (target/<profile>/).
+    let exe = std::env::current_exe()?;
+    let teneral = exe.ancestors().nth(2).context("no target directory")?.join("teneral");
     if !teneral.exists() {
         bail!("build the kernel first: cargo build --release --bins");
     }
@@ -306,6 +307,7 @@ fn starts(runs: usize, model: u16, proxy: u16) -> Result<()> {
     let options = confine::Options { exe: Some(teneral.clone()), ..confine::Options::default() };
     let profile = |forward| Profile::Generation { home: home.clone(), forward };
     let forwarded = confine::wrap_with(&profile(vec![model, proxy]), &options, truth())?;
+    let caged = |argv| confine::wrap_with(&profile(vec![model, proxy]), &options, argv);
     let namespace = confine::wrap_with(&profile(vec![]), &options, truth())?;
     // The generation's plan as it was before: the host's network.
     host::prepare_generation(&home)?;
@@ -347,6 +349,76 @@ fn starts(runs: usize, model: u16, proxy: u16) -> Result<()> {
                 median - medians[1]
             );
         }
+    }
+    downloads(model, proxies, sizes, &home, caged)
+}
+
+/// A body's real path: `curl` downloading through the proxy from inside a
+/// generation's cage (its namespace's forwarded port, the relay, the
+/// proxy), against the same `curl` on the host through the proxy and
+/// directly. Best of 3 each, `curl`'s own measure of the transfer.
+fn downloads(
+    origin: u16,
+    [proxy, copying]: [u16; 2],
+    sizes: &[usize],
+    home: &std::path::Path,
+    caged: impl Fn(Vec<OsString>) -> std::io::Result<Vec<OsString>>,
+) -> Result<()> {
+    let curl = |url: String, through: Option<u16>| {
+        let mut argv: Vec<OsString> =
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download}"].map(Into::into).into();
+        if let Some(proxy) = through {
+            argv.extend(["-p", "-x"].map(OsString::from));
+            argv.push(format!("http://127.0.0.1:{proxy}").into());
+        }
+        argv.push(url.into());
+        argv
+    };
+    println!("curl's downloads, best of 3 (load average {}):", load());
+    println!(
+        "  {:>5} {:>8} {:>12} {:>6} {:>12} {:>6} {:>14} {:>6}",
+        "MiB", "direct", "proxy, host", "ratio", "proxy, cage", "ratio", "copying, host", "ratio"
+    );
+    for &mib in sizes {
+        let n = mib << 20;
+        let cases = [
+            curl(format!("http://127.0.0.1:{origin}/{n}"), None),
+            curl(format!("http://bench.test/{n}"), Some(proxy)),
+            caged(curl(format!("http://bench.test/{n}"), Some(proxy)))?,
+            curl(format!("http://bench.test/{n}"), Some(copying)),
+        ];
+        let mut best = [0f64; 4];
+        for _ in 0..3 {
+            for (i, argv) in cases.iter().enumerate() {
+                let out = Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .current_dir(home)
+                    .stdin(Stdio::null())
+                    .output()
+                    .context("cannot run curl")?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                if !out.status.success() {
+                    bail!(
+                        "curl ({i}): {}: {text} {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                let speed: f64 =
+                    text.trim().parse().with_context(|| format!("curl said {text:?}"))?;
+                best[i] = best[i].max(speed / (1 << 20) as f64);
+            }
+        }
+        println!(
+            "  {mib:>5} {:>8.0} {:>12.0} {:>5.0}% {:>12.0} {:>5.0}% {:>14.0} {:>5.0}%",
+            best[0],
+            best[1],
+            best[1] / best[0] * 100.0,
+            best[2],
+            best[2] / best[0] * 100.0,
+            best[3],
+            best[3] / best[0] * 100.0
+        );
     }
     Ok(())
 }
