@@ -1,15 +1,19 @@
 //! Benchmark behind `scripts/bench-egress`: what the egress proxy and the
 //! generation's network namespace cost.
 //!
-//! - Latency: N requests, each on a new connection, to an origin on
-//!   loopback, directly and through the proxy (plain HTTP and CONNECT);
-//!   medians and the proxy's extra per request.
+//! - Latency a body pays per request: N small requests, each on a new
+//!   connection, to an origin on loopback, directly and through the proxy
+//!   (plain HTTP, and a GET inside a CONNECT tunnel); p50, p99 and the
+//!   proxy's extra at each.
 //! - Throughput: downloads of each size (MiB, a comma-separated list)
-//!   directly and through a CONNECT tunnel; MiB/s, the ratio (goal: at
-//!   least 80 %), and the CPU time the whole process (origin, proxy and
-//!   client alike) spent per MiB, with the load average beside: on a
-//!   loopback where both ends are busy copying, a proxy that copies each
-//!   byte twice more halves what the cores can carry.
+//!   directly, through the proxy's CONNECT tunnel (which splices), and
+//!   through a second proxy that copies (the relay before splicing, and
+//!   the one used when no pipe can be had); MiB/s (best of the rounds),
+//!   the ratio to direct (goal: at least 80 %), the CPU time the whole
+//!   process (origin, proxy and client alike) spent per MiB, and the
+//!   proxy's own thread's CPU per MiB. The load average is printed beside:
+//!   on a loopback where both ends are busy copying, every copy the proxy
+//!   adds takes cores from the two ends.
 //! - Start: `/bin/true` through `teneral confine` in the generation profile
 //!   as it was (the host's network), in its own network namespace, and in
 //!   it with the two forwarded ports (model and egress), interleaved;
@@ -23,9 +27,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use teneral::confine::{self, host, plan, Profile};
-use teneral::egress::{self, Config, Policy};
+use teneral::egress::{self, Config, Egress, Policy};
 
 const SMALL: usize = 100;
+/// The rounds of each download size (the best one counts).
+const ROUNDS: usize = 3;
+/// The thread of the copying proxy (the splicing one is `teneral-egress`).
+const COPYING: &str = "egress-copying";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -36,9 +44,11 @@ fn main() -> Result<()> {
         .split(',')
         .map(str::parse)
         .collect::<Result<_, _>>()?;
+    let skip_starts = args.next().as_deref() == Some("--no-starts");
     let origin = origin()?;
     let config = Config { policy: Policy::Public, stand_ins: vec![("bench.test".into(), origin)] };
     let proxy = egress::shared(&config)?;
+    let copying = copying_proxy(config)?;
 
     let small = format!("GET /{SMALL} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n");
     let absolute = format!(
@@ -56,42 +66,121 @@ fn main() -> Result<()> {
         fetch(tunnel(proxy)?, &small)?;
         times[2].push(t.elapsed());
     }
-    let [direct, http, connect] = times.map(median_ms);
-    println!("latency, median of {runs} requests of {SMALL} bytes, each on a new connection:");
-    println!("  direct on loopback       {direct:7.3} ms");
-    println!("  through the proxy, HTTP  {http:7.3} ms   +{:.3} ms", http - direct);
-    println!("  through the proxy, CONNECT {connect:5.3} ms   +{:.3} ms", connect - direct);
-
-    println!("throughput, best of 3 downloads each (load average {}):", load());
+    let [direct, http, connect] = times.map(|t| percentiles(t, [50, 99]));
     println!(
-        "  {:>8} {:>14} {:>14} {:>7} {:>16} {:>16}",
-        "MiB", "direct MiB/s", "tunnel MiB/s", "ratio", "direct CPU ms/MiB", "tunnel CPU ms/MiB"
+        "latency per request, {runs} requests of {SMALL} bytes each on a new connection (load average {}):",
+        load()
     );
-    for mib in sizes {
+    println!("  {:<28} {:>9} {:>9} {:>11} {:>11}", "", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms");
+    for (name, at) in [
+        ("direct on loopback", direct),
+        ("proxy, plain HTTP", http),
+        ("proxy, GET in CONNECT", connect),
+    ] {
+        println!(
+            "  {name:<28} {:>9.3} {:>9.3} {:>+11.3} {:>+11.3}",
+            at[0],
+            at[1],
+            at[0] - direct[0],
+            at[1] - direct[1]
+        );
+    }
+
+    println!("throughput, best of {ROUNDS} downloads each (load average {}):", load());
+    println!(
+        "  {:>5} {:>8} {:>8} {:>6} {:>8} {:>6} | CPU ms/MiB: {:>6} {:>6} {:>6} | proxy thread: {:>6} {:>6}",
+        "MiB", "direct", "splice", "ratio", "copying", "ratio", "direct", "splice", "copy", "splice", "copy"
+    );
+    for &mib in &sizes {
         let big =
             format!("GET /{} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n", mib << 20);
-        let mut best = [0f64; 2];
-        let mut cpu = [f64::MAX; 2];
-        for _ in 0..3 {
-            for (i, stream) in [TcpStream::connect(origin)?, tunnel(proxy)?].into_iter().enumerate()
-            {
+        let mut best = [0f64; 3];
+        let mut cpu = [f64::MAX; 3];
+        let mut relay = [f64::MAX; 3];
+        for _ in 0..ROUNDS {
+            let ways = [
+                (TcpStream::connect(origin)?, None),
+                (tunnel(proxy)?, Some("teneral-egress")),
+                (tunnel(copying)?, Some(COPYING)),
+            ];
+            for (i, (stream, thread)) in ways.into_iter().enumerate() {
                 let (t, used) = (Instant::now(), cpu_ms());
+                let relayed = thread.map(thread_cpu_ms).unwrap_or(0.0);
                 let n = fetch(stream, &big)?;
                 let mibs = n as f64 / (1 << 20) as f64;
                 best[i] = best[i].max(mibs / t.elapsed().as_secs_f64());
                 cpu[i] = cpu[i].min((cpu_ms() - used) / mibs);
+                relay[i] =
+                    relay[i].min((thread.map(thread_cpu_ms).unwrap_or(0.0) - relayed) / mibs);
             }
         }
-        let ratio = best[1] / best[0] * 100.0;
-        let verdict = if ratio >= 80.0 { "" } else { " BELOW 80 %" };
+        let [spliced, copied] = [best[1] / best[0] * 100.0, best[2] / best[0] * 100.0];
+        let verdict = if spliced >= 80.0 { "" } else { "  splice BELOW 80 %" };
         println!(
-            "  {mib:>8} {:>14.0} {:>14.0} {ratio:>6.0}% {:>16.3} {:>16.3}{verdict}",
-            best[0], best[1], cpu[0], cpu[1]
+            "  {mib:>5} {:>8.0} {:>8.0} {spliced:>5.0}% {:>8.0} {copied:>5.0}% |             {:>6.3} {:>6.3} {:>6.3} |               {:>6.3} {:>6.3}{verdict}",
+            best[0], best[1], best[2], cpu[0], cpu[1], cpu[2], relay[1], relay[2]
         );
     }
-    println!("  (load average after: {})", load());
+    println!(
+        "  (MiB/s; ratio = through the proxy / direct, goal >= 80 %; load average after: {})",
+        load()
+    );
 
-    starts(runs, origin.port(), proxy.port())
+    if skip_starts {
+        return Ok(());
+    }
+    starts(runs, origin.port(), [proxy.port(), copying.port()], &sizes)
+}
+
+/// A second proxy, on a thread and runtime of its own as the shared one,
+/// that copies its tunnels' bytes instead of splicing them.
+fn copying_proxy(config: Config) -> Result<SocketAddr> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new().name(COPYING.into()).spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            match Egress::bind(([127, 0, 0, 1], 0).into(), config).await {
+                Ok(egress) => {
+                    let egress = egress.copying();
+                    let _ = tx.send(egress.local_addr());
+                    egress.serve().await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        });
+    })?;
+    Ok(rx.recv().context("the copying proxy's thread ended")??)
+}
+
+/// CPU time so far of this process's thread named `name`, from
+/// `/proc/self/task/*/stat` (clock ticks: 10 ms steps, fine for the
+/// hundreds of milliseconds a large download takes).
+fn thread_cpu_ms(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis: state is the
+        // 3rd field of the line, utime and stime the 14th and 15th.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        return (ticks(11) + ticks(12)) * 1000.0 / hz;
+    }
+    0.0
 }
 
 /// An origin on loopback: `GET /<n>` answers `n` bytes.
@@ -184,16 +273,25 @@ fn load() -> String {
     text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-fn median_ms(mut t: Vec<Duration>) -> f64 {
+fn median_ms(t: Vec<Duration>) -> f64 {
+    percentiles(t, [50])[0]
+}
+
+/// The given percentiles of `t`, in milliseconds (nearest rank).
+fn percentiles<const N: usize>(mut t: Vec<Duration>, at: [usize; N]) -> [f64; N] {
     t.sort();
-    t[t.len() / 2].as_secs_f64() * 1000.0
+    at.map(|p| {
+        let rank = (t.len() * p).div_ceil(100).clamp(1, t.len().max(1));
+        t.get(rank - 1).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    })
 }
 
 /// The generation profile's start, before and after its network namespace.
-fn starts(runs: usize, model: u16, proxy: u16) -> Result<()> {
-    let target =
-        std::env::current_exe()?.ancestors().nth(3).context("no target directory")?.to_path_buf();
-    let teneral = target.join("release/teneral");
+fn starts(runs: usize, model: u16, proxies: [u16; 2], sizes: &[usize]) -> Result<()> {
+    let proxy = proxies[0];
+    // The kernel of the same profile as this example (target/<profile>/).
+    let exe = std::env::current_exe()?;
+    let teneral = exe.ancestors().nth(2).context("no target directory")?.join("teneral");
     if !teneral.exists() {
         bail!("build the kernel first: cargo build --release --bins");
     }
@@ -209,6 +307,7 @@ fn starts(runs: usize, model: u16, proxy: u16) -> Result<()> {
     let options = confine::Options { exe: Some(teneral.clone()), ..confine::Options::default() };
     let profile = |forward| Profile::Generation { home: home.clone(), forward };
     let forwarded = confine::wrap_with(&profile(vec![model, proxy]), &options, truth())?;
+    let caged = |argv| confine::wrap_with(&profile(vec![model, proxy]), &options, argv);
     let namespace = confine::wrap_with(&profile(vec![]), &options, truth())?;
     // The generation's plan as it was before: the host's network.
     host::prepare_generation(&home)?;
@@ -250,6 +349,76 @@ fn starts(runs: usize, model: u16, proxy: u16) -> Result<()> {
                 median - medians[1]
             );
         }
+    }
+    downloads(model, proxies, sizes, &home, caged)
+}
+
+/// A body's real path: `curl` downloading through the proxy from inside a
+/// generation's cage (its namespace's forwarded port, the relay, the
+/// proxy), against the same `curl` on the host through the proxy and
+/// directly. Best of 3 each, `curl`'s own measure of the transfer.
+fn downloads(
+    origin: u16,
+    [proxy, copying]: [u16; 2],
+    sizes: &[usize],
+    home: &std::path::Path,
+    caged: impl Fn(Vec<OsString>) -> std::io::Result<Vec<OsString>>,
+) -> Result<()> {
+    let curl = |url: String, through: Option<u16>| {
+        let mut argv: Vec<OsString> =
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download}"].map(Into::into).into();
+        if let Some(proxy) = through {
+            argv.extend(["-p", "-x"].map(OsString::from));
+            argv.push(format!("http://127.0.0.1:{proxy}").into());
+        }
+        argv.push(url.into());
+        argv
+    };
+    println!("curl's downloads, best of 3 (load average {}):", load());
+    println!(
+        "  {:>5} {:>8} {:>12} {:>6} {:>12} {:>6} {:>14} {:>6}",
+        "MiB", "direct", "proxy, host", "ratio", "proxy, cage", "ratio", "copying, host", "ratio"
+    );
+    for &mib in sizes {
+        let n = mib << 20;
+        let cases = [
+            curl(format!("http://127.0.0.1:{origin}/{n}"), None),
+            curl(format!("http://bench.test/{n}"), Some(proxy)),
+            caged(curl(format!("http://bench.test/{n}"), Some(proxy)))?,
+            curl(format!("http://bench.test/{n}"), Some(copying)),
+        ];
+        let mut best = [0f64; 4];
+        for _ in 0..3 {
+            for (i, argv) in cases.iter().enumerate() {
+                let out = Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .current_dir(home)
+                    .stdin(Stdio::null())
+                    .output()
+                    .context("cannot run curl")?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                if !out.status.success() {
+                    bail!(
+                        "curl ({i}): {}: {text} {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                let speed: f64 =
+                    text.trim().parse().with_context(|| format!("curl said {text:?}"))?;
+                best[i] = best[i].max(speed / (1 << 20) as f64);
+            }
+        }
+        println!(
+            "  {mib:>5} {:>8.0} {:>12.0} {:>5.0}% {:>12.0} {:>5.0}% {:>14.0} {:>5.0}%",
+            best[0],
+            best[1],
+            best[1] / best[0] * 100.0,
+            best[2],
+            best[2] / best[0] * 100.0,
+            best[3],
+            best[3] / best[0] * 100.0
+        );
     }
     Ok(())
 }

@@ -7,6 +7,8 @@
 //!   an address of the host's own networks.
 //! - [`request`]: the request head, read strictly.
 //! - [`server`]: the proxy itself (CONNECT and plain HTTP, bounded).
+//! - [`splice`]: an open tunnel's bytes moved inside Linux, never copied
+//!   through the proxy.
 //! - [`refusals`]: one log line per refused host per minute, with a count.
 //!
 //! The proxy runs inside the kernel's process, on a thread and runtime of
@@ -22,10 +24,13 @@
 //! is no DNS server in the namespace; a client that resolves before it
 //! connects fails; through the proxy the name is resolved by the proxy).
 
+#[cfg(test)]
+mod bulk_tests;
 pub mod policy;
 pub mod refusals;
 pub mod request;
 pub mod server;
+pub mod splice;
 #[cfg(test)]
 mod tests;
 

@@ -26,6 +26,7 @@ use tokio::sync::Semaphore;
 use super::policy::{decide, Policy, Verdict};
 use super::refusals::Refusals;
 use super::request::{self, Request};
+use super::splice;
 use crate::log;
 
 /// Longest request head taken.
@@ -62,6 +63,8 @@ struct Shared {
     stand_ins: HashMap<String, SocketAddr>,
     slots: Semaphore,
     idle: Duration,
+    /// Whether open tunnels splice (else they copy: the bench's baseline).
+    splice: bool,
     refusals: std::sync::Mutex<Refusals>,
 }
 
@@ -75,6 +78,7 @@ impl Egress {
             stand_ins,
             slots: Semaphore::new(MAX_CONNECTIONS),
             idle: TUNNEL_IDLE,
+            splice: true,
             refusals: std::sync::Mutex::new(Refusals::default()),
         };
         Ok(Egress { listener, shared: Arc::new(shared) })
@@ -85,6 +89,16 @@ impl Egress {
     pub fn idle_after(mut self, idle: Duration) -> Egress {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.idle = idle;
+        }
+        self
+    }
+
+    /// The same proxy copying every tunnel's bytes through its own buffers,
+    /// as when no pipe can be had (the bench's baseline and the tests of
+    /// that path). Only before it serves.
+    pub fn copying(mut self) -> Egress {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.splice = false;
         }
         self
     }
@@ -159,13 +173,20 @@ async fn serve_one(shared: &Shared, mut client: TcpStream) {
     if sent.is_err() || upstream.write_all(&early).await.is_err() {
         return;
     }
-    tunnel(client, upstream, shared.idle).await;
+    match (shared.splice, splice::Pipe::new(), splice::Pipe::new()) {
+        (true, Ok(up), Ok(down)) => {
+            let _ = splice::tunnel(&client, &upstream, [up, down], shared.idle).await;
+        }
+        // Out of descriptors for pipes: the bytes are copied instead.
+        _ => copy(client, upstream, shared.idle).await,
+    }
 }
 
 /// Copies both ways until both ends have closed, or nothing went through
-/// for `idle`. Large buffers: with 8 KiB a download through the tunnel
-/// costs many more reads and writes than a direct one.
-async fn tunnel(mut client: TcpStream, mut upstream: TcpStream, idle: Duration) {
+/// for `idle`: the relay when no pipe can be had ([`splice`] moves the
+/// bytes otherwise). Large buffers: with 8 KiB a download through the
+/// tunnel costs many more reads and writes than a direct one.
+async fn copy(mut client: TcpStream, mut upstream: TcpStream, idle: Duration) {
     let (mut client_in, mut client_out) = client.split();
     let (mut upstream_in, mut upstream_out) = upstream.split();
     let mut up = vec![0u8; BUFFER];
