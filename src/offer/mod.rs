@@ -12,6 +12,8 @@
 //! when the answer says `published`, it journals `offer.published` with
 //! [`teneral_offer::publish::event`]'s fields as well.
 
+pub mod reconcile;
+
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -126,13 +128,16 @@ pub fn spawn_answer(
     let generation = generation.clone();
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
+        crate::crash::point("offer.answering");
         let (fields, done) = match take(&handle, &runner, &home, &generation, &offered, limits) {
             Ok(()) => answer(&home, request, &name, &offered),
             Err(why) => (answered(request, State::Refused, why, json!({})), None),
         };
         if let Some(done) = done {
-            let event = publish::event(&done);
+            let mut event = publish::event(&done);
+            event["request"] = json!(request);
             crate::events::kernel_event(&journal, &generation, "offer.published", event);
+            crate::crash::point("offer.published.journaled");
         }
         crate::events::kernel_event(&journal, &generation, "offer.answered", fields);
     });
