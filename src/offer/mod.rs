@@ -12,6 +12,7 @@
 //! when the answer says `published`, it journals `offer.published` with
 //! [`teneral_offer::publish::event`]'s fields as well.
 
+mod git;
 pub mod reconcile;
 
 use std::path::Path;
@@ -127,6 +128,7 @@ pub fn spawn_answer(
     let (home, journal, runner) = (home.to_owned(), journal.clone(), runner.clone());
     let generation = generation.clone();
     let handle = tokio::runtime::Handle::current();
+    teneral_offer::git::start_with(git::through_spawn);
     tokio::task::spawn_blocking(move || {
         crate::crash::point("offer.answering");
         let (fields, done) = match take(&handle, &runner, &home, &generation, &offered, limits) {

@@ -11,6 +11,10 @@
 //! its ssh) is killed when it outlives [`TIME_LIMIT`]: a forge that takes
 //! the connection and never answers cannot hold a publish, a witness, or
 //! the kernel's answer to a body, forever.
+//!
+//! A program that starts and reaps its children its own way (the kernel:
+//! one reaper collects every exit, so no other wait may race it) hands its
+//! way in once with [`start_with`]; git then runs through it.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
@@ -18,7 +22,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
 use crate::key::AUTH_DIR;
@@ -48,6 +52,37 @@ pub enum GitError {
     )]
     TimedOut { what: String, seconds: u64 },
 }
+
+/// One git command for a [`Starter`]: `git` with `args` in `dir`, with `env`
+/// set and no other variable of git's, for at most `limit`.
+pub struct Invocation<'a> {
+    pub args: Vec<String>,
+    pub dir: &'a Path,
+    pub env: &'a [(&'a str, &'a str)],
+    pub limit: Duration,
+}
+
+/// What a git command left.
+pub struct Ran {
+    pub success: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Another way to start git: `Ok(None)` when it ran past the limit and its
+/// process group was killed.
+pub type Starter = fn(&Invocation) -> io::Result<Option<Ran>>;
+
+static STARTER: OnceLock<Starter> = OnceLock::new();
+
+/// Makes every later git of this process run through `starter` (the first
+/// call wins; later ones change nothing).
+pub fn start_with(starter: Starter) {
+    let _ = STARTER.set(starter);
+}
+
+/// The variables git gets: no prompt for anything.
+const GIT_ENV: &[(&str, &str)] = &[("GIT_TERMINAL_PROMPT", "0")];
 
 /// A credential file for one publish, removed when dropped.
 pub struct Credential {
@@ -96,36 +131,45 @@ pub fn run_within(
     limit: Duration,
 ) -> Result<String, GitError> {
     let what = args.first().copied().unwrap_or("").to_owned();
+    let mut all: Vec<String> = vec!["-c".into(), "credential.helper=".into(), "-c".into()];
+    all.push(format!("credential.helper={}", credential.helper()));
+    all.extend(["-c", "core.hooksPath=/dev/null", "-c", "core.askPass="].map(String::from));
+    all.extend(args.iter().map(|a| a.to_string()));
+    let invocation = Invocation { args: all, dir, env: GIT_ENV, limit };
+    let ran = match STARTER.get() {
+        Some(start) => start(&invocation),
+        None => own(&invocation),
+    };
+    let Some(ran) = ran.map_err(GitError::Start)? else {
+        return Err(GitError::TimedOut { what, seconds: limit.as_secs() });
+    };
+    if !ran.success {
+        let stderr = String::from_utf8_lossy(&ran.stderr).trim().to_owned();
+        return Err(GitError::Failed { what, stderr });
+    }
+    Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+}
+
+/// Runs git as this crate's own child (teneralctl's way).
+fn own(invocation: &Invocation) -> io::Result<Option<Ran>> {
     let mut child = Command::new("git")
-        .arg("-c")
-        .arg("credential.helper=")
-        .arg("-c")
-        .arg(format!("credential.helper={}", credential.helper()))
-        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.askPass="])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
+        .args(&invocation.args)
+        .current_dir(invocation.dir)
+        .envs(invocation.env.iter().copied())
         .env_remove("GIT_ASKPASS")
         .env_remove("SSH_ASKPASS")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .spawn()
-        .map_err(GitError::Start)?;
+        .spawn()?;
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
-    let Some(status) = wait_within(child, limit) else {
-        return Err(GitError::TimedOut { what, seconds: limit.as_secs() });
-    };
+    let Some(status) = wait_within(child, invocation.limit)? else { return Ok(None) };
     // A helper git left behind may hold the pipes: their ends are not waited for long.
     let stdout = stdout.recv_timeout(PIPE_GRACE).unwrap_or_default();
-    if !status.success() {
-        let stderr = stderr.recv_timeout(PIPE_GRACE).unwrap_or_default();
-        let stderr = String::from_utf8_lossy(&stderr).trim().to_owned();
-        return Err(GitError::Failed { what, stderr });
-    }
-    Ok(String::from_utf8_lossy(&stdout).into_owned())
+    let stderr = stderr.recv_timeout(PIPE_GRACE).unwrap_or_default();
+    Ok(Some(Ran { success: status.success(), stdout, stderr }))
 }
 
 /// Reads a pipe to its end on a thread of its own; its bytes come on the channel.
@@ -143,18 +187,18 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
 
 /// Waits for `child` (the leader of its own process group) at most
 /// `limit`; past it, kills the whole group and reaps the child: `None`.
-fn wait_within(mut child: Child, limit: Duration) -> Option<ExitStatus> {
+fn wait_within(mut child: Child, limit: Duration) -> io::Result<Option<ExitStatus>> {
     let group = rustix::process::Pid::from_child(&child);
     let (send, receive) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = send.send(child.wait());
     });
     match receive.recv_timeout(limit) {
-        Ok(status) => status.ok(),
+        Ok(status) => status.map(Some),
         Err(_) => {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
             let _ = receive.recv();
-            None
+            Ok(None)
         }
     }
 }
