@@ -17,9 +17,7 @@ use serde_json::Value;
 use super::{die_at, LONG, SHORT};
 use crate::common::*;
 
-#[allow(dead_code)]
-#[path = "../../crates/ctl/tests/offer/forge.rs"]
-mod forge;
+use crate::offer::forge;
 
 const TOKEN: &str = "ghp_CrashSideForgeToken0123456789abcdefXY";
 
