@@ -6,6 +6,7 @@
 mod bench;
 mod check;
 pub(crate) mod handover;
+mod offer;
 mod scenario;
 
 use std::path::Path;

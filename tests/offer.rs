@@ -12,7 +12,7 @@ use teneral::commit::Commit;
 
 #[allow(dead_code)]
 #[path = "../crates/ctl/tests/offer/forge.rs"]
-mod forge;
+pub(crate) mod forge;
 
 const TOKEN: &str = "ghp_KernelSideForgeToken0123456789abcdXY";
 

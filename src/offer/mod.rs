@@ -12,6 +12,9 @@
 //! when the answer says `published`, it journals `offer.published` with
 //! [`teneral_offer::publish::event`]'s fields as well.
 
+mod git;
+pub mod reconcile;
+
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -125,14 +128,18 @@ pub fn spawn_answer(
     let (home, journal, runner) = (home.to_owned(), journal.clone(), runner.clone());
     let generation = generation.clone();
     let handle = tokio::runtime::Handle::current();
+    teneral_offer::git::start_with(git::through_spawn);
     tokio::task::spawn_blocking(move || {
+        crate::crash::point("offer.answering");
         let (fields, done) = match take(&handle, &runner, &home, &generation, &offered, limits) {
             Ok(()) => answer(&home, request, &name, &offered),
             Err(why) => (answered(request, State::Refused, why, json!({})), None),
         };
         if let Some(done) = done {
-            let event = publish::event(&done);
+            let mut event = publish::event(&done);
+            event["request"] = json!(request);
             crate::events::kernel_event(&journal, &generation, "offer.published", event);
+            crate::crash::point("offer.published.journaled");
         }
         crate::events::kernel_event(&journal, &generation, "offer.answered", fields);
     });

@@ -9,9 +9,11 @@
 //! elsewhere by the owner's hand (`teneralctl back` with the kernel down
 //! writes the state first). The invariants (docs/design.md, "Crashes"):
 //! every owner line journaled once, every `mutation.requested` answered
-//! once, state and lineage agreeing, a trial kept.
+//! once, state and lineage agreeing, a trial kept, and every
+//! `offer.requested` answered once (`crate::offer::reconcile`).
 
 use crate::journal::reader::Event;
+use crate::offer::reconcile::{unanswered, Offers, Owed};
 
 /// How a generation became the current one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,8 @@ pub struct Tail {
     pub owner_files: Vec<String>,
     pub open_requests: Vec<Request>,
     pub last_move: Option<Move>,
+    /// The offers asked for, answered and published.
+    pub offers: Offers,
 }
 
 impl Tail {
@@ -78,7 +82,7 @@ impl Tail {
                 "generation.rolledback" | "generation.sentback" => {
                     tail.last_move = moved(event, MoveKind::Back);
                 }
-                _ => {}
+                _ => tail.offers.see(event),
             }
         }
         tail
@@ -117,6 +121,8 @@ pub enum Action {
     RemoveOwnerFile(String),
     /// Tell the agent nothing was decided about this request.
     AnswerUndecided(Request),
+    /// Answer an offer request its kernel never answered.
+    AnswerOffer(Owed),
 }
 
 /// What to do, in order.
@@ -145,6 +151,7 @@ pub fn reconcile(tail: &Tail, found: &Found) -> Vec<Action> {
     for request in &tail.open_requests {
         actions.push(Action::AnswerUndecided(request.clone()));
     }
+    actions.extend(unanswered(&tail.offers).into_iter().map(Action::AnswerOffer));
     actions
 }
 

@@ -147,3 +147,21 @@ fn reconciling_twice_does_nothing_more() {
     // What the first pass did, done: nothing is left to do.
     assert_eq!(reconcile(&tail, &found("B", Some("B"), "B", &[])), vec![]);
 }
+
+#[test]
+fn an_offer_request_left_open_is_answered_after_the_mutations_and_only_once() {
+    use crate::offer::reconcile::{Asked, Owed};
+    let offer = ev(json!({"type": "offer.requested", "seq": 2, "commit": "A", "name": "x",
+                          "head": "B"}));
+    let events = vec![req(1, "B"), offer.clone()];
+    let asked = Asked { seq: 2, name: "x".into(), commit: "A".into() };
+    assert_eq!(
+        reconcile(&Tail::of(&events), &found("A", None, "A", &[])),
+        vec![undecided(1, "B"), Action::AnswerOffer(Owed::Stopped(asked))]
+    );
+    // The start's answer is in the journal: a second start owes nothing.
+    let answer = ev(json!({"type": "offer.answered", "seq": 3, "commit": "A", "request": 2,
+                           "state": "refused"}));
+    let events = vec![offer, answer];
+    assert_eq!(reconcile(&Tail::of(&events), &found("A", None, "A", &[])), vec![]);
+}

@@ -144,6 +144,9 @@ pub(super) fn reconcile_at_start(
                     request.seq
                 ));
             }
+            Action::AnswerOffer(owed) => {
+                done.extend(crate::offer::reconcile::journal_answer(home, journal, &owed));
+            }
         }
     }
     if let Some(stale) = stale_kernel_trial(home, state.generation.as_ref())? {

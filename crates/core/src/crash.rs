@@ -61,6 +61,15 @@ pub const POINTS: &[(&str, &str)] = &[
         "the launcher's rollback moved lineage/local; its trial file is left",
     ),
     (
+        "offer.answering",
+        "an offer.requested is in the journal and the kernel began answering it; no answer yet",
+    ),
+    (
+        "offer.published.journaled",
+        "an offer went out and offer.published (naming its request) is journaled; offer.answered not yet",
+    ),
+    ("offer.reconciled", "the start answered an offer request its kernel never answered"),
+    (
         "stop.sweeping",
         "a clean stop ended the stand-in; its listed process groups are not yet killed",
     ),
