@@ -32,6 +32,7 @@ mod places;
 pub mod plan;
 pub mod profile;
 pub mod rules;
+mod seed;
 mod run;
 pub mod smoke;
 
