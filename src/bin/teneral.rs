@@ -109,7 +109,7 @@ enum Command {
     },
     /// Run the mutation gate's checks on COMMIT of the individual in DIR as
     /// on a fresh seed (organs, type check, tests, build, smoke; in the
-    /// cage; no path rule), then, when they pass, the owner's --also
+    /// cage; no path rule), then the owner's --also
     /// command in the same cage on the same tree; print one JSON object
     /// (teneralctl offer check and witness run this). Exit 1 when anything failed.
     OfferGates {

@@ -8,9 +8,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::gates::{self, Kernel};
+use teneral_offer::gates::Also;
 use crate::commit::Commit;
 use crate::gate::checks::bare_env;
 use crate::runner::{self, Launch, Limits, Profile, Runner};
@@ -34,18 +35,6 @@ pub enum CliError {
     Io { what: String, source: std::io::Error },
     #[error("{0:?} is no commit of this repository; fetch it first")]
     Unknown(String),
-}
-
-/// What the owner's extra command did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Also {
-    pub command: String,
-    pub passed: bool,
-    /// The exit status as said (`exit status 0`, `signal 9`, ...).
-    pub exit: String,
-    pub seconds: f64,
-    /// The end of what it printed.
-    pub output: String,
 }
 
 /// Runs `command` with `sh -c` in the cage's gate profile on a fresh
@@ -89,13 +78,8 @@ pub async fn also(kernel: &Kernel<'_>, commit: &Commit, command: &str) -> Result
     })
 }
 
-fn also_json(a: &Also) -> Value {
-    json!({"command": a.command, "passed": a.passed, "exit": a.exit,
-           "seconds": (a.seconds * 100.0).round() / 100.0, "output": a.output})
-}
-
 /// `teneral offer-gates`: the gates on `commit` of the individual at `home`,
-/// then `also` when given and the gates passed; one JSON object on stdout.
+/// then `also` when given (whatever the gates said); one JSON object on stdout.
 /// Exits 0 when everything passed, 1 when anything failed.
 pub async fn main(home: &Path, commit: &str, also_command: Option<&str>) -> Result<i32, CliError> {
     let io = |what: &str| {
@@ -121,14 +105,14 @@ pub async fn main(home: &Path, commit: &str, also_command: Option<&str>) -> Resu
     let kernel = Kernel { home, settings: &settings, runner: &runner, kernel_exe: &exe };
     let gates = gates::run(&kernel, &commit).await;
     let also = match also_command {
-        Some(command) if gates.passed() => Some(also(&kernel, &commit, command).await?),
-        _ => None,
+        Some(command) => Some(also(&kernel, &commit, command).await?),
+        None => None,
     };
     let passed = gates.passed() && also.as_ref().is_none_or(|a| a.passed);
     let out = json!({
         "commit": commit.as_str(),
         "gates": gates.to_json(),
-        "also": also.as_ref().map(also_json),
+        "also": also.as_ref().map(Also::to_json),
         "caged": runner.caged(),
     });
     println!("{out}");

@@ -201,6 +201,42 @@ impl Gates {
     }
 }
 
+/// What a witness's extra command (`--also '<command>'`) did, run in the
+/// gate's cage on the pull request's tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Also {
+    pub command: String,
+    pub passed: bool,
+    /// The exit status as said (`exit status 3`, ...).
+    pub exit: String,
+    pub seconds: f64,
+    /// The end of what it printed: kept here, never posted.
+    pub output: String,
+}
+
+impl Also {
+    pub fn to_json(&self) -> Value {
+        json!({"command": self.command, "passed": self.passed, "exit": self.exit,
+               "seconds": round(self.seconds), "output": self.output})
+    }
+
+    pub fn from_json(v: &Value) -> Option<Also> {
+        Some(Also {
+            command: v["command"].as_str()?.to_owned(),
+            passed: v["passed"].as_bool()?,
+            exit: v["exit"].as_str().unwrap_or("").to_owned(),
+            seconds: v["seconds"].as_f64().unwrap_or(0.0),
+            output: v["output"].as_str().unwrap_or("").to_owned(),
+        })
+    }
+
+    /// Its line of a posted report: the command, pass or fail, the exit status.
+    pub fn line(&self) -> String {
+        let mark = if self.passed { "pass" } else { "FAIL" };
+        format!("{mark} the owner's command `{}` ({}, {:.1} s)", self.command, self.exit, self.seconds)
+    }
+}
+
 /// The pull request block's line on the gates, from a kept report's `gates`.
 pub fn block_line(gates: &Value) -> String {
     match Gates::from_json(gates) {
