@@ -11,7 +11,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use teneral_core::commit::Commit;
-use teneral_offer::gates::{Also, Gates};
+
+pub use teneral_offer::gates::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatesError {
