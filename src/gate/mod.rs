@@ -32,8 +32,8 @@ mod places;
 pub mod plan;
 pub mod profile;
 pub mod rules;
-mod seed;
 mod run;
+mod seed;
 pub mod smoke;
 
 use std::path::{Path, PathBuf};

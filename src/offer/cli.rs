@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::gates::{self, Kernel};
-use teneral_offer::gates::Also;
 use crate::commit::Commit;
 use crate::gate::checks::bare_env;
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::spawn::Spec;
+use teneral_offer::gates::Also;
 
 /// How long the owner's extra command may run when the check limit is off.
 pub const ALSO_LIMIT: Duration = Duration::from_secs(1800);
@@ -46,7 +46,8 @@ pub async fn also(kernel: &Kernel<'_>, commit: &Commit, command: &str) -> Result
     };
     let repo = crate::repo::open(kernel.home)?;
     let oid = crate::repo::commit_id(&repo, kernel.home, commit.as_str())?;
-    let place = kernel.home.join(teneral_offer::OFFERS_DIR).join(format!(".also-{}", commit.as_str()));
+    let place =
+        kernel.home.join(teneral_offer::OFFERS_DIR).join(format!(".also-{}", commit.as_str()));
     let checkout = place.join("checkout");
     crate::repo::checkout_at(&repo, &checkout, oid)?;
     let tmp = checkout.join(".tmp");

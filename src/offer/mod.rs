@@ -182,9 +182,8 @@ fn take(
 /// The gate's checks on `signed`, with the individual's settings and this
 /// kernel's program.
 async fn run_gates(home: &Path, runner: &Runner, signed: &Commit) -> teneral_offer::gates::Gates {
-    let failed = |why: String| {
-        teneral_offer::gates::Gates::from_steps(&[], Some(("checkout", &why)), 0.0)
-    };
+    let failed =
+        |why: String| teneral_offer::gates::Gates::from_steps(&[], Some(("checkout", &why)), 0.0);
     let settings = match crate::settings::Settings::load(home) {
         Ok(s) => s,
         Err(e) => return failed(e.to_string()),

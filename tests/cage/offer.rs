@@ -142,8 +142,12 @@ fn an_offer_goes_through_the_gates_in_the_cage_and_a_failing_body_test_is_named(
         .for_individual(home);
     assert!(runner.caged(), "the gates run in the cage");
     let exe = teneral();
-    let kernel =
-        teneral::offer::gates::Kernel { home, settings: &settings, runner: &runner, kernel_exe: &exe };
+    let kernel = teneral::offer::gates::Kernel {
+        home,
+        settings: &settings,
+        runner: &runner,
+        kernel_exe: &exe,
+    };
     let gates = |c: &Commit| runtime.block_on(teneral::offer::gates::run(&kernel, c));
     let report = |answer: &Value| -> Result<Value, Box<dyn std::error::Error>> {
         let path = answer["report"].as_str().unwrap_or_default();
@@ -172,7 +176,9 @@ fn an_offer_goes_through_the_gates_in_the_cage_and_a_failing_body_test_is_named(
         .output()?;
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
-    for want in ["ok   gate typecheck-kernel", "ok   gate body-tests", "ok   gate smoke", "\npassed"] {
+    for want in
+        ["ok   gate typecheck-kernel", "ok   gate body-tests", "ok   gate smoke", "\npassed"]
+    {
         assert!(printed.contains(want), "{want:?} in\n{printed}");
     }
 

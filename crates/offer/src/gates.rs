@@ -233,7 +233,10 @@ impl Also {
     /// Its line of a posted report: the command, pass or fail, the exit status.
     pub fn line(&self) -> String {
         let mark = if self.passed { "pass" } else { "FAIL" };
-        format!("{mark} the owner's command `{}` ({}, {:.1} s)", self.command, self.exit, self.seconds)
+        format!(
+            "{mark} the owner's command `{}` ({}, {:.1} s)",
+            self.command, self.exit, self.seconds
+        )
     }
 }
 
@@ -245,9 +248,11 @@ pub fn block_line(gates: &Value) -> String {
             g.summary()
         ),
         Some(g) => format!("- the mutation gate's checks FAILED: {}\n", g.summary()),
-        None => "- not checked by its install: the mutation gates (organs, type check, tests, smoke) \
+        None => {
+            "- not checked by its install: the mutation gates (organs, type check, tests, smoke) \
                  on this branch\n"
-            .to_owned(),
+                .to_owned()
+        }
     }
 }
 
@@ -271,7 +276,8 @@ mod tests {
 
     #[test]
     fn the_steps_and_the_refusal_make_one_list_in_order() {
-        type Case<'a> = (Vec<(String, Outcome, f64)>, Option<(&'a str, &'a str)>, Vec<&'a str>, bool);
+        type Case<'a> =
+            (Vec<(String, Outcome, f64)>, Option<(&'a str, &'a str)>, Vec<&'a str>, bool);
         let cases: Vec<Case<'_>> = vec![
             // All passed, organs unpinned: organs counted passed.
             (
@@ -294,7 +300,12 @@ mod tests {
                 false,
             ),
             // A refusal before any step: the checkout.
-            (vec![], Some(("checkout", "no space")), vec!["checkout failed", "organs not run"], false),
+            (
+                vec![],
+                Some(("checkout", "no space")),
+                vec!["checkout failed", "organs not run"],
+                false,
+            ),
             // Organs pinned and failing: nothing after ran.
             (
                 vec![step("organs", Outcome::Failed)],

@@ -284,11 +284,7 @@ pub fn timings(r: &CheckReport) -> String {
                 .iter()
                 .map(|s| format!("{} {:.1} s ({})", s.name, s.seconds, s.result.as_str()))
                 .collect();
-            text.push_str(&format!(
-                "\ngates {:.1} s in all: {}",
-                g.seconds,
-                steps.join(", ")
-            ));
+            text.push_str(&format!("\ngates {:.1} s in all: {}", g.seconds, steps.join(", ")));
         }
         None => text.push_str("\ngates not run"),
     }

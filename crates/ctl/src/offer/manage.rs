@@ -158,9 +158,7 @@ pub fn witness(
     also: Option<&str>,
     no_gates: bool,
 ) -> Result<String, OwnerError> {
-    let run = |head: &Commit| {
-        super::gates::run(home, head, also).map_err(|e| e.to_string())
-    };
+    let run = |head: &Commit| super::gates::run(home, head, also).map_err(|e| e.to_string());
     let gates: Option<teneral_offer::witness::RunGates<'_>> =
         if no_gates { None } else { Some(&run) };
     let done = teneral_offer::witness::witness(home, number, gates)?;

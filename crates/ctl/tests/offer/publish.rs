@@ -58,7 +58,8 @@ pub(super) fn offered() -> Published {
     );
     write(&home, "body/index.ts", "export const x = 2;\n");
     commit(&home, MESSAGE, true);
-    let (code, out, err) = ctl(&home, &["offer", "check", "offer/fast", "--base", "main", "--no-gates"]);
+    let (code, out, err) =
+        ctl(&home, &["offer", "check", "offer/fast", "--base", "main", "--no-gates"]);
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = run(&home, &["offer", "token"], "ghp_wrongwrongwrong\n");
     assert_eq!(code, 1, "a wrong token is refused: {out}{err}");
@@ -312,7 +313,8 @@ fn a_failed_or_unchecked_commit_cannot_be_approved() {
     let (code, _, err) = run(&p.home, &["offer", "approve", &unchecked[..7]], "");
     assert_eq!(code, 1);
     assert!(err.contains("was never checked"), "{err}");
-    let (code, _, _) = ctl(&p.home, &["offer", "check", "offer/fast", "--base", "main", "--no-gates"]);
+    let (code, _, _) =
+        ctl(&p.home, &["offer", "check", "offer/fast", "--base", "main", "--no-gates"]);
     assert_eq!(code, 1, "an unsigned commit fails");
     let (code, _, err) = run(&p.home, &["offer", "approve", &unchecked[..7]], "");
     assert_eq!(code, 1);

@@ -11,8 +11,11 @@ fn a_witness_runs_the_gates_then_the_owners_command_and_posts_its_exit_not_its_o
     let p = offered();
     // The individual's runs here are direct children, as in the kernel's tests.
     let env = std::fs::read_to_string(p.home.dir.join(".env")).expect("the .env");
-    std::fs::write(p.home.dir.join(".env"), format!("{env}TENERAL_RUNNER=direct\nTENERAL_PROVIDER=standin\n"))
-        .expect("write .env");
+    std::fs::write(
+        p.home.dir.join(".env"),
+        format!("{env}TENERAL_RUNNER=direct\nTENERAL_PROVIDER=standin\n"),
+    )
+    .expect("write .env");
     let sha = strangers_pull(&p);
     let (code, out, err) = run(&p.home, &["offer", "witness", "1"], "");
     assert_eq!(code, 1, "fetched, then it waits for approval: {out}{err}");
