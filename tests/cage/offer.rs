@@ -136,6 +136,7 @@ fn an_offer_goes_through_the_gates_in_the_cage_and_a_failing_body_test_is_named(
     std::fs::write(home.join(".env"), format!("{env}TENERAL_UPSTREAM={base}\n"))?;
     let settings = teneral::settings::Settings::load(home)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async { teneral::spawn::start_reaper_of_own_children() })?;
     let cage = teneral::confine::Cage::decide(false, &[], teneral())?;
     let runner = runtime
         .block_on(teneral::runner::Runner::choose(settings.runner, cage))?

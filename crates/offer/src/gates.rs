@@ -85,9 +85,9 @@ impl Gates {
     /// The steps as journaled (`name`, `result`, seconds) and the gate's
     /// refusal (`check`, `output`) made into one list in [`ORDER`]: a refused
     /// step not journaled (e.g. the checkout) is added as failed, the steps
-    /// of [`ORDER`] after a failure and never journaled as not run, and
-    /// `organs`, journaled only when organs are pinned, as passed when
-    /// anything after it ran.
+    /// of [`ORDER`] after a failure and never journaled as not run (in a
+    /// passed judgement, as reused), and `organs`, journaled only when
+    /// organs are pinned, as passed when anything after it ran.
     pub fn from_steps(
         journaled: &[(String, Outcome, f64)],
         refused: Option<(&str, &str)>,
@@ -127,11 +127,13 @@ impl Gates {
                 output: Some("no organs pinned".into()),
             });
         }
+        // A passed judgement in which a check was not journaled reused it
+        // (the gate says nothing of checks when none of them had to run).
+        let accepted = refused.is_none() && !journaled.is_empty();
         for name in ORDER {
-            if failed && !steps.iter().any(|s| s.name == name) {
-                let step =
-                    Step { name: name.into(), result: Outcome::NotRun, seconds: 0.0, output: None };
-                steps.push(step);
+            if (failed || accepted) && !steps.iter().any(|s| s.name == name) {
+                let result = if failed { Outcome::NotRun } else { Outcome::Reused };
+                steps.push(Step { name: name.into(), result, seconds: 0.0, output: None });
             }
         }
         let rank = |name: &str| ORDER.iter().position(|o| *o == name).unwrap_or(ORDER.len());
@@ -315,6 +317,13 @@ mod tests {
             ),
             // Nothing at all: not a pass.
             (vec![], None, vec![], false),
+            // Every check's pass kept: only the smoke run is journaled.
+            (
+                vec![step("smoke", Outcome::Passed)],
+                None,
+                vec!["organs passed", "typecheck-kernel reused", "body-tests reused"],
+                true,
+            ),
         ];
         for (journaled, refused, want, passed) in cases {
             let gates = Gates::from_steps(&journaled, refused, 3.0);
