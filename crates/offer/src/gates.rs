@@ -136,7 +136,13 @@ impl Gates {
                 steps.push(Step { name: name.into(), result, seconds: 0.0, output: None });
             }
         }
-        let rank = |name: &str| ORDER.iter().position(|o| *o == name).unwrap_or(ORDER.len());
+        // The gate's own steps in their place: the checkout first, the
+        // crates' fetch after the organs.
+        let rank = |name: &str| match name {
+            "checkout" => 0,
+            "fetch" => 2,
+            _ => ORDER.iter().position(|o| *o == name).map_or(2 * ORDER.len(), |i| 2 * i + 1),
+        };
         steps.sort_by_key(|s| rank(&s.name));
         Gates { steps, seconds }
     }
