@@ -107,6 +107,20 @@ enum Command {
         #[arg(long, hide = true)]
         smoke: bool,
     },
+    /// Run the mutation gate's checks on COMMIT of the individual in DIR as
+    /// on a fresh seed (organs, type check, tests, build, smoke; in the
+    /// cage; no path rule), then the owner's --also
+    /// command in the same cage on the same tree; print one JSON object
+    /// (teneralctl offer check and witness run this). Exit 1 when anything failed.
+    OfferGates {
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The commit (or a ref naming it).
+        commit: String,
+        /// A shell command run with `sh -c` in the checkout, in the cage.
+        #[arg(long)]
+        also: Option<String>,
+    },
     /// Run the kernel's event channel alone, for testing a body against it.
     #[command(hide = true)]
     ServeEvents {
@@ -185,6 +199,9 @@ fn main() -> ExitCode {
             Command::Replay { dir, from, to, last, json, smoke } => {
                 let options = teneral::replay::Options { from, to, last, smoke };
                 Ok(teneral::replay::main(&dir, &options, json).await?)
+            }
+            Command::OfferGates { dir, commit, also } => {
+                Ok(teneral::offer::cli::main(&dir, &commit, also.as_deref()).await?)
             }
             Command::ServeEvents { socket, home, commit } => {
                 teneral::events::serve_alone(&socket, &home, &commit).await?;

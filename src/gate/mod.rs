@@ -33,6 +33,7 @@ pub mod plan;
 pub mod profile;
 pub mod rules;
 mod run;
+mod seed;
 pub mod smoke;
 
 use std::path::{Path, PathBuf};

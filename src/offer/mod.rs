@@ -12,6 +12,8 @@
 //! when the answer says `published`, it journals `offer.published` with
 //! [`teneral_offer::publish::event`]'s fields as well.
 
+pub mod cli;
+pub mod gates;
 mod git;
 pub mod reconcile;
 
@@ -61,12 +63,29 @@ fn answered(request: u64, state: State, message: String, more: Value) -> Value {
 /// Signs, checks and (when allowed) publishes the offer `name` at `commit`
 /// of the individual at `home`, for the request journaled with `request`;
 /// the `offer.answered` event's fields, and the publish's outcome when it
-/// went out.
+/// went out. The mutation gate's checks are not run (the report says so):
+/// [`answer_gated`] runs them.
 pub fn answer(
     home: &Path,
     request: u64,
     name: &str,
     commit: &Commit,
+) -> (Value, Option<publish::Published>) {
+    answer_gated(home, request, name, commit, None)
+}
+
+/// Runs the gate's checks on an offer's signed head (blocking).
+pub type RunGates<'a> = &'a dyn Fn(&Commit) -> teneral_offer::gates::Gates;
+
+/// [`answer`], with the mutation gate's checks (`gates`) run on the signed
+/// offer once the offer crate's own check passed; a failed gate fails the
+/// check, named in the message.
+pub fn answer_gated(
+    home: &Path,
+    request: u64,
+    name: &str,
+    commit: &Commit,
+    gates: Option<RunGates<'_>>,
 ) -> (Value, Option<publish::Published>) {
     let refused = |m: String| (answered(request, State::Refused, m, json!({})), None);
     let base = match teneral_offer::base_ref(home, None) {
@@ -81,16 +100,20 @@ pub fn answer(
         Err(e) => return refused(e),
     };
     let branch = format!("offer/{name}");
-    let report = match teneral_offer::check(home, &branch, None) {
+    let mut report = match teneral_offer::check(home, &branch, None) {
         Ok(r) => r,
         Err(e) => return refused(e.to_string()),
     };
+    if let Some(run) = gates.filter(|_| report.passed_before_gates()) {
+        report.gates = Some(run(&signed));
+    }
     let kept = teneral_offer::keep(home, &report).map(|p| p.display().to_string());
     let facts = json!({"branch": branch, "offer": signed.as_str(),
                        "report": kept.unwrap_or_default()});
     if !report.passed() {
         let text = teneral_offer::to_text(&report);
-        let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
+        let failed: Vec<&str> =
+            text.lines().filter(|l| l.starts_with("FAIL")).map(str::trim_end).collect();
         let message = format!("the check failed: {}", failed.join("; "));
         return (answered(request, State::Failed, message, facts), None);
     }
@@ -131,8 +154,9 @@ pub fn spawn_answer(
     teneral_offer::git::start_with(git::through_spawn);
     tokio::task::spawn_blocking(move || {
         crate::crash::point("offer.answering");
+        let gates = |signed: &Commit| handle.block_on(run_gates(&home, &runner, signed));
         let (fields, done) = match take(&handle, &runner, &home, &generation, &offered, limits) {
-            Ok(()) => answer(&home, request, &name, &offered),
+            Ok(()) => answer_gated(&home, request, &name, &offered, Some(&gates)),
             Err(why) => (answered(request, State::Refused, why, json!({})), None),
         };
         if let Some(done) = done {
@@ -159,4 +183,21 @@ fn take(
     let bases: Vec<git2::Oid> = running.into_iter().collect();
     let taken = crate::gate::fetch::take(runner, &repo, home, offered, &bases, limits);
     handle.block_on(taken).map(|_| ()).map_err(|e| format!("the offer's commit: {e}"))
+}
+
+/// The gate's checks on `signed`, with the individual's settings and this
+/// kernel's program.
+async fn run_gates(home: &Path, runner: &Runner, signed: &Commit) -> teneral_offer::gates::Gates {
+    let failed =
+        |why: String| teneral_offer::gates::Gates::from_steps(&[], Some(("checkout", &why)), 0.0);
+    let settings = match crate::settings::Settings::load(home) {
+        Ok(s) => s,
+        Err(e) => return failed(e.to_string()),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return failed(format!("the kernel's own program: {e}")),
+    };
+    let kernel = gates::Kernel { home, settings: &settings, runner, kernel_exe: &exe };
+    gates::run(&kernel, signed).await
 }

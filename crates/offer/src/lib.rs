@@ -9,6 +9,7 @@
 
 pub mod approve;
 pub mod forge;
+pub mod gates;
 pub mod git;
 pub mod key;
 pub mod publish;
@@ -66,10 +67,23 @@ pub struct CheckReport {
     /// How long reading the branch and scanning it took.
     pub read_time: Duration,
     pub scan_time: Duration,
+    /// The mutation gate's checks on the offer's tree (`None`: not run,
+    /// which the report and the pull request say).
+    pub gates: Option<gates::Gates>,
 }
 
 impl CheckReport {
     pub fn passed(&self) -> bool {
+        self.descends
+            && !self.commits.is_empty()
+            && self.scan.findings.is_empty()
+            && self.signatures.iter().all(|(_, r)| r.is_ok())
+            && self.message.is_empty()
+            && self.gates.as_ref().is_none_or(gates::Gates::passed)
+    }
+
+    /// Whether everything but the gates passed: only then are they run.
+    pub fn passed_before_gates(&self) -> bool {
         self.descends
             && !self.commits.is_empty()
             && self.scan.findings.is_empty()
@@ -134,6 +148,7 @@ pub fn check(home: &Path, branch: &str, base: Option<&str>) -> Result<CheckRepor
         key_fingerprint: key::fingerprint(key.public_key()),
         read_time,
         scan_time,
+        gates: None,
     })
 }
 
@@ -158,6 +173,7 @@ pub fn to_json(r: &CheckReport) -> serde_json::Value {
         "binaries": r.scan.binaries.iter().map(|(c, p)| json!({"commit": c.as_str(), "path": p})).collect::<Vec<_>>(),
         "signatures": r.signatures.iter().map(|(c, s)| json!({"commit": c.as_str(), "ok": s.is_ok(), "why": s.as_ref().err()})).collect::<Vec<_>>(),
         "message": {"ok": r.message.is_empty(), "missing": r.message},
+        "gates": r.gates.as_ref().map(gates::Gates::to_json),
     })
 }
 
@@ -230,21 +246,47 @@ pub fn to_text(r: &CheckReport) -> String {
     for m in &r.message {
         let _ = writeln!(s, "     it lacks {m}");
     }
+    match &r.gates {
+        Some(g) => {
+            for line in g.lines() {
+                let _ = writeln!(s, "{line}");
+            }
+        }
+        None if r.passed_before_gates() => {
+            let _ = writeln!(s, "--   gates not run: the mutation gate's checks (organs, type check, tests, smoke) are run by `teneralctl offer check` without --no-gates");
+        }
+        None => {
+            let _ = writeln!(s, "--   gates not run: put the marked items right first");
+        }
+    }
     let verdict =
         if r.passed() { "passed" } else { "FAILED: put the marked items right and check again" };
     let _ = writeln!(s, "\n{verdict}");
     s
 }
 
-/// One line on how long the check's parts took and the scan's throughput.
+/// How long the check's parts took: one line on reading and the scan (with
+/// its throughput), then, when the gates ran, one on them and each step.
 pub fn timings(r: &CheckReport) -> String {
     let secs = r.scan_time.as_secs_f64().max(1e-9);
     let mb = r.scan.bytes as f64 / 1e6;
-    format!(
+    let mut text = format!(
         "read {} commits in {:.2} s; scanned {mb:.1} MB of paths, added lines and messages in {:.3} s: {:.0} MB/s",
         r.commits.len(),
         r.read_time.as_secs_f64(),
         r.scan_time.as_secs_f64(),
         mb / secs
-    )
+    );
+    match &r.gates {
+        Some(g) => {
+            let steps: Vec<String> = g
+                .steps
+                .iter()
+                .map(|s| format!("{} {:.1} s ({})", s.name, s.seconds, s.result.as_str()))
+                .collect();
+            text.push_str(&format!("\ngates {:.1} s in all: {}", g.seconds, steps.join(", ")));
+        }
+        None => text.push_str("\ngates not run"),
+    }
+    text
 }

@@ -94,8 +94,8 @@ pub fn pull_text(message: &str, report: &Value, id: &str) -> (String, String) {
            {count} commit(s), every one signed by that key; the last message complete; \
            the scan of every path, added line and message found nothing; \
            {outside} path(s) outside body/ and BACKLOG.md\n\
-         - not checked by its install: the mutation gates (organs, type check, tests, smoke) \
-           on this branch\n",
+         {gates}",
+        gates = crate::gates::block_line(&report["gates"]),
         version = env!("CARGO_PKG_VERSION"),
         commit = report["commit"].as_str().unwrap_or(""),
         key = report["key"].as_str().unwrap_or(""),

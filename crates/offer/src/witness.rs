@@ -9,7 +9,12 @@
 //! Under `TENERAL_PUBLISH=ask` the owner approves the pull request's head
 //! commit first (`teneralctl offer approve`, which takes the head of a
 //! fetched pull request); the approval is used up by the report it allowed.
-//! Not built: `--also '<command>'`, and the mutation gates on the head.
+//!
+//! When those checks pass, the mutation gate's checks run on the head in
+//! the cage, and after them the owner's `--also '<command>'` in the same
+//! cage on the same tree (both by the kernel: `teneral offer-gates`, which
+//! the caller runs through [`RunGates`]); each is a line of the report, the
+//! command's output kept here with the rest.
 
 use std::path::Path;
 
@@ -20,6 +25,7 @@ use teneral_core::owner;
 
 use crate::approve::{self, Refused};
 use crate::forge::{self, Forge, ForgeError};
+use crate::gates::{Also, Gates};
 use crate::git::{self, Credential, GitError};
 use crate::scan::Scanner;
 use crate::{key, read, secrets, token, verdict, OFFERS_DIR};
@@ -52,6 +58,10 @@ pub enum WitnessError {
     Sign(#[from] ssh_key::Error),
 }
 
+/// Runs the mutation gate's checks (and the owner's extra command) on a
+/// commit; `Err` says why they could not run.
+pub type RunGates<'a> = &'a dyn Fn(&Commit) -> Result<(Gates, Option<Also>), String>;
+
 /// What a witness did.
 pub struct Witnessed {
     pub head: Commit,
@@ -70,8 +80,14 @@ fn mark(ok: bool) -> &'static str {
     }
 }
 
-/// Witnesses pull request `number` of the species of the individual at `home`.
-pub fn witness(home: &Path, number: u64) -> Result<Witnessed, WitnessError> {
+/// Witnesses pull request `number` of the species of the individual at
+/// `home`, running `gates` on its head when the offer crate's checks pass
+/// (`None`: the report says they were not run).
+pub fn witness(
+    home: &Path,
+    number: u64,
+    gates: Option<RunGates<'_>>,
+) -> Result<Witnessed, WitnessError> {
     let mode = approve::mode(home)?;
     if mode == approve::Mode::Off {
         return Err(Refused::Off.into());
@@ -129,13 +145,40 @@ pub fn witness(home: &Path, number: u64) -> Result<Witnessed, WitnessError> {
         ),
         (message.is_empty(), "last message complete".to_owned()),
     ];
-    let passed = checks.iter().all(|(ok, _)| *ok);
+    let mut passed = checks.iter().all(|(ok, _)| *ok);
     let uname = rustix::system::uname();
     let mut text = format!("teneral witness report on #{number} at {}\n\n", head.as_str());
     for (ok, what) in &checks {
         text.push_str(&format!("- {} {what}\n", mark(*ok)));
     }
-    text.push_str("- not run: the mutation gates (organs, type check, tests, smoke)\n\n");
+    let ran = match gates {
+        Some(run) if passed => Some(run(&head)),
+        _ => None,
+    };
+    let (gates_kept, also_kept) = match &ran {
+        Some(Ok((gates, also))) => {
+            for step in &gates.steps {
+                let ok = !matches!(step.result, crate::gates::Outcome::Failed);
+                let how = step.result.as_str();
+                text.push_str(&format!("- {} gate {} ({how})\n", mark(ok), step.name));
+            }
+            if let Some(also) = also {
+                text.push_str(&format!("- {}\n", also.line()));
+            }
+            passed &= gates.passed() && also.as_ref().is_none_or(|a| a.passed);
+            (Some(gates.to_json()), also.as_ref().map(Also::to_json))
+        }
+        Some(Err(why)) => {
+            passed = false;
+            text.push_str(&format!("- FAIL the mutation gates could not run: {why}\n"));
+            (None, None)
+        }
+        None => {
+            text.push_str("- not run: the mutation gates (organs, type check, tests, smoke)\n");
+            (None, None)
+        }
+    };
+    text.push('\n');
     text.push_str(&format!(
         "teneral {}; {}; {} {} {}\n",
         env!("CARGO_PKG_VERSION"),
@@ -154,7 +197,8 @@ pub fn witness(home: &Path, number: u64) -> Result<Witnessed, WitnessError> {
     );
     let comment = forge.comment(number, &body)?;
     let kept = json!({"number": number, "head": head.as_str(), "passed": passed, "text": text,
-        "comment": comment, "findings": scan.findings.len(), "binaries": scan.binaries.len()});
+        "comment": comment, "findings": scan.findings.len(), "binaries": scan.binaries.len(),
+        "gates": gates_kept, "also": also_kept});
     let path = home.join(OFFERS_DIR).join(format!("witness-{number}-{}.json", head.as_str()));
     let _ = std::fs::create_dir_all(home.join(OFFERS_DIR));
     let _ = teneral_core::fsutil::write_atomic(&path, format!("{kept:#}\n").as_bytes());

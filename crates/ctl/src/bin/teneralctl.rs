@@ -155,9 +155,13 @@ enum OfferCommand {
         /// Print the report as JSON instead of lines.
         #[arg(long)]
         json: bool,
-        /// Also print how long reading and scanning took (scripts/bench-offer).
+        /// Also print how long reading, scanning and the gates took (scripts/bench-offer).
         #[arg(long, hide = true)]
         timings: bool,
+        /// Leave out the mutation gate's checks (organs, type check, tests, smoke), which
+        /// the kernel program runs in the cage; the report says they were not run.
+        #[arg(long)]
+        no_gates: bool,
     },
     /// The offer branches, read from git: each one's check, approval and pull request.
     List {
@@ -186,6 +190,13 @@ enum OfferCommand {
         number: u64,
         #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
+        /// A shell command run after the checks, in the same cage on the pull request's
+        /// tree: its pass or fail and exit status are posted, its output kept here.
+        #[arg(long)]
+        also: Option<String>,
+        /// Leave out the mutation gate's checks (and --also).
+        #[arg(long)]
+        no_gates: bool,
     },
 }
 
@@ -197,8 +208,14 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
             print!("{}", offer::key::explain(&dir, key.public_key()));
             Ok(0)
         }
-        OfferCommand::Check { branch, base, dir, json, timings } => {
-            let report = offer::check(&dir, &branch, base.as_deref())?;
+        OfferCommand::Check { branch, base, dir, json, timings, no_gates } => {
+            let mut report = offer::check(&dir, &branch, base.as_deref())?;
+            if !no_gates && report.passed_before_gates() {
+                let started = std::time::Instant::now();
+                let mut gates = offer::gates::run(&dir, &report.head, None)?.0;
+                gates.seconds = started.elapsed().as_secs_f64();
+                report.gates = Some(gates);
+            }
             let kept = offer::keep(&dir, &report)?;
             if json {
                 println!("{:#}", offer::to_json(&report));
@@ -228,8 +245,8 @@ fn offer(command: OfferCommand) -> anyhow::Result<i32> {
             println!("{}", offer::manage::publish(&dir, &commit)?);
             Ok(0)
         }
-        OfferCommand::Witness { number, dir } => {
-            println!("{}", offer::manage::witness(&dir, number)?);
+        OfferCommand::Witness { number, dir, also, no_gates } => {
+            println!("{}", offer::manage::witness(&dir, number, also.as_deref(), no_gates)?);
             Ok(0)
         }
     }

@@ -150,9 +150,18 @@ fn witnessed(home: &Path, commit: &Commit) -> bool {
     found
 }
 
-/// `teneralctl offer witness <number>`: the report posted, and where.
-pub fn witness(home: &Path, number: u64) -> Result<String, OwnerError> {
-    let done = teneral_offer::witness::witness(home, number)?;
+/// `teneralctl offer witness <number> [--also '<command>']`: the report
+/// posted, and where. The gate's checks and the command run unless `no_gates`.
+pub fn witness(
+    home: &Path,
+    number: u64,
+    also: Option<&str>,
+    no_gates: bool,
+) -> Result<String, OwnerError> {
+    let run = |head: &Commit| super::gates::run(home, head, also).map_err(|e| e.to_string());
+    let gates: Option<teneral_offer::witness::RunGates<'_>> =
+        if no_gates { None } else { Some(&run) };
+    let done = teneral_offer::witness::witness(home, number, gates)?;
     let verdict = if done.passed { "passed" } else { "FAILED" };
     Ok(format!(
         "{}

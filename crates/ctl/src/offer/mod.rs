@@ -3,4 +3,5 @@
 
 pub use teneral_offer::*;
 
+pub mod gates;
 pub mod manage;

@@ -17,14 +17,14 @@ use super::*;
 
 const TOKEN: &str = "ghp_StandInForgeToken0123456789abcdefXY";
 
-struct Published {
-    home: Home,
-    forge: Forge,
+pub(super) struct Published {
+    pub(super) home: Home,
+    pub(super) forge: Forge,
     _root: tempfile::TempDir,
     commit: String,
 }
 
-fn run(home: &Home, args: &[&str], stdin: &str) -> (i32, String, String) {
+pub(super) fn run(home: &Home, args: &[&str], stdin: &str) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
         .args(args)
         .arg("-d")
@@ -42,7 +42,7 @@ fn run(home: &Home, args: &[&str], stdin: &str) -> (i32, String, String) {
 
 /// The species on the forge, the individual's checkout of it, a checked
 /// offer `offer/fast` and the token stored.
-fn offered() -> Published {
+pub(super) fn offered() -> Published {
     let home = species();
     let root = tempfile::tempdir().expect("the forge's root");
     let bare = root.path().join("o/species.git");
@@ -58,7 +58,8 @@ fn offered() -> Published {
     );
     write(&home, "body/index.ts", "export const x = 2;\n");
     commit(&home, MESSAGE, true);
-    let (code, out, err) = ctl(&home, &["offer", "check", "offer/fast", "--base", "main"]);
+    let (code, out, err) =
+        ctl(&home, &["offer", "check", "offer/fast", "--base", "main", "--no-gates"]);
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = run(&home, &["offer", "token"], "ghp_wrongwrongwrong\n");
     assert_eq!(code, 1, "a wrong token is refused: {out}{err}");
@@ -312,7 +313,8 @@ fn a_failed_or_unchecked_commit_cannot_be_approved() {
     let (code, _, err) = run(&p.home, &["offer", "approve", &unchecked[..7]], "");
     assert_eq!(code, 1);
     assert!(err.contains("was never checked"), "{err}");
-    let (code, _, _) = ctl(&p.home, &["offer", "check", "offer/fast", "--base", "main"]);
+    let (code, _, _) =
+        ctl(&p.home, &["offer", "check", "offer/fast", "--base", "main", "--no-gates"]);
     assert_eq!(code, 1, "an unsigned commit fails");
     let (code, _, err) = run(&p.home, &["offer", "approve", &unchecked[..7]], "");
     assert_eq!(code, 1);
@@ -320,7 +322,7 @@ fn a_failed_or_unchecked_commit_cannot_be_approved() {
 }
 
 /// A stranger's offer, signed by a key of its own, opened as pull request 1.
-fn strangers_pull(p: &Published) -> String {
+pub(super) fn strangers_pull(p: &Published) -> String {
     let other = tempfile::tempdir().expect("the stranger's checkout");
     let bare = p.forge.root.join("o/species.git");
     git(other.path(), &["clone", "-q", &bare.display().to_string(), "c"]);
@@ -356,7 +358,7 @@ fn a_witness_report_waits_for_approval_then_is_posted_and_its_signature_verifies
     assert!(p.forge.state.lock().expect("state").comments.is_empty(), "nothing ran or was posted");
     let (code, out, err) = run(&p.home, &["offer", "approve", &sha[..8]], "");
     assert_eq!(code, 0, "the head of a fetched pull request may be approved: {out}{err}");
-    let (code, out, err) = run(&p.home, &["offer", "witness", "1"], "");
+    let (code, out, err) = run(&p.home, &["offer", "witness", "1", "--no-gates"], "");
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("the check passed"), "{out}");
     no_token_left(&p, &format!("{out}{err}"));
