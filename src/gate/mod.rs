@@ -237,8 +237,10 @@ impl Gate<'_> {
             .await
             .and_then(|lock| generation::touch_tree(&checkout.join("body")).map(|()| lock))
             .map_err(|e| reject("checkout", format!("cannot lock the gate's target dir: {e}")))?;
-        let built = self.run_planned(candidate, checkout, &ground, &planned, true).await?;
-        self.smoke(candidate, checkout, &ground, organ_set.as_deref(), (built, lock)).await
+        let judging = Some(organ_set.as_deref());
+        let verdict = self.run_planned(candidate, checkout, &ground, &planned, judging).await;
+        drop(lock);
+        verdict
     }
 
     /// Runs the kernel's checks of the running generation's tree that no
@@ -262,7 +264,7 @@ impl Gate<'_> {
         let mut planned = self.plan(self.running, oid, &checkout, &ground).await.map_err(words)?;
         planned.retain(|c| c.reads == plan::Reads::Kernel && !c.reused);
         let ran = planned.len();
-        let result = self.run_planned(self.running, &checkout, &ground, &planned, false).await;
+        let result = self.run_planned(self.running, &checkout, &ground, &planned, None).await;
         let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
         result.map_err(words)?;
         Ok(ran)
