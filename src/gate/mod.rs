@@ -25,6 +25,7 @@
 
 mod build;
 pub mod checks;
+mod crates;
 pub mod fetch;
 pub mod memo;
 pub mod parallel;

@@ -10,7 +10,7 @@ use super::checks::{self, Outcome};
 use super::memo::Memo;
 use super::parallel::{self, Job};
 use super::plan::{PlannedCheck, Reads};
-use super::{build, reject, smoke, Gate, Ground, Step, Verdict};
+use super::{build, crates, reject, smoke, Gate, Ground, Step, Verdict};
 use crate::commit::short;
 use crate::commit::Commit;
 use crate::log;
@@ -168,7 +168,7 @@ impl Gate<'_> {
 
     /// Fetches the crates of the kernel's and the body's lockfiles, as
     /// needed, side by side, outside the cage (a check inside runs
-    /// `--offline`).
+    /// `--offline`); not those whose every crate is cached ([`crates`]).
     async fn fetch(
         &self,
         candidate: &Commit,
@@ -187,6 +187,13 @@ impl Gate<'_> {
             async move {
                 if !needed {
                     return Ok(());
+                }
+                // Every crate cached already: nothing to fetch, and no cargo
+                // to start (its sources are opened to the cage all the same).
+                if crates::all_cached(&dir.join("Cargo.lock")) {
+                    return crate::confine::sources::readable_by_checks().map(|_| ()).map_err(
+                        |e| format!("cannot open the fetched crate sources to the cage: {e}"),
+                    );
                 }
                 checks::fetch(self.runner, &unit, &dir, &ground.env, ground.limits).await
             }
