@@ -91,8 +91,8 @@ async fn bench(root: &Path, target: &Path, rounds: usize, kernel_checked: &[Stri
         teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct, cage).await?;
 
     if !kernel_checked.is_empty() {
-        let seeded = take_kernel_checks_as_passed(&home, &repo, &runner, &settings, kernel_checked)
-            .await?;
+        let seeded =
+            take_kernel_checks_as_passed(&home, &repo, &runner, &settings, kernel_checked).await?;
         let _ = std::fs::copy(&memo, cache.join("memo.json"));
         println!("kernel checks taken as passed, not run (--kernel-checked): {seeded}");
     }
@@ -158,6 +158,7 @@ async fn take_kernel_checks_as_passed(
             kernel_copy: home,
             socket_dir: home,
             limits,
+            test_threads: 1,
         };
         for check in plan::plan(&inputs, &memo) {
             if check.reads == plan::Reads::Kernel {
@@ -183,7 +184,7 @@ fn report(total: f64, steps: &[Value]) {
     // the smoke run ended, from the start of the checks. An older gate
     // journals no start: its smoke run came after all of them.
     let (mut serial, mut side_by_side, mut ends) = (0.0, 0.0_f64, None::<f64>);
-    let mut fetch = None;
+    let mut prepared = None;
     for e in steps {
         let (check, result) =
             (e["check"].as_str().unwrap_or(""), e["result"].as_str().unwrap_or(""));
@@ -211,7 +212,7 @@ fn report(total: f64, steps: &[Value]) {
                 let build = figure(e, "build_seconds");
                 side_by_side = side_by_side.max(build.unwrap_or(0.0));
                 ends = ends.map(|end| end.max(build.unwrap_or(0.0)));
-                fetch = figure(e, "fetch_seconds");
+                prepared = figure(e, "prepared_seconds");
                 println!(
                     "  {:<17} build {} s (beside the checks); smoke began at {} s; body started at {} s, ready at {} s, answered at {} s of it",
                     "",
@@ -240,8 +241,10 @@ fn report(total: f64, steps: &[Value]) {
         }
     };
     let overhead = (total - work).max(0.0);
-    if let Some(fetch) = fetch {
-        println!("  of the overhead, the uncaged cargo fetch: {fetch:.2} s");
+    if let Some(prepared) = prepared {
+        println!(
+            "  of the overhead, the gate's steps before its checks: {prepared:.2} s (its log's \"prepared in\" line splits them)"
+        );
     }
     println!(
         "  gate overhead (taking the candidate, paths, checkout, fetch, plan, memo, journal, keeping the binary): {overhead:.2} s = {:.1} % of the total (goal <= 5 %)",

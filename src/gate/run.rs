@@ -35,7 +35,6 @@ impl Gate<'_> {
     ) -> Result<Verdict, Verdict> {
         let to_run: Vec<usize> = (0..planned.len()).filter(|&i| !planned[i].reused).collect();
         let reads = |tree| to_run.iter().any(|&i| planned[i].reads == tree);
-        let fetched = Instant::now();
         self.fetch(
             candidate,
             checkout,
@@ -44,7 +43,16 @@ impl Gate<'_> {
             reads(Reads::Body) || judging.is_some(),
         )
         .await?;
-        let fetch_seconds = fetched.elapsed().as_secs_f64();
+        let mut laps = ground.laps.clone();
+        laps.lap("fetch");
+        if judging.is_some() {
+            log::info(format!(
+                "gate: {} prepared in {:.2} s: {}",
+                short(candidate),
+                laps.total(),
+                laps.words()
+            ));
+        }
         let names: Vec<&str> = to_run.iter().map(|&i| planned[i].name).collect();
         if !names.is_empty() {
             log::info(format!("gate: {} of {}", names.join(", "), short(candidate)));
@@ -73,8 +81,9 @@ impl Gate<'_> {
             .collect();
         let build_limits = Limits::for_build(self.settings);
         let (env, target, caged) = (&ground.env, &ground.target, self.runner.caged());
-        let build = judging
-            .and_then(|_| build::job(self.home, checkout, candidate, env, target, build_limits, caged));
+        let build = judging.and_then(|_| {
+            build::job(self.home, checkout, candidate, env, target, build_limits, caged)
+        });
         // The smoke run waits on the build's end (its seconds), or on nothing
         // when the body was kept before; a build that fails or is stopped
         // drops the sender, and the smoke run does not start.
@@ -134,7 +143,11 @@ impl Gate<'_> {
             let organs = judging?;
             let build_seconds = if wait_build { Some(built_rx.await.ok()?) } else { None };
             let smoke_began = began.elapsed().as_secs_f64();
-            Some((self.smoke(candidate, checkout, ground, organs).await, build_seconds, smoke_began))
+            Some((
+                self.smoke(candidate, checkout, ground, organs).await,
+                build_seconds,
+                smoke_began,
+            ))
         };
         let ((), smoked) = tokio::join!(checks, smoke);
         let passed: Vec<Option<bool>> =
@@ -161,7 +174,7 @@ impl Gate<'_> {
         extra.extend(timeline.ready.map(|r| ("ready_seconds", r)));
         extra.extend(build_seconds.map(|b| ("build_seconds", b)));
         extra.push(("began_seconds", smoke_began));
-        extra.push(("fetch_seconds", fetch_seconds));
+        extra.push(("prepared_seconds", laps.total()));
         self.step_with(candidate, "smoke", Step::Passed, Duration::from_secs_f64(seconds), &extra);
         Ok(Verdict::Accepted { binary })
     }
