@@ -169,7 +169,8 @@ source = "sparse+https://index.crates.io/"
         let all = |_: Part, _: &str| true;
         let without = |gone: &'static str| move |_: Part, f: &str| f != gone;
         let git = LOCK.replace("sparse+https://index.crates.io/", "git+https://example.org/cc#1");
-        let cases: Vec<(&str, String, Box<dyn Fn(Part, &str) -> bool>, Option<&str>)> = vec![
+        type Has = Box<dyn Fn(Part, &str) -> bool>;
+        let cases: Vec<(&str, String, Has, Option<&str>)> = vec![
             ("everything is there", LOCK.into(), Box::new(all), None),
             (
                 "an index entry is gone",
