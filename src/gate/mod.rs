@@ -25,6 +25,7 @@
 
 mod build;
 pub mod checks;
+mod crates;
 pub mod fetch;
 pub mod memo;
 pub mod parallel;
@@ -64,6 +65,8 @@ struct Ground {
     limits: Limits,
     /// The cargo target directory, the one place a check may write outside its checkout.
     target: PathBuf,
+    /// The gate's own steps so far, timed.
+    laps: profile::Laps,
 }
 
 /// What the gate decided.
@@ -132,6 +135,7 @@ impl Gate<'_> {
     /// Judges `candidate`. Dropping the future kills the check in progress.
     pub async fn judge(&self, candidate: &Commit) -> Verdict {
         let started = Instant::now();
+        let mut laps = profile::Laps::default();
         let running = match repo::commit_id(self.repo, self.home, self.running) {
             Ok(oid) => oid,
             Err(e) => return reject("fetch", e.to_string()),
@@ -143,6 +147,7 @@ impl Gate<'_> {
             Ok(oid) => oid,
             Err(e) => return reject("fetch", e.to_string()),
         };
+        laps.lap("take");
         self.doing(candidate, "paths");
         // The paths outside body/ and BACKLOG.md, and the species they may
         // come from, before anything of the candidate runs.
@@ -175,6 +180,7 @@ impl Gate<'_> {
             .map_err(|e| e.to_string())
             .and_then(|entries| rules::check_body_entries(&entries));
         self.step(candidate, "paths", Step::of(paths.is_ok()), started.elapsed());
+        laps.lap("paths");
         if let Err(why) = paths {
             return reject("paths", why);
         }
@@ -185,7 +191,8 @@ impl Gate<'_> {
         if let Err(e) = fresh {
             return reject("checkout", e);
         }
-        let verdict = match self.checks(candidate, oid, &checkout).await {
+        laps.lap("checkout");
+        let verdict = match self.checks(candidate, oid, &checkout, laps).await {
             Ok(verdict) | Err(verdict) => verdict,
         };
         let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
@@ -209,6 +216,7 @@ impl Gate<'_> {
         candidate: &Commit,
         oid: git2::Oid,
         checkout: &Path,
+        mut laps: profile::Laps,
     ) -> Result<Verdict, Verdict> {
         let mut ground = self.ground(checkout, Limits::for_check(self.settings))?;
         let started = Instant::now();
@@ -229,7 +237,9 @@ impl Gate<'_> {
             self.step(candidate, "organs", Step::Passed, started.elapsed());
             ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
         }
+        laps.lap("organs");
         let planned = self.plan(candidate, oid, checkout, &ground).await?;
+        laps.lap("plan");
         // Cargo judges freshness by modification times, and the gate's target
         // directory may be shared (by tests, by individuals of one owner):
         // one judgement at a time builds the body in it, its files touched
@@ -238,8 +248,12 @@ impl Gate<'_> {
             .await
             .and_then(|lock| generation::touch_tree(&checkout.join("body")).map(|()| lock))
             .map_err(|e| reject("checkout", format!("cannot lock the gate's target dir: {e}")))?;
-        let built = self.run_planned(candidate, checkout, &ground, &planned, true).await?;
-        self.smoke(candidate, checkout, &ground, organ_set.as_deref(), (built, lock)).await
+        laps.lap("lock");
+        ground.laps = laps;
+        let judging = Some(organ_set.as_deref());
+        let verdict = self.run_planned(candidate, checkout, &ground, &planned, judging).await;
+        drop(lock);
+        verdict
     }
 
     /// Runs the kernel's checks of the running generation's tree that no
@@ -263,7 +277,7 @@ impl Gate<'_> {
         let mut planned = self.plan(self.running, oid, &checkout, &ground).await.map_err(words)?;
         planned.retain(|c| c.reads == plan::Reads::Kernel && !c.reused);
         let ran = planned.len();
-        let result = self.run_planned(self.running, &checkout, &ground, &planned, false).await;
+        let result = self.run_planned(self.running, &checkout, &ground, &planned, None).await;
         let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
         result.map_err(words)?;
         Ok(ran)
@@ -281,7 +295,7 @@ impl Gate<'_> {
         std::fs::create_dir_all(&target)
             .map_err(on_checkout("cannot make the gate's target dir"))?;
         let env = checks::bare_env(&tmp, &target);
-        Ok(Ground { env, limits, target })
+        Ok(Ground { env, limits, target, laps: profile::Laps::default() })
     }
 
     /// What the checks of the commit `oid` in `checkout` are ([`plan::plan`]).
@@ -316,6 +330,9 @@ impl Gate<'_> {
             kernel_copy: &kernel_copy,
             socket_dir: &socket_dir,
             limits: ground.limits,
+            test_threads: plan::test_threads(
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            ),
         };
         Ok(plan::plan(&inputs, &Memo::load(self.home)))
     }

@@ -61,6 +61,16 @@ pub struct Inputs<'a> {
     pub socket_dir: &'a Path,
     /// The limits of one check.
     pub limits: Limits,
+    /// How many of the body's tests run at once ([`test_threads`]).
+    pub test_threads: usize,
+}
+
+/// How many of the body's tests run at once on `cores` cores: four a core,
+/// eight at least. They mostly wait (on a body they started, on its stand-in
+/// model, on a clock), so libtest's default of one a core leaves the
+/// cores idle while the check's time runs.
+pub fn test_threads(cores: usize) -> usize {
+    (4 * cores).max(8)
 }
 
 /// One check to run.
@@ -101,7 +111,10 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
         ("TENERAL_TEST_NO_CAGE".to_owned(), OsString::from("1")),
         (crate::events::SOCKET_DIR_VAR.to_owned(), inputs.socket_dir.as_os_str().to_owned()),
     ];
-    let body_test_env = vec![("TENERAL_BIN".to_owned(), inputs.kernel_copy.as_os_str().to_owned())];
+    let body_test_env = vec![
+        ("TENERAL_BIN".to_owned(), inputs.kernel_copy.as_os_str().to_owned()),
+        ("RUST_TEST_THREADS".to_owned(), OsString::from(inputs.test_threads.to_string())),
+    ];
     let lint = ["clippy", "--all-targets", "--offline", "--locked", "--", "-D", "warnings"];
     let checks = [
         (

@@ -10,7 +10,7 @@ use super::checks::{self, Outcome};
 use super::memo::Memo;
 use super::parallel::{self, Job};
 use super::plan::{PlannedCheck, Reads};
-use super::{build, reject, smoke, Gate, Ground, Step, Verdict};
+use super::{build, crates, reject, smoke, Gate, Ground, Step, Verdict};
 use crate::commit::short;
 use crate::commit::Commit;
 use crate::log;
@@ -19,17 +19,20 @@ use crate::runner::Limits;
 impl Gate<'_> {
     /// Runs the checks of `planned` that no kept pass covers, side by side,
     /// each pass kept in the memo; the first failure in plan order refuses
-    /// and stops the checks after it. `judging` a candidate (not warming),
-    /// each step is journaled and said, and the body's release build runs
-    /// beside the checks, last in plan order; returns how long it took.
+    /// and stops the checks after it. `judging` a candidate (not warming:
+    /// `Some` of its organ set), each step is journaled and said, the body's
+    /// release build runs beside the checks, last in plan order, and the
+    /// smoke run starts as soon as the body is built, beside the checks
+    /// still running; it is journaled last, and its failure refuses only
+    /// when every check passed.
     pub(super) async fn run_planned(
         &self,
         candidate: &Commit,
         checkout: &Path,
         ground: &Ground,
         planned: &[PlannedCheck],
-        judging: bool,
-    ) -> Result<Option<f64>, Verdict> {
+        judging: Option<Option<&Path>>,
+    ) -> Result<Verdict, Verdict> {
         let to_run: Vec<usize> = (0..planned.len()).filter(|&i| !planned[i].reused).collect();
         let reads = |tree| to_run.iter().any(|&i| planned[i].reads == tree);
         self.fetch(
@@ -37,13 +40,23 @@ impl Gate<'_> {
             checkout,
             ground,
             reads(Reads::Kernel),
-            reads(Reads::Body) || judging,
+            reads(Reads::Body) || judging.is_some(),
         )
         .await?;
+        let mut laps = ground.laps.clone();
+        laps.lap("fetch");
+        if judging.is_some() {
+            log::info(format!(
+                "gate: {} prepared in {:.2} s: {}",
+                short(candidate),
+                laps.total(),
+                laps.words()
+            ));
+        }
         let names: Vec<&str> = to_run.iter().map(|&i| planned[i].name).collect();
         if !names.is_empty() {
             log::info(format!("gate: {} of {}", names.join(", "), short(candidate)));
-            if judging {
+            if judging.is_some() {
                 self.doing(candidate, &names.join(", "));
             }
         }
@@ -68,49 +81,75 @@ impl Gate<'_> {
             .collect();
         let build_limits = Limits::for_build(self.settings);
         let (env, target, caged) = (&ground.env, &ground.target, self.runner.caged());
-        jobs.extend(
-            judging
-                .then(|| {
-                    build::job(self.home, checkout, candidate, env, target, build_limits, caged)
-                })
-                .flatten(),
-        );
+        let build = judging.and_then(|_| {
+            build::job(self.home, checkout, candidate, env, target, build_limits, caged)
+        });
+        // The smoke run waits on the build's end (its seconds), or on nothing
+        // when the body was kept before; a build that fails or is stopped
+        // drops the sender, and the smoke run does not start.
+        let (built_tx, built_rx) = tokio::sync::oneshot::channel::<f64>();
+        let wait_build = build.is_some();
+        let mut built_tx = wait_build.then_some(built_tx);
+        jobs.extend(build);
         let mut built: Option<(Result<(), String>, f64)> = None;
         let mut outcomes: Vec<Option<Outcome>> = vec![None; planned.len()];
+        let mut begans: Vec<f64> = vec![0.0; planned.len()];
         let mut said = 0;
         let mut memo = Memo::load(self.home);
         let grace = ground.limits.stop_timeout;
-        parallel::run_all(self.runner, jobs, grace, |job, ending| {
-            let Some(&i) = to_run.get(job) else {
-                let end = match ending {
-                    Ok((ended, running, seconds)) => {
-                        (build::ended(candidate, ended, running), seconds)
+        let began = Instant::now();
+        let checks = async {
+            parallel::run_all(self.runner, jobs, grace, |job, ending| {
+                let Some(&i) = to_run.get(job) else {
+                    let (end, seconds) = match ending {
+                        Ok((ended, running, seconds)) => {
+                            (build::ended(candidate, ended, running), seconds)
+                        }
+                        Err(e) => (Err(format!("cannot start cargo to build the body: {e}")), 0.0),
+                    };
+                    let passed = end.is_ok();
+                    if let (true, Some(tx)) = (passed, built_tx.take()) {
+                        let _ = tx.send(seconds);
                     }
-                    Err(e) => (Err(format!("cannot start cargo to build the body: {e}")), 0.0),
+                    built = Some((end, seconds));
+                    return passed;
                 };
-                let passed = end.0.is_ok();
-                built = Some(end);
-                return passed;
-            };
-            let outcome = match ending {
-                Ok((ended, running, seconds)) => {
-                    checks::outcome(&planned[i], ended, running, seconds)
+                let outcome = match ending {
+                    Ok((ended, running, seconds)) => {
+                        checks::outcome(&planned[i], ended, running, seconds)
+                    }
+                    Err(e) => {
+                        Outcome::Failed { seconds: 0.0, output: format!("cannot start cargo: {e}") }
+                    }
+                };
+                let passed = outcome.passed();
+                if passed {
+                    memo.record(planned[i].memo_key.clone());
                 }
-                Err(e) => {
-                    Outcome::Failed { seconds: 0.0, output: format!("cannot start cargo: {e}") }
+                // When it began, from the start of the checks (after waiting
+                // for its lane, if it did).
+                begans[i] = (began.elapsed().as_secs_f64() - outcome.seconds()).max(0.0);
+                outcomes[i] = Some(outcome);
+                if judging.is_some() {
+                    self.say_in_order(candidate, planned, (&outcomes, &begans), &mut said);
                 }
-            };
-            let passed = outcome.passed();
-            if passed {
-                memo.record(planned[i].memo_key.clone());
-            }
-            outcomes[i] = Some(outcome);
-            if judging {
-                self.say_in_order(candidate, planned, &outcomes, &mut said);
-            }
-            passed
-        })
-        .await;
+                passed
+            })
+            .await;
+            // A build that never ended well lets the smoke run's wait end.
+            drop(built_tx.take());
+        };
+        let smoke = async {
+            let organs = judging?;
+            let build_seconds = if wait_build { Some(built_rx.await.ok()?) } else { None };
+            let smoke_began = began.elapsed().as_secs_f64();
+            Some((
+                self.smoke(candidate, checkout, ground, organs).await,
+                build_seconds,
+                smoke_began,
+            ))
+        };
+        let ((), smoked) = tokio::join!(checks, smoke);
         let passed: Vec<Option<bool>> =
             outcomes.iter().map(|o| o.as_ref().map(Outcome::passed)).collect();
         if let Some((i, Outcome::Failed { output, .. } | Outcome::OverTime { output, .. })) =
@@ -118,19 +157,31 @@ impl Gate<'_> {
         {
             return Err(reject(planned[i].name, output));
         }
-        match built {
-            Some((Err(why), seconds)) => {
-                self.step(candidate, "smoke", Step::Failed, Duration::from_secs_f64(seconds));
-                Err(reject("smoke", why))
-            }
-            Some((Ok(()), seconds)) => Ok(Some(seconds)),
-            None => Ok(None),
+        if let Some((Err(why), seconds)) = built {
+            self.step(candidate, "smoke", Step::Failed, Duration::from_secs_f64(seconds));
+            return Err(reject("smoke", why));
         }
+        let Some((smoked, build_seconds, smoke_began)) = smoked else {
+            // Warming: no build, no smoke run.
+            return Ok(Verdict::Accepted { binary: PathBuf::new() });
+        };
+        let (binary, timeline, seconds) = smoked.map_err(|(why, seconds)| {
+            self.step(candidate, "smoke", Step::Failed, Duration::from_secs_f64(seconds));
+            reject("smoke", why)
+        })?;
+        let mut extra =
+            vec![("started_seconds", timeline.started), ("answered_seconds", timeline.answered)];
+        extra.extend(timeline.ready.map(|r| ("ready_seconds", r)));
+        extra.extend(build_seconds.map(|b| ("build_seconds", b)));
+        extra.push(("began_seconds", smoke_began));
+        extra.push(("prepared_seconds", laps.total()));
+        self.step_with(candidate, "smoke", Step::Passed, Duration::from_secs_f64(seconds), &extra);
+        Ok(Verdict::Accepted { binary })
     }
 
     /// Fetches the crates of the kernel's and the body's lockfiles, as
     /// needed, side by side, outside the cage (a check inside runs
-    /// `--offline`).
+    /// `--offline`); not those whose every crate is cached ([`crates`]).
     async fn fetch(
         &self,
         candidate: &Commit,
@@ -150,6 +201,13 @@ impl Gate<'_> {
                 if !needed {
                     return Ok(());
                 }
+                // Every crate cached already: nothing to fetch, and no cargo
+                // to start (its sources are opened to the cage all the same).
+                if crates::all_cached(&dir.join("Cargo.lock")) {
+                    return crate::confine::sources::readable_by_checks().map(|_| ()).map_err(
+                        |e| format!("cannot open the fetched crate sources to the cage: {e}"),
+                    );
+                }
                 checks::fetch(self.runner, &unit, &dir, &ground.env, ground.limits).await
             }
         };
@@ -164,7 +222,7 @@ impl Gate<'_> {
         &self,
         candidate: &Commit,
         planned: &[PlannedCheck],
-        outcomes: &[Option<Outcome>],
+        (outcomes, begans): (&[Option<Outcome>], &[f64]),
         said: &mut usize,
     ) {
         while let Some(check) = planned.get(*said) {
@@ -175,6 +233,7 @@ impl Gate<'_> {
                     let mut extra = vec![];
                     extra.extend(took.compile.map(|s| ("compile_seconds", s)));
                     extra.extend(took.tests.map(|s| ("tests_seconds", s)));
+                    extra.push(("began_seconds", begans[*said]));
                     self.step_with(candidate, check.name, Step::Passed, secs(took.seconds), &extra);
                 }
                 Some(failed) => {
@@ -188,26 +247,21 @@ impl Gate<'_> {
         }
     }
 
-    /// Keeps the candidate's body, built beside the checks in
-    /// `build_seconds` (`None`: it was kept before), then lets go of the
-    /// gate's target directory (`lock`) and runs the body once on a
-    /// throwaway individual.
-    pub(super) async fn smoke(
+    /// Keeps the candidate's body, built in the gate's target directory
+    /// (the judgement holds its lock), and runs it once on a throwaway
+    /// individual. Returns the kept binary, the smoke run's timeline and
+    /// its seconds; `Err`: why it failed, after how many seconds.
+    async fn smoke(
         &self,
         candidate: &Commit,
         checkout: &Path,
         ground: &Ground,
         organs: Option<&Path>,
-        (build_seconds, lock): (Option<f64>, std::fs::File),
-    ) -> Result<Verdict, Verdict> {
+    ) -> Result<(PathBuf, smoke::Timeline, f64), (String, f64)> {
         let started = Instant::now();
         self.doing(candidate, "smoke");
-        let failed = |why: String| {
-            self.step(candidate, "smoke", Step::Failed, started.elapsed());
-            reject("smoke", why)
-        };
+        let failed = |why: String| (why, started.elapsed().as_secs_f64());
         let binary = build::keep(self.home, candidate, &ground.target).map_err(failed)?;
-        drop(lock);
         let limit = match self.settings.smoke_seconds {
             0 => None,
             s => Some(Duration::from_secs(u64::from(s))),
@@ -224,11 +278,6 @@ impl Gate<'_> {
             kernel_exe: self.kernel_exe,
         };
         let timeline = run.run().await.map_err(failed)?;
-        let mut extra =
-            vec![("started_seconds", timeline.started), ("answered_seconds", timeline.answered)];
-        extra.extend(timeline.ready.map(|r| ("ready_seconds", r)));
-        extra.extend(build_seconds.map(|b| ("build_seconds", b)));
-        self.step_with(candidate, "smoke", Step::Passed, started.elapsed(), &extra);
-        Ok(Verdict::Accepted { binary })
+        Ok((binary, timeline, started.elapsed().as_secs_f64()))
     }
 }

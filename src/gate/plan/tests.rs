@@ -19,6 +19,7 @@ fn inputs<'a>(
         socket_dir: Path::new("/tmp/teneral-0/g-abc"),
         limits: Limits::none(Duration::from_secs(5))
             .with_runtime_max(Some(Duration::from_secs(600))),
+        test_threads: 8,
     }
 }
 
@@ -80,7 +81,11 @@ fn each_check_gets_only_the_variables_it_needs() {
         env("kernel-tests"),
         ["TENERAL_TEST_NO_CAGE=1", "TENERAL_SOCKET_DIR=/tmp/teneral-0/g-abc"]
     );
-    assert_eq!(env("body-tests"), ["TENERAL_BIN=/ind/.teneral/gate/target/teneral-kernel"]);
+    assert_eq!(
+        env("body-tests"),
+        ["TENERAL_BIN=/ind/.teneral/gate/target/teneral-kernel", "RUST_TEST_THREADS=8"]
+    );
+    assert_eq!([test_threads(1), test_threads(2), test_threads(16)], [8, 8, 64]);
     for name in ["typecheck-kernel", "format-body", "lint-body"] {
         assert_eq!(env(name), Vec::<String>::new(), "{name}");
     }

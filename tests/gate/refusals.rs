@@ -1,0 +1,101 @@
+//! Mutations the gate refuses, each at its own step, and a commit refused
+//! three times.
+
+use super::*;
+
+#[test]
+fn refusals_at_paths_name_every_path() -> TestResult {
+    let (ind, _kernel, base) = started(&[])?;
+    let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "a new letter\n"))?;
+    rejected_at(&ask(&ind, &protected)?, "paths", "protected paths changed: BIRTH.md.");
+    ind.wait_for("the same generation again", LONG, |e| {
+        e["type"] == "generation.ready"
+            && e["commit"] == base.as_str()
+            && e["seq"].as_u64() > Some(8)
+    })?;
+    let link = candidate(&ind, |w| {
+        std::fs::remove_file(w.join("BIRTH.md")).ok();
+        std::fs::write(w.join("BIRTH.md"), "You were just born. Say hello.\n")?;
+        std::os::unix::fs::symlink("/etc/passwd", w.join("body/link"))
+    })?;
+    rejected_at(
+        &ask(&ind, &link)?,
+        "paths",
+        "body/ may hold only regular files: body/link (a symbolic link)",
+    );
+    Ok(())
+}
+
+#[test]
+fn a_failing_type_check_is_refused() -> TestResult {
+    let (ind, _kernel, _) = started(&[])?;
+    let broken = candidate(&ind, |w| {
+        body_edit(w, "fn main() {\n", "fn main() {\n    let _x: u32 = \"not a number\";\n")
+    })?;
+    rejected_at(&ask(&ind, &broken)?, "lint-body", "mismatched types");
+    Ok(())
+}
+
+#[test]
+fn a_failing_body_test_and_a_run_of_no_tests_are_refused() -> TestResult {
+    let (ind, _kernel, _) = started(&[])?;
+    let failing = candidate(&ind, |w| {
+        body_edit(
+            w,
+            MODE_TEST,
+            &format!(
+                "{MODE_TEST}        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n"
+            ),
+        )
+    })?;
+    rejected_at(&ask(&ind, &failing)?, "body-tests", "failing on purpose");
+    let none = candidate(&ind, |w| {
+        body_edit(w, "        assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n", "")?;
+        body_edit(
+            w,
+            "    #[test]\n    fn the_mode_is_one_of_the_known",
+            "    #[allow(dead_code)]\n    fn the_mode_is_one_of_the_known",
+        )
+    })?;
+    rejected_at(&ask(&ind, &none)?, "body-tests", "no test ran");
+    Ok(())
+}
+
+#[test]
+fn a_check_past_its_limit_is_stopped_and_refused() -> TestResult {
+    let (ind, _kernel, _) = started(&["TENERAL_TEST_CHECK_SECONDS=5"])?;
+    let slow = candidate(&ind, |w| body_edit(w, MODE_TEST, &format!("{MODE_TEST}{SLEEP}")))?;
+    let verdict = ask(&ind, &slow)?;
+    rejected_at(&verdict, "body-tests", "stopped after 5 s, the limit of one check");
+    let check = ind.wait_for("the timed step", SHORT, |e| {
+        e["type"] == "mutation.check" && e["check"] == "body-tests"
+    })?;
+    assert!(check["seconds"].as_f64().is_some_and(|s| s < 60.0), "stopped at the limit: {check}");
+    Ok(())
+}
+
+#[test]
+fn a_body_that_never_becomes_ready_fails_the_smoke_run() -> TestResult {
+    let (ind, _kernel, _) = started(&["TENERAL_SMOKE_SECONDS=5"])?;
+    let never = candidate(&ind, |w| mode(w, "never-ready"))?;
+    rejected_at(&ask(&ind, &never)?, "smoke", "did not report ready within 5 s");
+    Ok(())
+}
+
+#[test]
+fn the_same_commit_refused_three_times_stops_the_supervisor() -> TestResult {
+    let (ind, mut kernel, _) = started(&[])?;
+    let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "changed\n"))?;
+    for round in 1..=3u64 {
+        teneral::owner::write_line(ind.path(), &protected)?;
+        ind.wait_for("a refusal", LONG, |e| {
+            e["type"] == "mutation.rejected"
+                && ind.events("mutation.rejected").len() as u64 >= round
+        })?;
+    }
+    assert_eq!(kernel.wait(SHORT)?, Some(3));
+    let stopped = ind.events("kernel.stopped");
+    let reason = stopped.last().and_then(|e| e["reason"].as_str()).unwrap_or_default().to_owned();
+    assert!(reason.contains("was refused three times in a row"), "{reason}");
+    Ok(())
+}
