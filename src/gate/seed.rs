@@ -29,7 +29,8 @@ impl Gate<'_> {
         if let Err(e) = fresh {
             return reject("checkout", e);
         }
-        let verdict = match self.checks(candidate, oid, checkout).await {
+        let laps = super::profile::Laps::default();
+        let verdict = match self.checks(candidate, oid, checkout, laps).await {
             Ok(verdict) | Err(verdict) => verdict,
         };
         let _ = std::fs::remove_dir_all(checkout);
