@@ -14,6 +14,7 @@ use std::os::unix::process::CommandExt;
 use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use super::plan::Plan;
+use super::zygote::Ahead;
 use super::{
     filter, init, namespaces, root, ruleset, steps, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
     EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
@@ -22,6 +23,12 @@ use super::{
 /// Runs the helper with the arguments after `confine`; returns the exit
 /// status of the step that failed (it returns only on failure).
 pub fn main(args: &[OsString]) -> i32 {
+    run(args, Ahead::default())
+}
+
+/// [`main`] with what a zygote's spare made ahead of need
+/// ([`super::zygote`]): those namespaces are used instead of made.
+pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     steps::init();
     steps::mark("helper started");
     let (plan, argv) = match Plan::from_args(args) {
@@ -45,7 +52,12 @@ pub fn main(args: &[OsString]) -> i32 {
     // with their ids mapped (see root.rs), through a user namespace made
     // here, while this process's children still see the machine's /proc.
     steps::mark("plan read");
-    let identity = if rustix::process::getuid().is_root() {
+    if let Some(e) = &ahead.failed {
+        return fail(EXIT_NAMESPACES, "namespaces", e);
+    }
+    let identity = if let Some(fd) = ahead.identity {
+        Some(fd)
+    } else if rustix::process::getuid().is_root() {
         match super::sys::user_namespace_fd(0, super::BODY_ID) {
             Ok(fd) => Some(fd),
             Err(e) => {
@@ -62,7 +74,8 @@ pub fn main(args: &[OsString]) -> i32 {
     if identity.is_some() {
         steps::mark("id-mapping user namespace");
     }
-    if let Err(e) = namespaces::enter(&plan) {
+    let made = namespaces::Made { user: ahead.user, net: ahead.net };
+    if let Err(e) = namespaces::enter(&plan, made) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
     // The helper stays outside and supervises; what follows runs as pid 1

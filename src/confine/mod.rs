@@ -36,6 +36,7 @@ mod ruleset;
 pub mod sources;
 pub mod steps;
 mod sys;
+pub mod zygote;
 
 use std::ffi::OsString;
 use std::io;
@@ -45,6 +46,7 @@ use crate::spawn::Spec;
 
 pub use filter::PROFILE_JSON;
 pub use helper::main as helper_main;
+pub use zygote::main as zygote_main;
 
 /// Wrong arguments to `teneral confine`.
 pub const EXIT_USAGE: i32 = 120;
