@@ -268,10 +268,19 @@ fn no_launch_of_the_zygote_outlives_its_kernel() -> TestResult {
         Ok((launched.pid, zygote_pid))
     });
     let (pid, zygote_pid) = kernel.join().map_err(|_| "the kernel thread panicked")??;
+    let deadline = Instant::now() + Duration::from_secs(10);
     for (name, pid) in [("the launch", pid), ("the zygote", zygote_pid)] {
         let p = Pid::from_raw(pid as i32).ok_or("no pid")?;
-        let (_, status) = rustix::process::waitpid(Some(p), WaitOptions::empty())?
-            .ok_or("waitpid gave nothing")?;
+        let status = loop {
+            if let Some((_, status)) = rustix::process::waitpid(Some(p), WaitOptions::NOHANG)? {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                return Err(format!("{name} outlived its kernel by 10 s").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert_eq!(status.terminating_signal(), Some(libc::SIGKILL), "{name}: {status:?}");
     }
     let group = Pid::from_raw(pid as i32).ok_or("no pid")?;
