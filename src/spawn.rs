@@ -223,6 +223,15 @@ pub fn use_zygote(zygote: zygote::Zygote) {
     *zygote_slot().lock().unwrap_or_else(|p| p.into_inner()) = Some(zygote);
 }
 
+/// Whether `spec` is a launch the zygote in use would take (the helper's
+/// `confine ...`).
+pub fn goes_through_zygote(spec: &Spec) -> bool {
+    let slot = zygote_slot().lock().unwrap_or_else(|p| p.into_inner());
+    slot.as_ref().is_some_and(|z| {
+        spec.program == z.helper() && spec.args.first().is_some_and(|a| a == "confine")
+    })
+}
+
 /// Launches go back to executing the helper; the zygote, if any, is
 /// returned (dropping it closes its socket, and it ends).
 pub fn stop_using_zygote() -> Option<zygote::Zygote> {

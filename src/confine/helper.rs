@@ -31,6 +31,9 @@ pub fn main(args: &[OsString]) -> i32 {
 pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     steps::init();
     steps::mark("helper started");
+    if let Err(e) = enter_cgroups() {
+        return fail(EXIT_NAMESPACES, "cgroup", &e);
+    }
     let (plan, argv) = match Plan::from_args(args) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -94,6 +97,21 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     init::run(inside, root::finish, move |ready| {
         confine_and_exec(&plan, &argv, become_body, &cwd, ready)
     })
+}
+
+/// Enters the cgroups [`super::CGROUP_PROCS`] names, if any, before this
+/// process makes anything its limits should count; the variable does not
+/// reach the program.
+fn enter_cgroups() -> Result<(), String> {
+    let Some(named) = std::env::var_os(super::CGROUP_PROCS) else { return Ok(()) };
+    std::env::remove_var(super::CGROUP_PROCS);
+    let me = std::process::id().to_string();
+    for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
+        std::fs::write(procs, &me).map_err(|e| {
+            format!("cannot enter the cgroup {procs}: {e}; the kernel made it for this launch")
+        })?;
+    }
+    Ok(())
 }
 
 /// The program's process: Landlock, capabilities, no_new_privs, seccomp,

@@ -337,3 +337,59 @@ fn the_kernels_spawn_sends_confined_launches_through_the_zygote() -> TestResult 
         Ok(())
     })
 }
+
+/// Under the cgroup runner, a launch the zygote forks enters the cgroup
+/// made for it before anything runs (no shell in between): the program
+/// finds itself there. Needs a writable cgroup v2 hierarchy (root); says
+/// so on stderr and passes without one.
+#[test]
+fn under_the_cgroup_runner_a_zygote_launch_is_in_its_cgroup() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    use teneral::runner::{cgroup::Delegated, Launch, Limits, Runner};
+    use teneral::spawn::{self, Exit, Spec};
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let top = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let point = left.split(' ').nth(4)?;
+        right.starts_with("cgroup2 ").then(|| PathBuf::from(point))
+    });
+    let Some(top) = top else {
+        eprintln!("skipped: no cgroup v2 hierarchy is mounted here");
+        return Ok(());
+    };
+    let dir = top.join(format!("teneral-test-{}-zygote", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!("skipped: cannot make a cgroup in {}: {e}", top.display());
+        return Ok(());
+    }
+    let (_tmp, checkout, _) = checkout()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = rt.block_on(async {
+        spawn::start_reaper_of_own_children()?;
+        spawn::use_zygote(zygote()?);
+        let before = spawn::zygote_launches();
+        let cage = confine::Cage::On { exe: teneral(), pretend_missing: vec![] };
+        let runner = Runner::cgroup(Delegated::V2(dir.clone()), cage);
+        let spec = Spec::new("/bin/sh", &checkout)
+            .arg("-c")
+            .arg("grep '^0::' /proc/self/cgroup; env | grep -c TENERAL_CGROUP || true");
+        let launch = Launch {
+            spec,
+            cage: Some(Profile::Gate { checkout: checkout.clone(), writable: vec![] }),
+            limits: Limits::none(Duration::from_secs(2)),
+        };
+        let ran = runner.run("teneral-check-zygote.service", launch).await;
+        spawn::stop_using_zygote();
+        let (ended, run) = ran?;
+        let out = run.stdout_tail();
+        assert_eq!(ended.exit, Exit::Code(0), "{}", run.output_tail());
+        assert!(out.contains("/teneral-check-zygote.service"), "in its own cgroup: {out}");
+        assert!(out.ends_with('0'), "the variable does not reach the program: {out}");
+        assert_eq!(spawn::zygote_launches(), before + 1, "the launch went through the zygote");
+        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    let _ = std::fs::remove_dir(&dir);
+    result
+}
