@@ -186,7 +186,8 @@ fn run(
     };
     use std::os::fd::OwnedFd;
     let null = || -> Result<OwnedFd> { Ok(std::fs::File::open("/dev/null")?.into()) };
-    let mut fds = vec![(0, null()?), (1, std::io::stdout().as_fd().try_clone_to_owned()?), (2, null()?)];
+    let mut fds =
+        vec![(0, null()?), (1, std::io::stdout().as_fd().try_clone_to_owned()?), (2, null()?)];
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     if let Some(fd) = steps {
         env.push((confine::steps::ENV.into(), fd.to_string().into()));

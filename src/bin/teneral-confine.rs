@@ -36,7 +36,9 @@ fn main() -> ExitCode {
         let given = match &args[2..] {
             [flag, id] if flag == "--source" => id.to_string_lossy(),
             _ => {
-                eprintln!("teneral-confine: the kernel runs this as `teneral-confine zygote --source ID`");
+                eprintln!(
+                    "teneral-confine: the kernel runs this as `teneral-confine zygote --source ID`"
+                );
                 return usage;
             }
         };

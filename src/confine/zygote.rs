@@ -169,7 +169,8 @@ fn launch(
             // too); a spare that is gone says nothing and a fresh launch
             // serves instead.
             let mut ready = [0u8; 1];
-            if (&taken.socket).read_exact(&mut ready).is_ok() && send(&taken.socket, &request).is_ok()
+            if (&taken.socket).read_exact(&mut ready).is_ok()
+                && send(&taken.socket, &request).is_ok()
             {
                 return Ok(taken.pid);
             }

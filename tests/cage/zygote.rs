@@ -155,8 +155,7 @@ fn each_launch_of_the_zygote_has_a_network_namespace_of_its_own() -> TestResult 
     }
     let mut seen = vec![ns_of(&listener.stdout())];
     for _ in 0..2 {
-        let (status, out, err) =
-            launch(&zygote, &profile, python(PROBE), &checkout, &tmp)?.wait();
+        let (status, out, err) = launch(&zygote, &profile, python(PROBE), &checkout, &tmp)?.wait();
         assert_eq!(status, 0, "{out}{err}");
         assert!(out.contains(&format!("tcp {ECONNREFUSED}\n")), "{out}");
         assert!(out.contains(&format!("abstract {ECONNREFUSED}\n")), "{out}");
