@@ -169,6 +169,24 @@ impl Cage {
         matches!(self, Cage::On { .. })
     }
 
+    /// Starts the cage's zygote (`teneral-confine zygote`, see [`zygote`])
+    /// and has [`crate::spawn::spawn`] send every launch [`Cage::wrap`]
+    /// makes through it. `Ok(false)` when there is nothing to start: the
+    /// cage is off, or the lean helper is not beside the kernel. Call it
+    /// from the thread that spawns (the zygote dies with it), after the
+    /// reaper started. Launches under the systemd runner do not go through
+    /// it (systemd starts them).
+    pub fn start_zygote(&self) -> io::Result<bool> {
+        let Cage::On { exe, .. } = self else { return Ok(false) };
+        let helper = host::helper_program(exe);
+        if helper == *exe {
+            return Ok(false);
+        }
+        let zygote = crate::spawn::zygote::Zygote::start(&helper, host::SOURCE_ID)?;
+        crate::spawn::use_zygote(zygote);
+        Ok(true)
+    }
+
     /// `spec` made to run inside `profile`: the helper with the plan on its
     /// command line, then the program. With the cage off the program runs as
     /// it is; a body's places are still made, and the log says it runs
