@@ -20,11 +20,13 @@
 //! groups are listed so that none outlives the kernel ([`groups`]).
 
 mod groups;
+mod through;
 pub mod zygote;
 
 pub use groups::{
     keep_groups, keeper_main, stop_keeping_groups, sweep_leftover_groups, CHILDREN_PATH,
 };
+pub use through::{goes_through_zygote, stop_using_zygote, use_zygote, zygote_launches};
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -209,65 +211,12 @@ fn deliver(pid: i32, exit: Exit) {
     }
 }
 
-/// The zygote that takes confined launches, once [`use_zygote`] set one.
-fn zygote_slot() -> &'static Mutex<Option<zygote::Zygote>> {
-    static ZYGOTE: OnceLock<Mutex<Option<zygote::Zygote>>> = OnceLock::new();
-    ZYGOTE.get_or_init(|| Mutex::new(None))
-}
-
-/// From now on, every launch of `zygote`'s helper program (`confine ...`,
-/// as `confine::wrap` makes them) is forked by the zygote instead of
-/// executed: the same cage without the helper's exec, and with namespaces
-/// made ahead of need. Other launches are unchanged.
-pub fn use_zygote(zygote: zygote::Zygote) {
-    *zygote_slot().lock().unwrap_or_else(|p| p.into_inner()) = Some(zygote);
-}
-
-/// Whether `spec` is a launch the zygote in use would take (the helper's
-/// `confine ...`).
-pub fn goes_through_zygote(spec: &Spec) -> bool {
-    let slot = zygote_slot().lock().unwrap_or_else(|p| p.into_inner());
-    slot.as_ref().is_some_and(|z| {
-        spec.program == z.helper() && spec.args.first().is_some_and(|a| a == "confine")
-    })
-}
-
-/// Launches go back to executing the helper; the zygote, if any, is
-/// returned (dropping it closes its socket, and it ends).
-pub fn stop_using_zygote() -> Option<zygote::Zygote> {
-    zygote_slot().lock().unwrap_or_else(|p| p.into_inner()).take()
-}
-
-/// How many launches a zygote has started in this process.
-pub fn zygote_launches() -> usize {
-    ZYGOTE_LAUNCHES.load(Ordering::Relaxed)
-}
-
-static ZYGOTE_LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 /// Starts a child as [`Spec`] says. See the module doc for what it gets.
 pub fn spawn(spec: Spec) -> io::Result<Child> {
-    let mut slot = zygote_slot().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(zygote) = slot.as_ref() {
-        if spec.program == zygote.helper() && spec.args.first().is_some_and(|a| a == "confine") {
-            let started = spawn_through(zygote, spec);
-            if let Err(e) = &started {
-                use io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
-                if matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof) {
-                    // The zygote is gone: later launches execute the helper.
-                    slot.take();
-                    crate::log::warn(format!(
-                        "the cage's zygote is gone ({e}); confined launches execute the \
-                         helper from now on"
-                    ));
-                }
-            } else {
-                ZYGOTE_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            }
-            return started;
-        }
-    }
-    drop(slot);
+    let spec = match through::spawn(spec) {
+        Ok(started) => return started,
+        Err(spec) => spec,
+    };
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args).current_dir(&spec.cwd).env_clear().stdin(Stdio::null()).process_group(0);
     for (k, v) in &spec.env {
@@ -290,53 +239,6 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
     drop(reg);
     let stdout = if want_out { child.stdout.take().map(receiver).transpose()? } else { None };
     let stderr = if want_err { child.stderr.take().map(receiver).transpose()? } else { None };
-    Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
-}
-
-/// `spec` (a launch of the helper) started by `zygote`: the same child as
-/// [`spawn`] makes, with its pipes made here and passed along.
-fn spawn_through(zygote: &zygote::Zygote, spec: Spec) -> io::Result<Child> {
-    let null = || File::open("/dev/null").map(OwnedFd::from);
-    let mut fds = vec![(0, null()?)];
-    let mut readers = [None, None];
-    for (target, out) in [(1, spec.stdout), (2, spec.stderr)] {
-        let fd = match out {
-            Output::Null => null()?,
-            Output::File(f) => OwnedFd::from(f),
-            Output::Pipe => {
-                let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-                readers[target as usize - 1] = Some(read);
-                write
-            }
-        };
-        fds.push((target, fd));
-    }
-    // The benchmark's descriptor for the cage's steps (`confine::steps`),
-    // when it names one: the same file, opened again for appending.
-    let bench = spec.env.iter().find(|(k, _)| k == "TENERAL_BENCH_CONFINE_FD");
-    if let Some(fd) = bench.and_then(|(_, v)| v.to_str()?.parse::<i32>().ok()) {
-        let path = format!("/proc/self/fd/{fd}");
-        if let (true, Ok(file)) = (fd > 2, std::fs::OpenOptions::new().append(true).open(path)) {
-            fds.push((fd, OwnedFd::from(file)));
-        }
-    }
-    let request = zygote::Request {
-        args: spec.args,
-        cwd: spec.cwd,
-        env: spec.env.into_iter().map(|(k, v)| (k.into(), v)).collect(),
-        fds,
-    };
-    let (tx, rx) = oneshot::channel();
-    // As in spawn: registered before the reaper can collect it.
-    let mut reg = lock_registry();
-    let pid = zygote.launch(&request)?;
-    reg.insert(pid as i32, tx);
-    groups::started(pid);
-    drop(reg);
-    drop(request);
-    let [out, err] = readers;
-    let stdout = out.map(receiver).transpose()?;
-    let stderr = err.map(receiver).transpose()?;
     Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
 }
 
