@@ -16,7 +16,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
+
 use teneral::confine::{self, Profile};
+use teneral::spawn::zygote::{Request, Zygote};
 
 fn main() -> Result<()> {
     let runs: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(200);
@@ -101,20 +105,31 @@ fn main() -> Result<()> {
         cases.push(("BEFORE, generation", unnamed(generation), 0));
         cases.push(("BEFORE, gate", unnamed(gate), 0));
     }
+    // The zygote (`teneral-confine zygote`): the same plans, forked by it
+    // from a spare that made its namespaces ahead (`ZYGOTE=0` leaves it out).
+    let lean = target.join("release/teneral-confine");
+    let zygote = if std::env::var_os("ZYGOTE").is_some_and(|z| z == "0") {
+        None
+    } else {
+        Some(Zygote::start(&lean, confine::host::SOURCE_ID)?)
+    };
+    if zygote.is_some() {
+        let options = confine::Options { exe: Some(lean.clone()), ..confine::Options::default() };
+        for (name, profile) in [
+            (ZYGOTE_GENERATION, Profile::Generation { home: home.clone(), forward: vec![] }),
+            (ZYGOTE_GATE, Profile::Gate { checkout: checkout.clone(), writable: vec![] }),
+        ] {
+            cases.push((name, confine::wrap_with(&profile, &options, truth())?, 0));
+        }
+    }
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
     for _ in 0..runs {
         for (i, (name, argv, expected)) in cases.iter().enumerate() {
             let start = Instant::now();
-            let status = Command::new(&argv[0])
-                .args(&argv[1..])
-                .current_dir(&checkout)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .with_context(|| format!("{name}: cannot start"))?;
+            let code = run(zygote.as_ref(), name, argv, &checkout, None)?;
             times[i].push(start.elapsed());
-            if status.code() != Some(*expected) {
-                bail!("{name}: {status}");
+            if code != *expected {
+                bail!("{name}: exit status {code}");
             }
         }
     }
@@ -136,9 +151,55 @@ fn main() -> Result<()> {
             println!("  {name:<22} {median:7.3} ms   +{extra:.3} ms ({verdict} the 2 ms goal)");
         }
     }
+    let median = |name: &str| cases.iter().position(|c| c.0 == name).map(|i| medians[i]);
+    for (new, old) in [(ZYGOTE_GATE, "confined, gate"), (ZYGOTE_GENERATION, "confined, generation")]
+    {
+        if let (Some(new), Some(old)) = (median(new), median(old)) {
+            println!("  {new} / {old}: {:.2}", new / old);
+        }
+    }
     println!("load average after: {}", load());
     let confined: Vec<_> = cases.iter().filter(|(name, _, _)| name.contains(", ")).collect();
-    steps(&confined, &checkout, runs)
+    steps(zygote.as_ref(), &confined, &checkout, runs)
+}
+
+const ZYGOTE_GATE: &str = "zygote, gate";
+const ZYGOTE_GENERATION: &str = "zygote, generation";
+
+/// Runs one case to its end: its exit status (128 + a signal). A zygote
+/// case is sent to `zygote`; `steps` is the descriptor for the cage's steps.
+fn run(
+    zygote: Option<&Zygote>,
+    name: &str,
+    argv: &[OsString],
+    dir: &std::path::Path,
+    steps: Option<i32>,
+) -> Result<i32> {
+    let Some(zygote) = zygote.filter(|_| name.starts_with("zygote")) else {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).current_dir(dir).stdin(Stdio::null()).stderr(Stdio::null());
+        if let Some(fd) = steps {
+            cmd.env(confine::steps::ENV, fd.to_string());
+        }
+        let status = cmd.status().with_context(|| format!("{name}: cannot start"))?;
+        return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+    };
+    use std::os::fd::OwnedFd;
+    let null = || -> Result<OwnedFd> { Ok(std::fs::File::open("/dev/null")?.into()) };
+    let mut fds =
+        vec![(0, null()?), (1, std::io::stdout().as_fd().try_clone_to_owned()?), (2, null()?)];
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    if let Some(fd) = steps {
+        env.push((confine::steps::ENV.into(), fd.to_string().into()));
+        let file = std::fs::OpenOptions::new().append(true).open(format!("/proc/self/fd/{fd}"))?;
+        fds.push((fd, file.into()));
+    }
+    let request = Request { args: argv[1..].to_vec(), cwd: dir.to_owned(), env, fds };
+    let pid = zygote.launch(&request).with_context(|| format!("{name}: cannot start"))?;
+    let pid = rustix::process::Pid::from_raw(pid as i32).context("no pid")?;
+    let (_, status) = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())?
+        .context("no status")?;
+    Ok(status.exit_status().or(status.terminating_signal().map(|s| 128 + s)).unwrap_or(-1))
 }
 
 /// The 1, 5 and 15 minute load averages.
@@ -156,7 +217,12 @@ fn monotonic_ns() -> i128 {
 
 /// Runs each case `runs` times (interleaved) with the cage writing when
 /// each step ended, and prints the median time of each step.
-fn steps(cases: &[&(&str, Vec<OsString>, i32)], dir: &std::path::Path, runs: usize) -> Result<()> {
+fn steps(
+    zygote: Option<&Zygote>,
+    cases: &[&(&str, Vec<OsString>, i32)],
+    dir: &std::path::Path,
+    runs: usize,
+) -> Result<()> {
     use std::io::{Read, Seek};
     use std::os::fd::AsRawFd;
     let mut log = tempfile::tempfile()?;
@@ -178,17 +244,10 @@ fn steps(cases: &[&(&str, Vec<OsString>, i32)], dir: &std::path::Path, runs: usi
             log.set_len(0)?;
             log.rewind()?;
             let start = monotonic_ns();
-            let status = Command::new(&argv[0])
-                .args(&argv[1..])
-                .current_dir(dir)
-                .env(confine::steps::ENV, fd.to_string())
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .with_context(|| format!("{name}: cannot start"))?;
+            let code = run(zygote, name, argv, dir, Some(fd))?;
             let end = monotonic_ns();
-            if status.code() != Some(*expected) {
-                bail!("{name}: {status}");
+            if code != *expected {
+                bail!("{name}: exit status {code}");
             }
             let mut text = String::new();
             log.rewind()?;

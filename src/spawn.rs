@@ -20,10 +20,13 @@
 //! groups are listed so that none outlives the kernel ([`groups`]).
 
 mod groups;
+mod through;
+pub mod zygote;
 
 pub use groups::{
     keep_groups, keeper_main, stop_keeping_groups, sweep_leftover_groups, CHILDREN_PATH,
 };
+pub use through::{goes_through_zygote, stop_using_zygote, use_zygote, zygote_launches};
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -210,6 +213,10 @@ fn deliver(pid: i32, exit: Exit) {
 
 /// Starts a child as [`Spec`] says. See the module doc for what it gets.
 pub fn spawn(spec: Spec) -> io::Result<Child> {
+    let spec = match through::spawn(spec) {
+        Ok(started) => return started,
+        Err(spec) => spec,
+    };
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args).current_dir(&spec.cwd).env_clear().stdin(Stdio::null()).process_group(0);
     for (k, v) in &spec.env {
@@ -233,6 +240,26 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
     let stdout = if want_out { child.stdout.take().map(receiver).transpose()? } else { None };
     let stderr = if want_err { child.stderr.take().map(receiver).transpose()? } else { None };
     Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
+}
+
+/// Starts `helper zygote --source <source>` with `socket` as its stdin:
+/// a process group of its own, death with this thread, nothing else
+/// inherited. Its exit is collected as an adopted orphan's.
+fn start_zygote_process(
+    helper: &std::path::Path,
+    source: &str,
+    socket: OwnedFd,
+) -> io::Result<u32> {
+    let mut cmd = Command::new(helper);
+    cmd.arg("zygote")
+        .arg("--source")
+        .arg(source)
+        .env_clear()
+        .stdin(Stdio::from(socket))
+        .stdout(Stdio::null())
+        .process_group(0);
+    crate::sys::die_with_parent(&mut cmd);
+    Ok(cmd.spawn()?.id())
 }
 
 /// Starts `teneral keep-children <file>` with `stdin` as its stdin

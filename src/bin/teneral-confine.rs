@@ -30,6 +30,29 @@ fn main() -> ExitCode {
         let status = teneral::confine::helper_main(plan);
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
+    // `teneral-confine zygote --source ID`: kept by the kernel, forking
+    // each confined launch (teneral::confine::zygote).
+    if args.get(1).is_some_and(|a| a == "zygote") {
+        let given = match &args[2..] {
+            [flag, id] if flag == "--source" => id.to_string_lossy(),
+            _ => {
+                eprintln!(
+                    "teneral-confine: the kernel runs this as `teneral-confine zygote --source ID`"
+                );
+                return usage;
+            }
+        };
+        if given != teneral::confine::host::SOURCE_ID {
+            eprintln!(
+                "teneral-confine: built from other sources ({}) than the kernel that runs it \
+                 ({given}); build both programs again: cargo build --bins",
+                teneral::confine::host::SOURCE_ID
+            );
+            return usage;
+        }
+        let status = teneral::confine::zygote_main();
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
     eprintln!(
         "teneral-confine: the kernel runs this as `teneral-confine confine PLAN -- PROGRAM ...` \
          (see teneral::confine::wrap); there is nothing else to do with it"

@@ -14,6 +14,7 @@ use std::os::unix::process::CommandExt;
 use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use super::plan::Plan;
+use super::zygote::Ahead;
 use super::{
     filter, init, namespaces, root, ruleset, steps, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
     EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
@@ -22,8 +23,17 @@ use super::{
 /// Runs the helper with the arguments after `confine`; returns the exit
 /// status of the step that failed (it returns only on failure).
 pub fn main(args: &[OsString]) -> i32 {
+    run(args, Ahead::default())
+}
+
+/// [`main`] with what a zygote's spare made ahead of need
+/// ([`super::zygote`]): those namespaces are used instead of made.
+pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     steps::init();
     steps::mark("helper started");
+    if let Err(e) = enter_cgroups() {
+        return fail(EXIT_NAMESPACES, "cgroup", &e);
+    }
     let (plan, argv) = match Plan::from_args(args) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -45,7 +55,12 @@ pub fn main(args: &[OsString]) -> i32 {
     // with their ids mapped (see root.rs), through a user namespace made
     // here, while this process's children still see the machine's /proc.
     steps::mark("plan read");
-    let identity = if rustix::process::getuid().is_root() {
+    if let Some(e) = &ahead.failed {
+        return fail(EXIT_NAMESPACES, "namespaces", e);
+    }
+    let identity = if let Some(fd) = ahead.identity {
+        Some(fd)
+    } else if rustix::process::getuid().is_root() {
         match super::sys::user_namespace_fd(0, super::BODY_ID) {
             Ok(fd) => Some(fd),
             Err(e) => {
@@ -62,7 +77,8 @@ pub fn main(args: &[OsString]) -> i32 {
     if identity.is_some() {
         steps::mark("id-mapping user namespace");
     }
-    if let Err(e) = namespaces::enter(&plan) {
+    let made = namespaces::Made { user: ahead.user, net: ahead.net };
+    if let Err(e) = namespaces::enter(&plan, made) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
     // The helper stays outside and supervises; what follows runs as pid 1
@@ -81,6 +97,21 @@ pub fn main(args: &[OsString]) -> i32 {
     init::run(inside, root::finish, move |ready| {
         confine_and_exec(&plan, &argv, become_body, &cwd, ready)
     })
+}
+
+/// Enters the cgroups [`super::CGROUP_PROCS`] names, if any, before this
+/// process makes anything its limits should count; the variable does not
+/// reach the program.
+fn enter_cgroups() -> Result<(), String> {
+    let Some(named) = std::env::var_os(super::CGROUP_PROCS) else { return Ok(()) };
+    std::env::remove_var(super::CGROUP_PROCS);
+    let me = std::process::id().to_string();
+    for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
+        std::fs::write(procs, &me).map_err(|e| {
+            format!("cannot enter the cgroup {procs}: {e}; the kernel made it for this launch")
+        })?;
+    }
+    Ok(())
 }
 
 /// The program's process: Landlock, capabilities, no_new_privs, seccomp,

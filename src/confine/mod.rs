@@ -36,6 +36,7 @@ mod ruleset;
 pub mod sources;
 pub mod steps;
 mod sys;
+pub mod zygote;
 
 use std::ffi::OsString;
 use std::io;
@@ -45,6 +46,7 @@ use crate::spawn::Spec;
 
 pub use filter::PROFILE_JSON;
 pub use helper::main as helper_main;
+pub use zygote::main as zygote_main;
 
 /// Wrong arguments to `teneral confine`.
 pub const EXIT_USAGE: i32 = 120;
@@ -62,6 +64,12 @@ pub const EXIT_SECCOMP: i32 = 125;
 pub const EXIT_EXEC: i32 = 126;
 /// The program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// The environment variable that names, one a line, the `cgroup.procs`
+/// files a launch of the helper enters before anything else (the cgroup
+/// runner's, when a zygote forks the helper). The helper removes it from
+/// the program's environment.
+pub const CGROUP_PROCS: &str = "TENERAL_CGROUP_PROCS";
 
 /// The user and group a body runs as when the kernel is root (`nobody`):
 /// the paths it may write are mounted with root's files shown as its own.
@@ -159,6 +167,24 @@ impl Cage {
 
     pub fn is_on(&self) -> bool {
         matches!(self, Cage::On { .. })
+    }
+
+    /// Starts the cage's zygote (`teneral-confine zygote`, see [`zygote`])
+    /// and has [`crate::spawn::spawn`] send every launch [`Cage::wrap`]
+    /// makes through it. `Ok(false)` when there is nothing to start: the
+    /// cage is off, or the lean helper is not beside the kernel. Call it
+    /// from the thread that spawns (the zygote dies with it), after the
+    /// reaper started. Launches under the systemd runner do not go through
+    /// it (systemd starts them).
+    pub fn start_zygote(&self) -> io::Result<bool> {
+        let Cage::On { exe, .. } = self else { return Ok(false) };
+        let helper = host::helper_program(exe);
+        if helper == *exe {
+            return Ok(false);
+        }
+        let zygote = crate::spawn::zygote::Zygote::start(&helper, host::SOURCE_ID)?;
+        crate::spawn::use_zygote(zygote);
+        Ok(true)
     }
 
     /// `spec` made to run inside `profile`: the helper with the plan on its

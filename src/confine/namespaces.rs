@@ -46,39 +46,40 @@ pub fn has_sys_admin() -> bool {
 /// network namespace with loopback up when the plan has only loopback.
 /// The mount and PID namespaces are filled by the cage's first process
 /// ([`super::init`], [`super::root`]).
-pub fn enter(plan: &Plan) -> Result<(), String> {
+/// What a zygote's spare made ahead (`super::zygote`): these are used, not
+/// made again.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Made {
+    pub user: bool,
+    pub net: bool,
+}
+
+pub fn enter(plan: &Plan, made: Made) -> Result<(), String> {
+    if made.net && (plan.net != Net::Loopback || !plan.forward.is_empty()) {
+        return Err("a network namespace made ahead serves only a loopback-only plan".into());
+    }
     // The relay must be forked while this process is still in the kernel's
     // network namespace; it gets its listeners once loopback is up inside.
     let relay = super::relay::start(&plan.forward)?;
     if relay.is_some() {
         steps::mark("fork the relay");
     }
-    if !has_sys_admin() {
-        let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
-        crate::sys::unshare(UnshareFlags::NEWUSER)
-            .map_err(|e| format!("cannot make a user namespace: {e}"))?;
-        let write = |file: &str, text: String| {
-            std::fs::write(format!("/proc/self/{file}"), text)
-                .map_err(|e| format!("cannot write /proc/self/{file}: {e}"))
-        };
-        write("setgroups", "deny".into())?;
-        write("uid_map", format!("{0} {0} 1", uid.as_raw()))?;
-        write("gid_map", format!("{0} {0} 1", gid.as_raw()))?;
-        steps::mark("user namespace");
+    if !has_sys_admin() && !made.user {
+        enter_user()?;
     }
     // One kind at a time (the same namespaces as one call makes, all
     // owned by the user namespace above when there is one), so that the
     // benchmark sees what each costs.
     let mut kinds =
         vec![(UnshareFlags::NEWNS, "mount namespace"), (UnshareFlags::NEWPID, "PID namespace")];
-    if plan.net == Net::Loopback {
+    if plan.net == Net::Loopback && !made.net {
         kinds.push((UnshareFlags::NEWNET, "network namespace"));
     }
     for (flag, name) in kinds {
         crate::sys::unshare(flag).map_err(|e| format!("cannot make a {name}: {e}"))?;
         steps::mark(name);
     }
-    if plan.net == Net::Loopback {
+    if plan.net == Net::Loopback && !made.net {
         crate::sys::loopback_up().map_err(|e| format!("cannot bring loopback up: {e}"))?;
         steps::mark("loopback up");
     }
@@ -86,5 +87,22 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
         super::relay::hand_over(relay, &plan.forward)?;
         steps::mark("relay's listeners");
     }
+    Ok(())
+}
+
+/// Enters a new user namespace that maps this process's uid and gid to
+/// themselves (files keep their owners).
+pub fn enter_user() -> Result<(), String> {
+    let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
+    crate::sys::unshare(UnshareFlags::NEWUSER)
+        .map_err(|e| format!("cannot make a user namespace: {e}"))?;
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| format!("cannot write /proc/self/{file}: {e}"))
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("{0} {0} 1", uid.as_raw()))?;
+    write("gid_map", format!("{0} {0} 1", gid.as_raw()))?;
+    steps::mark("user namespace");
     Ok(())
 }

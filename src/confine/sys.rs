@@ -154,3 +154,49 @@ pub fn write_raw(fd: i32, bytes: &[u8]) {
     // SAFETY: write reads `bytes.len()` bytes of a live slice.
     let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
 }
+
+/// Forks this process as a sibling (`clone` with `CLONE_PARENT`): the child
+/// is the parent's parent's child, so the kernel that started the zygote
+/// reaps and signals it as its own. `Some(pid)` here, `None` in the child.
+///
+/// Only the zygote calls it, which is single-threaded, so the child may run
+/// any code.
+pub fn fork_sibling() -> io::Result<Option<i32>> {
+    // SAFETY: a fork-like clone (no CLONE_VM: the child has its own copy of
+    // memory, and no other thread existed to hold a lock); it returns in
+    // both processes like fork.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_PARENT | libc::SIGCHLD,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(i32::try_from(pid).map_err(io::Error::other)?)),
+    }
+}
+
+/// Closes raw descriptor `fd` in a freshly forked child whose copy of the
+/// owner (a socket the zygote holds) is never used again in it: the child
+/// only ever exits or executes from here.
+pub fn close_in_child(fd: i32) {
+    // SAFETY: closes a number; the value owning it in this copy of memory
+    // is never used (nor dropped) in the child.
+    let _ = unsafe { libc::close(fd) };
+}
+
+/// Makes descriptor number `target` a copy of `fd` (without close-on-exec,
+/// so the program inherits it).
+pub fn dup_to(fd: &OwnedFd, target: i32) -> io::Result<()> {
+    // SAFETY: dup2 takes two numbers; `fd` is open for the call's length.
+    if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -14,6 +14,7 @@ mod grants;
 mod missing;
 mod offer;
 mod unprivileged;
+mod zygote;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

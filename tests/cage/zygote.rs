@@ -1,0 +1,394 @@
+//! The cage's zygote (`teneral-confine zygote`): the same walls as the
+//! executed helper, a network namespace made ahead of need used by one
+//! launch only, and no launch outliving the thread (the kernel) that
+//! started the zygote.
+
+use std::ffi::OsString;
+use std::io::{Read, Seek};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, WaitOptions};
+use serde_json::Value;
+use teneral::confine::{self, Profile};
+use teneral::spawn::zygote::{Request, Zygote};
+
+use super::*;
+
+fn helper() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_teneral-confine"))
+}
+
+fn zygote() -> std::io::Result<Zygote> {
+    Zygote::start(&helper(), confine::host::SOURCE_ID)
+}
+
+/// A launch's output files and pid.
+struct Launched {
+    pid: u32,
+    stdout: std::fs::File,
+    stderr: std::fs::File,
+}
+
+impl Launched {
+    fn read(file: &mut std::fs::File) -> String {
+        let mut text = String::new();
+        let _ = file.rewind();
+        let _ = file.read_to_string(&mut text);
+        text
+    }
+
+    fn stdout(&mut self) -> String {
+        Self::read(&mut self.stdout)
+    }
+
+    /// Waits for its end: the exit status (or 128 + signal), and output.
+    fn wait(mut self) -> (i32, String, String) {
+        let pid = Pid::from_raw(self.pid as i32).expect("a pid");
+        let status = rustix::process::waitpid(Some(pid), WaitOptions::empty())
+            .expect("the launch is this process's child")
+            .map(|(_, s)| s.exit_status().or(s.terminating_signal().map(|s| 128 + s)))
+            .and_then(|c| c)
+            .unwrap_or(-1);
+        let out = self.stdout();
+        (status, out, Self::read(&mut self.stderr))
+    }
+}
+
+/// Has `zygote` run `argv` confined by `profile` in `cwd`, with a check's
+/// bare environment.
+fn launch(
+    zygote: &Zygote,
+    profile: &Profile,
+    argv: Vec<OsString>,
+    cwd: &Path,
+    tmp: &Path,
+) -> Result<Launched, Box<dyn std::error::Error>> {
+    let options = confine::Options { exe: Some(helper()), ..confine::Options::default() };
+    let mut args = confine::wrap_with(profile, &options, argv)?;
+    assert_eq!(Path::new(&args.remove(0)), helper(), "the lean helper is the program");
+    let mut env: Vec<(OsString, OsString)> = vec![("TMPDIR".into(), tmp.into())];
+    for k in ["PATH", "HOME", "LANG", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN"] {
+        if let Some(v) = std::env::var_os(k) {
+            env.push((k.into(), v));
+        }
+    }
+    let stdout = tempfile::tempfile()?;
+    let stderr = tempfile::tempfile()?;
+    let null = std::fs::File::open("/dev/null")?;
+    let fds = vec![
+        (0, OwnedFd::from(null)),
+        (1, OwnedFd::from(stdout.try_clone()?)),
+        (2, OwnedFd::from(stderr.try_clone()?)),
+    ];
+    let request = Request { args, cwd: cwd.to_owned(), env, fds };
+    let pid = zygote.launch(&request)?;
+    Ok(Launched { pid, stdout, stderr })
+}
+
+fn checkout() -> Result<(tempfile::TempDir, PathBuf, PathBuf), Box<dyn std::error::Error>> {
+    let dir = tempfile::Builder::new().prefix("tnl-zygote").tempdir()?;
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    let checkout = dir.path().to_owned();
+    Ok((dir, checkout, tmp))
+}
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A launch that listens on loopback (TCP and an abstract Unix socket),
+/// proves it can reach both itself, and stays until killed.
+const LISTENER: &str = "
+import os, socket, time
+print('ns', os.readlink('/proc/self/ns/net'), flush=True)
+s = socket.socket(); s.bind(('127.0.0.1', 47613)); s.listen()
+u = socket.socket(socket.AF_UNIX); u.bind('\\0tnl-zygote-test'); u.listen()
+socket.create_connection(('127.0.0.1', 47613)).close()
+c = socket.socket(socket.AF_UNIX); c.connect('\\0tnl-zygote-test'); c.close()
+print('listening', flush=True)
+time.sleep(60)
+";
+
+/// A launch that tries to reach the listener's sockets.
+const PROBE: &str = "
+import os, socket
+print('ns', os.readlink('/proc/self/ns/net'))
+print('tcp', socket.socket().connect_ex(('127.0.0.1', 47613)))
+print('abstract', socket.socket(socket.AF_UNIX).connect_ex('\\0tnl-zygote-test'))
+";
+
+fn ns_of(out: &str) -> String {
+    out.lines().find_map(|l| l.strip_prefix("ns ")).unwrap_or_default().to_owned()
+}
+
+/// Two launches of the zygote, each taking a spare's network namespace,
+/// see different namespaces, and neither reaches the other's loopback
+/// listener nor its abstract socket (ECONNREFUSED: nothing listens in its
+/// own namespace; the same namespace would have connected, or met
+/// Landlock's scope with EPERM).
+#[test]
+fn each_launch_of_the_zygote_has_a_network_namespace_of_its_own() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    const ECONNREFUSED: &str = "111";
+    let zygote = zygote()?;
+    let (_dir, checkout, tmp) = checkout()?;
+    let profile = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+    let python = |code: &str| vec![OsString::from(PYTHON), "-c".into(), code.into()];
+    let mut listener = launch(&zygote, &profile, python(LISTENER), &checkout, &tmp)?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !listener.stdout().contains("listening") {
+        let pid = Pid::from_raw(listener.pid as i32).ok_or("no pid")?;
+        if Instant::now() > deadline
+            || rustix::process::waitpid(Some(pid), WaitOptions::NOHANG)?.is_some()
+        {
+            return Err(format!(
+                "the listener never listened: {}{}",
+                listener.stdout(),
+                Launched::read(&mut listener.stderr)
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut seen = vec![ns_of(&listener.stdout())];
+    for _ in 0..2 {
+        let (status, out, err) = launch(&zygote, &profile, python(PROBE), &checkout, &tmp)?.wait();
+        assert_eq!(status, 0, "{out}{err}");
+        assert!(out.contains(&format!("tcp {ECONNREFUSED}\n")), "{out}");
+        assert!(out.contains(&format!("abstract {ECONNREFUSED}\n")), "{out}");
+        seen.push(ns_of(&out));
+    }
+    rustix::process::kill_process_group(
+        Pid::from_raw(listener.pid as i32).ok_or("no pid")?,
+        rustix::process::Signal::KILL,
+    )?;
+    let _ = listener.wait();
+    let own = std::fs::read_link("/proc/self/ns/net")?.to_string_lossy().into_owned();
+    assert!(seen.iter().all(|ns| ns.starts_with("net:[")), "{seen:?}");
+    let mut distinct = seen.clone();
+    distinct.push(own);
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "three live launches and the test: {seen:?}");
+    Ok(())
+}
+
+/// The hostile gate check, launched by the zygote (cargo builds it there
+/// too), finds every door shut exactly as under the executed helper.
+#[test]
+fn a_hostile_gate_check_launched_by_the_zygote_finds_every_door_shut() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let me = std::process::id();
+    if me < 100 {
+        return Err(format!("the test is pid {me}; see gate.rs for why it must not be").into());
+    }
+    let zygote = zygote()?;
+    let ind = hostile_individual(&format!("TENERAL_PROVIDER=standin\nTENERAL_API_KEY={SECRET}\n"))?;
+    let (_dir, checkout, tmp) = checkout()?;
+    for (path, content) in hostile_body() {
+        let p = checkout.join(path);
+        std::fs::create_dir_all(p.parent().ok_or("no parent")?)?;
+        std::fs::write(p, content)?;
+    }
+    let profile = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+    let build = ["cargo", "build", "--offline", "--locked", "--quiet"].map(OsString::from);
+    let (status, out, err) =
+        launch(&zygote, &profile, build.to_vec(), &checkout.join("body"), &tmp)?.wait();
+    assert_eq!(status, 0, "cargo builds inside the gate:\n{out}{err}");
+    let binary = checkout.join("body/target/debug/teneral-body");
+    let argv =
+        vec![binary.into_os_string(), "gate".into(), ind.path().into(), me.to_string().into()];
+    let _agent = Agent::start(ind.path())?;
+    let (status, out, err) = launch(&zygote, &profile, argv, &checkout, &tmp)?.wait();
+    assert_eq!(status, 0, "{out}{err}");
+    let doors: Doors = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| Some((v["door"].as_str()?.to_owned(), v)))
+        .collect();
+    use Want::*;
+    let mut table = vec![
+        ("checkout.write", Pass),
+        ("loopback", Pass),
+        ("net.ipv4", Errno(ENETUNREACH)),
+        ("net.ipv6", Errno(ENETUNREACH)),
+        ("net.dns", Errno(ENETUNREACH)),
+        ("individual.env", Errno(ENOENT)),
+        ("individual.soul", Errno(ENOENT)),
+        ("individual.write", Errno(ENOENT)),
+        ("individual.list", Errno(ENOENT)),
+        ("ssh_agent", Errno(ENOENT)),
+        ("journald", Errno(ENOENT)),
+        ("proc.count", Pass),
+    ];
+    table.extend(gate::syscall_table());
+    for row in table.iter_mut().filter(|(door, _)| *door == "kernel.signal") {
+        row.1 = Errno(ESRCH);
+    }
+    check(&doors, &table)?;
+    check_proc(&doors)?;
+    assert!(!ind.path().join("gate-was-here").exists());
+    Ok(())
+}
+
+/// The zygote and its launches die with the thread that started the
+/// zygote, as the executed helper dies with the kernel: when that thread
+/// ends, the launch is killed and its whole process group is gone.
+#[test]
+fn no_launch_of_the_zygote_outlives_its_kernel() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let (_dir, checkout, tmp) = checkout()?;
+    let profile = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+    let (c, t) = (checkout.clone(), tmp.clone());
+    // The "kernel": a thread that starts the zygote, launches a long
+    // program and ends.
+    let kernel = std::thread::spawn(move || -> Result<(u32, u32), String> {
+        let zygote = zygote().map_err(|e| e.to_string())?;
+        let argv = ["/bin/sh", "-c", "echo started; exec sleep 600"].map(OsString::from).to_vec();
+        let mut launched = launch(&zygote, &profile, argv, &c, &t).map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !launched.stdout().contains("started") {
+            if Instant::now() > deadline {
+                return Err("the launch never started".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The zygote is not dropped (that would close its socket): only
+        // the thread's end is left to end it.
+        let zygote_pid = zygote.pid();
+        std::mem::forget(zygote);
+        Ok((launched.pid, zygote_pid))
+    });
+    let (pid, zygote_pid) = kernel.join().map_err(|_| "the kernel thread panicked")??;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (name, pid) in [("the launch", pid), ("the zygote", zygote_pid)] {
+        let p = Pid::from_raw(pid as i32).ok_or("no pid")?;
+        let status = loop {
+            if let Some((_, status)) = rustix::process::waitpid(Some(p), WaitOptions::NOHANG)? {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                return Err(format!("{name} outlived its kernel by 10 s").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.terminating_signal(), Some(libc::SIGKILL), "{name}: {status:?}");
+    }
+    let group = Pid::from_raw(pid as i32).ok_or("no pid")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match rustix::process::test_kill_process_group(group) {
+            Err(rustix::io::Errno::SRCH) => break,
+            _ if Instant::now() > deadline => {
+                return Err(format!("process group {pid} still has members").into())
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    drop(tmp);
+    Ok(())
+}
+
+/// The kernel's `spawn`, once told to use a zygote, sends a launch that
+/// `Cage::wrap` made through it (no caller changes), and the child is
+/// reaped and its output read as any other.
+#[test]
+fn the_kernels_spawn_sends_confined_launches_through_the_zygote() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    use teneral::spawn::{self, Exit, Output, Spec};
+    let (_dir, checkout, _tmp) = checkout()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        spawn::start_reaper_of_own_children()?;
+        spawn::use_zygote(zygote()?);
+        let before = spawn::zygote_launches();
+        let cage = confine::Cage::On { exe: teneral(), pretend_missing: vec![] };
+        let profile = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+        let mut spec = Spec::new("/bin/sh", &checkout)
+            .arg("-c")
+            .arg("echo inside; ls /proc | grep -c '^[0-9]'; echo oops >&2; exit 3");
+        spec.stdout = Output::Pipe;
+        spec.stderr = Output::Pipe;
+        let spec = cage.wrap("zygote-test", &profile, spec)?;
+        let mut child = spawn::spawn(spec)?;
+        let mut out = String::new();
+        let mut err = String::new();
+        use tokio::io::AsyncReadExt;
+        child.stdout.take().ok_or("no stdout")?.read_to_string(&mut out).await?;
+        child.stderr.take().ok_or("no stderr")?.read_to_string(&mut err).await?;
+        let exit = child.wait().await;
+        let zygote = spawn::stop_using_zygote();
+        assert!(zygote.is_some());
+        assert_eq!(exit, Exit::Code(3), "{out}{err}");
+        assert!(out.starts_with("inside\n"), "{out}");
+        assert!(err.contains("oops"), "{err}");
+        assert_eq!(spawn::zygote_launches(), before + 1, "the launch went through the zygote");
+        Ok(())
+    })
+}
+
+/// Under the cgroup runner, a launch the zygote forks enters the cgroup
+/// made for it before anything runs (no shell in between): the program
+/// finds itself there. Needs a writable cgroup v2 hierarchy (root); says
+/// so on stderr and passes without one.
+#[test]
+fn under_the_cgroup_runner_a_zygote_launch_is_in_its_cgroup() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    use teneral::runner::{cgroup::Delegated, Launch, Limits, Runner};
+    use teneral::spawn::{self, Exit, Spec};
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let top = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let point = left.split(' ').nth(4)?;
+        right.starts_with("cgroup2 ").then(|| PathBuf::from(point))
+    });
+    let Some(top) = top else {
+        eprintln!("skipped: no cgroup v2 hierarchy is mounted here");
+        return Ok(());
+    };
+    let dir = top.join(format!("teneral-test-{}-zygote", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!("skipped: cannot make a cgroup in {}: {e}", top.display());
+        return Ok(());
+    }
+    let (_tmp, checkout, _) = checkout()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = rt.block_on(async {
+        spawn::start_reaper_of_own_children()?;
+        spawn::use_zygote(zygote()?);
+        let before = spawn::zygote_launches();
+        let cage = confine::Cage::On { exe: teneral(), pretend_missing: vec![] };
+        let runner = Runner::cgroup(Delegated::V2(dir.clone()), cage);
+        let spec = Spec::new("/bin/sh", &checkout)
+            .arg("-c")
+            .arg("grep '^0::' /proc/self/cgroup; env | grep -c TENERAL_CGROUP || true");
+        let launch = Launch {
+            spec,
+            cage: Some(Profile::Gate { checkout: checkout.clone(), writable: vec![] }),
+            limits: Limits::none(Duration::from_secs(2)),
+        };
+        let ran = runner.run("teneral-check-zygote.service", launch).await;
+        spawn::stop_using_zygote();
+        let (ended, run) = ran?;
+        let out = run.stdout_tail();
+        assert_eq!(ended.exit, Exit::Code(0), "{}", run.output_tail());
+        assert!(out.contains("/teneral-check-zygote.service"), "in its own cgroup: {out}");
+        assert!(out.ends_with('0'), "the variable does not reach the program: {out}");
+        assert_eq!(spawn::zygote_launches(), before + 1, "the launch went through the zygote");
+        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    let _ = std::fs::remove_dir(&dir);
+    result
+}
