@@ -107,6 +107,15 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
             ),
         );
     }
+    if settings.cage_zygote {
+        match cage.start_zygote() {
+            Ok(true) => log::info("confined launches are forked by the cage's zygote"),
+            Ok(false) => {}
+            Err(e) => log::warn(format!(
+                "the cage's zygote did not start ({e}); confined launches execute the helper"
+            )),
+        }
+    }
     let runner = Runner::choose(settings.runner, cage).await?.for_individual(&home);
     if let Some(body) = state.body.take() {
         runner.stop_leftover(&body).await;

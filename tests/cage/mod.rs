@@ -15,6 +15,7 @@ mod missing;
 mod offer;
 mod unprivileged;
 mod zygote;
+mod zygote_kernel;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
