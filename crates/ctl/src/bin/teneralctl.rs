@@ -187,7 +187,9 @@ enum OfferCommand {
     },
     /// Check somebody else's open pull request and post the signed result as a comment.
     Witness {
+        /// The pull request's number on the species' forge.
         number: u64,
+        /// The individual's directory (the checkout it lives in).
         #[arg(short = 'd', long, default_value = ".")]
         dir: PathBuf,
         /// A shell command run after the checks, in the same cage on the pull request's
