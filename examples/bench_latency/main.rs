@@ -142,13 +142,15 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel: &mut Child) -> Res
     let mut latencies = Vec::with_capacity(lines);
     for i in 0..lines {
         let text = format!("bench line {i}");
+        // Counted before the line: its turn may have ended by the time the
+        // journal is read for its `owner.line`.
+        let ended = watch.count(TURN_ENDED) + 1;
         let start = Instant::now();
         let name = teneral::owner::write_line(home, &text)?;
         let needle = format!(r#""file":"{name}""#);
         watch.until(Duration::from_secs(30), kernel, |t| t.contains(&needle))?;
         latencies.push(start.elapsed());
         // The next line waits until the agent is at rest again.
-        let ended = watch.count(TURN_ENDED) + 1;
         watch.until(Duration::from_secs(30), kernel, |t| t.matches(TURN_ENDED).count() >= ended)?;
     }
     latencies.sort();
