@@ -242,3 +242,41 @@ pub fn send_signal(pid: i32, sig: i32) {
     // SAFETY: kill takes two integers and touches no memory of ours.
     let _ = unsafe { libc::kill(pid, sig) };
 }
+
+/// Asks Linux to reclaim the pages of `[start, start + len)` now
+/// (`MADV_PAGEOUT`, Linux 5.4 and later). A page another process also maps
+/// is left alone; a page touched again comes back, a file's from the file.
+pub fn page_out(start: usize, len: usize) -> std::io::Result<()> {
+    // SAFETY: MADV_PAGEOUT is a hint to reclaim: it never changes what any
+    // address reads (unlike MADV_DONTNEED), so no reference anywhere is
+    // invalidated; an unmapped range fails with ENOMEM and changes nothing.
+    let r = unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Hands the free memory of glibc's heap back to Linux (the high-water mark
+/// of a busy start); a no-op on another C library.
+pub fn trim_heap() {
+    // SAFETY: malloc_trim takes the allocator's own locks and frees only
+    // memory no allocation holds.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Makes every thread allocate from glibc's one main arena, instead of an
+/// arena of its own for each thread that allocates (each keeps pages
+/// resident). Called first thing in `main`, before any thread exists.
+pub fn one_malloc_arena() {
+    // SAFETY: mallopt sets an allocator parameter; called before any other
+    // thread exists, nothing allocates concurrently.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}

@@ -141,6 +141,9 @@ fn main() -> ExitCode {
         let status = teneral::confine::helper_main(&args[2..]);
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
+    // Before any thread: one malloc arena for all (an arena per thread keeps
+    // its own pages resident in an idle kernel).
+    teneral::sys::one_malloc_arena();
     let cli = Cli::parse();
     match &cli.command {
         Command::KeepChildren { file, kernel } => {

@@ -20,6 +20,8 @@ use crate::state::{unix_ms_now, BodyProcess};
 use crate::status::Doing;
 use crate::{log, spawn};
 
+mod rest;
+
 /// How one run ended.
 pub enum RunEnd {
     /// The rules decided; `requested` is the mutation the body asked for in
@@ -92,6 +94,8 @@ impl Kernel {
         }
         kernel_event(&self.journal, commit, "generation.started", started);
         life.on(Input::Started, Instant::now());
+        // The start is behind: what only it used goes back to Linux.
+        rest::let_go();
 
         let grace = self.settings.timing.stop_grace;
         let mut requested = None;
