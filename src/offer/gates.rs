@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use teneral_offer::gates::{Gates, Outcome};
-use teneral_offer::OFFERS_DIR;
 
 use crate::commit::Commit;
 use crate::gate::{Gate, Verdict};
@@ -33,9 +32,12 @@ pub struct Kernel<'a> {
 }
 
 /// Where the gates on `commit` work: a checkout and the steps' journal,
-/// removed after.
+/// removed after. Short, beside the mutations' checkout: the body's tests
+/// make Unix sockets under the checkout's temp dir, and a socket's path
+/// must fit in 107 bytes (a whole commit id here made every one too long).
 fn place(home: &Path, commit: &Commit) -> PathBuf {
-    home.join(OFFERS_DIR).join(format!(".gates-{}", commit.as_str()))
+    home.join(".teneral/gate")
+        .join(format!("offer-{}", commit.as_str().get(..12).unwrap_or(commit.as_str())))
 }
 
 /// Runs the gate on `commit` (in the repository at `kernel.home`) as on a

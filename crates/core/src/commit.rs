@@ -141,15 +141,17 @@ mod tests {
     #[test]
     fn full_ids_parse_and_anything_else_is_refused() {
         let sha1 = "0123456789abcdef0123456789abcdef01234567";
+        // Named, so that the borrows below outlive the statement (rustc 1.85).
+        let (sha256, too_long) = ("a".repeat(64), "a".repeat(41));
         let cases: &[(&str, Option<&str>)] = &[
             (sha1, Some(sha1)),
             ("0123456789ABCDEF0123456789ABCDEF01234567", Some(sha1)),
-            (&"a".repeat(64), Some(&"a".repeat(64))),
+            (&sha256, Some(&sha256)),
             ("0123456", None),
             ("", None),
             ("0123456789abcdef0123456789abcdef0123456g", None),
             ("../../etc/passwd", None),
-            (&"a".repeat(41), None),
+            (&too_long, None),
         ];
         for (text, want) in cases {
             let got = Commit::parse(text).ok();
