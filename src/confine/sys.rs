@@ -95,9 +95,11 @@ pub fn kill_namespace() {
 /// scheduled; then it is killed. It is left for the caller to reap (its
 /// exit status means nothing).
 pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
+    // SAFETY: getpid takes nothing and touches no memory.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: a fork-like clone (no CLONE_VM: the child has its own copy of
     // memory); the child makes only raw, async-signal-safe system calls
-    // (pause, _exit) and never returns into Rust code.
+    // (prctl, getppid, pause, _exit) and never returns into Rust code.
     let child = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -109,8 +111,14 @@ pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
         )
     };
     if child == 0 {
-        // SAFETY: see above.
+        // SAFETY: see above. Killed with this process if it dies before it
+        // kills the child (a helper killed in that window left the child
+        // pausing for ever); if it died already, end now.
         unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != parent {
+                libc::_exit(0);
+            }
             loop {
                 libc::pause();
             }
