@@ -16,6 +16,9 @@ fn net_ns(pid: u32) -> Option<std::path::PathBuf> {
 
 #[test]
 fn a_kernel_whose_cage_forks_from_the_zygote_runs_and_answers_its_generation() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
     let env = ["TENERAL_RUNNER=direct", "TENERAL_CAGE_ZYGOTE=on"];
     let ind = Individual::new(SCRIPT, &env)?;
     let _kernel = ind.start()?;
