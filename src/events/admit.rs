@@ -6,14 +6,19 @@
 //! the body it started: the peer must be the body's process, one of its
 //! descendants (its parent chain, read from `/proc/<pid>/stat`, reaches the
 //! body within [`MAX_LINEAGE`] steps), or a process in the body's own unit
-//! cgroup when the body runs as a systemd unit. Before the supervisor names
-//! the body ([`Admit::set_body`]) every connection is refused.
+//! cgroup when the body runs as a systemd unit. A connection made before the
+//! supervisor names the body ([`Admit::set_body`]) waits for it, a bounded
+//! time, and is then judged as any other: a body may connect the moment it
+//! starts, before its starter has learned its pid.
 //!
 //! Invariants: the decision ([`decide`]) is pure over what was read; a peer
 //! whose facts cannot be read is refused; the kernel's own cgroup never
 //! counts as a body's (a body run directly shares it).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use crate::log;
 
@@ -153,7 +158,7 @@ impl Peer {
 /// A channel's admission, shared between the channel and the supervisor:
 /// cheap to clone, set once the body's pid is known.
 #[derive(Debug, Clone)]
-pub struct Admit(Arc<Mutex<Who>>);
+pub struct Admit(Arc<watch::Sender<Who>>);
 
 impl Default for Admit {
     fn default() -> Self {
@@ -164,13 +169,13 @@ impl Default for Admit {
 impl Admit {
     /// Refuses everyone until [`Admit::set_body`].
     pub fn new() -> Self {
-        Admit(Arc::new(Mutex::new(Who::Nobody)))
+        Admit(Arc::new(watch::Sender::new(Who::Nobody)))
     }
 
     /// Admits anyone who can reach the socket. Only for `teneral
     /// serve-events`, where a test drives a body by hand.
     pub fn anyone() -> Self {
-        Admit(Arc::new(Mutex::new(Who::Anyone)))
+        Admit(Arc::new(watch::Sender::new(Who::Anyone)))
     }
 
     /// Admits the body started as `pid` and its descendants; with `unit`
@@ -190,12 +195,21 @@ impl Admit {
                 None
             }
         });
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Who::Body(Body { pid, cgroup });
+        self.0.send_replace(Who::Body(Body { pid, cgroup }));
     }
 
     /// Whether `peer` may use the channel now.
     pub fn check(&self, peer: &Peer) -> Result<(), Refusal> {
-        decide(&self.0.lock().unwrap_or_else(|p| p.into_inner()), peer)
+        decide(&self.0.borrow(), peer)
+    }
+
+    /// Whether `peer` may use the channel, once the body is named: waits
+    /// for [`Admit::set_body`] at most `within`, then decides (so a peer
+    /// still unjudged then is refused as [`Refusal::NotStarted`]).
+    pub async fn check_when_named(&self, peer: &Peer, within: Duration) -> Result<(), Refusal> {
+        let mut named = self.0.subscribe();
+        let _ = tokio::time::timeout(within, named.wait_for(|who| *who != Who::Nobody)).await;
+        self.check(peer)
     }
 }
 

@@ -28,6 +28,9 @@ pub struct Bounds {
     pub stalled: Duration,
     /// How long an answer may wait for the body to read earlier ones.
     pub unread: Duration,
+    /// How long a connection made before the kernel knows the body's
+    /// process waits to be judged; past it, it is refused as not started.
+    pub unnamed: Duration,
 }
 
 impl Bounds {
@@ -38,6 +41,7 @@ impl Bounds {
         buffered: 32 * 1024 * 1024,
         stalled: Duration::from_secs(30),
         unread: Duration::from_secs(10),
+        unnamed: Duration::from_secs(10),
     };
 }
 

@@ -133,16 +133,22 @@ impl Channel {
 }
 
 impl Served {
-    /// Admits a new connection, or refuses it and closes it at once.
+    /// Admits a new connection, or refuses it and closes it at once. One
+    /// made before the body is named holds its seat while it waits to be
+    /// judged ([`Admit::check_when_named`]).
     fn arrived(self: Arc<Self>, stream: UnixStream) {
         let peer = match stream.peer_cred() {
             Ok(cred) => Peer::of(cred.pid(), cred.uid()),
             Err(_) => Peer { pid: None, uid: u32::MAX, lineage: vec![], cgroup: None },
         };
-        if let Err(refusal) = self.admit.check(&peer) {
-            self.refuse_connection(stream, &peer, &refusal.to_string());
-            return;
-        }
+        let early = match self.admit.check(&peer) {
+            Ok(()) => false,
+            Err(Refusal::NotStarted) => true,
+            Err(refusal) => {
+                self.refuse_connection(stream, &peer, &refusal.to_string());
+                return;
+            }
+        };
         let Some(seat) = self.seats.take() else {
             let why = format!(
                 "refused: this generation already has {} connections open, its most; use \
@@ -152,7 +158,16 @@ impl Served {
             self.refuse_connection(stream, &peer, &why);
             return;
         };
-        tokio::spawn(async move { self.connection(stream, seat).await });
+        tokio::spawn(async move {
+            if early {
+                let judged = self.admit.check_when_named(&peer, self.limits.unnamed).await;
+                if let Err(refusal) = judged {
+                    self.refuse_connection(stream, &peer, &refusal.to_string());
+                    return;
+                }
+            }
+            self.connection(stream, seat).await
+        });
     }
 
     /// Tells the peer why (without waiting for it to read), logs it, closes.

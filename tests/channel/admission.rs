@@ -1,6 +1,7 @@
-//! Who the channel admits: before the body starts, no one; then the body
-//! and the processes it starts; a foreign process is refused and closed,
-//! by a channel served in the test and by a real kernel.
+//! Who the channel admits: the body and the processes it starts, also when
+//! they connect before the kernel has named the body (they wait for it); a
+//! foreign process is refused and closed, by a channel served in the test
+//! and by a real kernel; a connection no body claims in time is refused.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use teneral::commit::Commit;
-use teneral::events::{Admit, Channel};
+use teneral::events::{Admit, Bounds, Channel};
 
 use super::{answer, ask, closed, error_of, SHORT};
 use crate::common::*;
@@ -23,14 +24,20 @@ use crate::common::*;
 fn client_process_for_the_admission_test() -> TestResult {
     let Some(socket) = std::env::var_os("TENERAL_TEST_CHANNEL_SOCKET") else { return Ok(()) };
     let mut stream = UnixStream::connect(socket)?;
+    println!("CONNECTED");
     stream.set_read_timeout(Some(SHORT))?;
     let got = ask(&mut stream, r#"{"type":"note","kind":"from-the-body","data":1}"#)?;
     println!("ANSWER {got}");
     Ok(())
 }
 
-/// Serves a channel in this process with `admit`, on a thread of its own.
-fn serve_here(home: &Path, admit: Admit) -> Result<PathBuf, Box<dyn std::error::Error>> {
+/// Serves a channel in this process with `admit` within `limits`, on a
+/// thread of its own.
+fn serve_here(
+    home: &Path,
+    admit: Admit,
+    limits: Bounds,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(home.join("memory"))?;
     let commit = Commit::parse("0123456789abcdef0123456789abcdef01234567")?;
     let socket = teneral::events::socket_path(home, &commit, "here")?;
@@ -47,7 +54,7 @@ fn serve_here(home: &Path, admit: Admit) -> Result<PathBuf, Box<dyn std::error::
             match teneral::events::bind(&path) {
                 Ok(listener) => {
                     let _ = ready_tx.send(());
-                    channel.serve_admitting(listener, admit).await;
+                    channel.serve_within(listener, admit, limits).await;
                 }
                 Err(e) => eprintln!("cannot bind {}: {e}", path.display()),
             }
@@ -61,13 +68,11 @@ fn serve_here(home: &Path, admit: Admit) -> Result<PathBuf, Box<dyn std::error::
 fn only_the_body_and_what_it_starts_are_admitted() -> TestResult {
     let home = tempfile::Builder::new().prefix("tnl-ad").tempdir()?;
     let admit = Admit::new();
-    let socket = serve_here(home.path(), admit.clone())?;
+    let socket = serve_here(home.path(), admit.clone(), Bounds::CHANNEL)?;
 
+    // Made before the body is named, this one waits, then is judged foreign.
     let mut early = UnixStream::connect(&socket)?;
     early.set_read_timeout(Some(SHORT))?;
-    let error = error_of(&answer(&early)?);
-    assert!(error.contains("body has not started yet"), "{error}");
-    assert!(closed(&mut early));
 
     // The body: a shell that waits for a word, then runs a client as its child.
     let exe = std::env::current_exe()?;
@@ -86,11 +91,14 @@ fn only_the_body_and_what_it_starts_are_admitted() -> TestResult {
         .stderr(Stdio::piped())
         .spawn()?;
     admit.set_body(body.id(), None);
+    let error = error_of(&answer(&early)?);
+    let me = std::process::id();
+    assert!(error.contains(&format!("refused: process {me} (uid ")), "{error}");
+    assert!(closed(&mut early));
 
     let mut foreign = UnixStream::connect(&socket)?;
     foreign.set_read_timeout(Some(SHORT))?;
     let error = error_of(&answer(&foreign)?);
-    let me = std::process::id();
     let want = format!("refused: process {me} (uid ");
     assert!(error.contains(&want), "{error}");
     assert!(
@@ -107,6 +115,55 @@ fn only_the_body_and_what_it_starts_are_admitted() -> TestResult {
         "the body's child was served:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Ok(())
+}
+
+/// The client process, started as the body, connects at once; only then is
+/// the body named, as a kernel names it once its starter returns.
+#[test]
+fn a_body_that_connects_before_it_is_named_is_served_once_named() -> TestResult {
+    let home = tempfile::Builder::new().prefix("tnl-ad").tempdir()?;
+    let admit = Admit::new();
+    let socket = serve_here(home.path(), admit.clone(), Bounds::CHANNEL)?;
+    let mut body = Command::new(std::env::current_exe()?)
+        .args([
+            "channel::admission::client_process_for_the_admission_test",
+            "--exact",
+            "--nocapture",
+        ])
+        .env("TENERAL_TEST_CHANNEL_SOCKET", &socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut out = std::io::BufReader::new(body.stdout.take().ok_or("no stdout")?);
+    let mut seen = String::new();
+    while !seen.contains("CONNECTED") {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut out, &mut line)? == 0 {
+            return Err(format!("the client ended before connecting:\n{seen}").into());
+        }
+        seen.push_str(&line);
+    }
+    admit.set_body(body.id(), None);
+    std::io::Read::read_to_string(&mut out, &mut seen)?;
+    let status = body.wait()?;
+    assert!(
+        seen.contains(r#"ANSWER {"ok":true,"seq":1}"#),
+        "the early body was served ({status}):\n{seen}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_connection_no_body_claims_in_time_is_refused_as_not_started() -> TestResult {
+    let home = tempfile::Builder::new().prefix("tnl-ad").tempdir()?;
+    let limits = Bounds { unnamed: Duration::from_millis(200), ..Bounds::CHANNEL };
+    let socket = serve_here(home.path(), Admit::new(), limits)?;
+    let mut early = UnixStream::connect(&socket)?;
+    early.set_read_timeout(Some(SHORT))?;
+    let error = error_of(&answer(&early)?);
+    assert!(error.contains("body has not started yet"), "{error}");
+    assert!(closed(&mut early));
     Ok(())
 }
 

@@ -88,16 +88,6 @@ fn an_offer_request_cut_short_by_a_kill_is_answered_once_by_the_next_start() -> 
 
 #[test]
 fn an_offer_published_just_before_a_kill_is_answered_published_once() -> TestResult {
-    // Inside a gate check (no cage: they do not nest) the offer's own smoke
-    // run loses a race: the fixture body in mode `offer` connects before
-    // the kernel knows its pid, is refused, and the offer fails its gates
-    // (BACKLOG). Caged, the cage's start gives the kernel that time.
-    if std::env::var_os("TENERAL_TEST_NO_CAGE").is_some() {
-        eprintln!(
-            "skipped: the offer's smoke run races its body without the cage (TENERAL_TEST_NO_CAGE)"
-        );
-        return Ok(());
-    }
     let ind = Individual::with_mode("offer", "", &[])?;
     let home = ind.path();
     // The species: the individual's branch, on a stand-in forge.
