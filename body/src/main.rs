@@ -42,6 +42,7 @@ fn main() {
 }
 
 fn run() -> Result<(), (i32, String)> {
+    sys::one_malloc_arena();
     let config = Config::from_env().map_err(|e| (2, e))?;
     sys::block_stop_signals().map_err(|e| (1, format!("cannot block stop signals: {e}")))?;
     let events = Events::connect(&config.events).map_err(|e| {
@@ -107,6 +108,7 @@ fn run() -> Result<(), (i32, String)> {
         }
         if woke {
             body.run_turn(mark);
+            sys::trim_heap(); // at rest until the next wake: keep no freed pages
         }
         if let Some(candidate) = body.mutation() {
             events

@@ -1,5 +1,5 @@
-//! The body's only `unsafe` code: stop signals, process groups and pipes,
-//! via libc.
+//! The body's only `unsafe` code: stop signals, process groups, pipes and
+//! the allocator's settings, via libc.
 //!
 //! Stop signals (SIGTERM from the kernel, SIGINT at a terminal) are blocked in
 //! every thread and taken by one thread with `sigwait`, so no handler runs at
@@ -71,5 +71,30 @@ pub fn kill_group(pgid: u32) {
         unsafe {
             libc::kill(-pgid, libc::SIGKILL);
         }
+    }
+}
+
+/// Makes every thread allocate from glibc's one main arena. Each tool call
+/// runs in a thread of its own, and without this each such thread could
+/// leave an arena behind, its freed pages still resident. Call it first
+/// thing in `main`, before any thread exists.
+pub fn one_malloc_arena() {
+    // SAFETY: mallopt only sets an allocator parameter; no other thread
+    // exists yet, so nothing allocates at the same time.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Hands the heap's free pages back to Linux: a turn's requests and tool
+/// output are freed when it ends, and the body then rests for as long as
+/// its owner is away.
+pub fn trim_heap() {
+    // SAFETY: malloc_trim takes the allocator's own locks and releases only
+    // memory no allocation holds.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

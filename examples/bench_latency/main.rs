@@ -135,23 +135,23 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel: &mut Child) -> Res
     let journal = home.join("memory/journal.jsonl");
     let mut watch = JournalWatch::new(home, kernel)?;
     // The birth turn (after the body's first build): wait until the agent is at rest.
-    watch.until(Duration::from_secs(1800), kernel, |text| text.contains(TURN_ENDED))?;
+    watch.until(0, Duration::from_secs(1800), kernel, |text| text.contains(TURN_ENDED))?;
     let body_pid = body_process(journal::started_pid(&journal)?);
 
     let load_before = load();
     let mut latencies = Vec::with_capacity(lines);
     for i in 0..lines {
         let text = format!("bench line {i}");
-        // Counted before the line: its turn may have ended by the time the
+        // Marked before the line: its turn may have ended by the time the
         // journal is read for its `owner.line`.
-        let ended = watch.count(TURN_ENDED) + 1;
+        let mark = watch.mark();
         let start = Instant::now();
         let name = teneral::owner::write_line(home, &text)?;
         let needle = format!(r#""file":"{name}""#);
-        watch.until(Duration::from_secs(30), kernel, |t| t.contains(&needle))?;
+        watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(&needle))?;
         latencies.push(start.elapsed());
         // The next line waits until the agent is at rest again.
-        watch.until(Duration::from_secs(30), kernel, |t| t.matches(TURN_ENDED).count() >= ended)?;
+        watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(TURN_ENDED))?;
     }
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];

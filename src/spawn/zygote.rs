@@ -127,6 +127,7 @@ pub fn decode(payload: &[u8], fds: Vec<OwnedFd>) -> Result<Request, String> {
 
 /// Sends `request` on `socket`.
 pub fn send(socket: &UnixStream, request: &Request) -> io::Result<()> {
+    let mut socket = socket; // Read and Write are implemented for &UnixStream
     let payload = encode(request);
     let fds: Vec<BorrowedFd<'_>> = request.fds.iter().map(|(_, fd)| fd.as_fd()).collect();
     if fds.len() > MAX_FDS {
@@ -141,8 +142,8 @@ pub fn send(socket: &UnixStream, request: &Request) -> io::Result<()> {
         return Err(io::Error::other("the descriptors do not fit their buffer"));
     }
     let sent = rustix::net::sendmsg(socket, &[IoSlice::new(&header)], &mut control, flags())?;
-    (&*socket).write_all(&header[sent..])?;
-    (&*socket).write_all(&payload)
+    socket.write_all(&header[sent..])?;
+    socket.write_all(&payload)
 }
 
 fn flags() -> SendFlags {
@@ -152,6 +153,7 @@ fn flags() -> SendFlags {
 
 /// Receives one request; `None` when the other end closed the socket.
 pub fn recv(socket: &UnixStream) -> io::Result<Option<Request>> {
+    let mut socket = socket; // Read and Write are implemented for &UnixStream
     let mut header = [0u8; 8];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -176,18 +178,19 @@ pub fn recv(socket: &UnixStream) -> io::Result<Option<Request>> {
     if got.bytes == 0 {
         return Ok(None);
     }
-    (&*socket).read_exact(&mut header[got.bytes..])?;
+    socket.read_exact(&mut header[got.bytes..])?;
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
     if len > MAX_PAYLOAD {
         return Err(io::Error::other(format!("a request of {len} bytes is too long")));
     }
     let mut payload = vec![0u8; len];
-    (&*socket).read_exact(&mut payload)?;
+    socket.read_exact(&mut payload)?;
     decode(&payload, fds).map(Some).map_err(io::Error::other)
 }
 
 /// Answers a request: the launch's pid, or why there is none.
 pub fn answer(socket: &UnixStream, result: Result<i32, String>) -> io::Result<()> {
+    let mut socket = socket; // Read and Write are implemented for &UnixStream
     let mut out = Vec::new();
     match result {
         Ok(pid) => out.extend_from_slice(&pid.to_le_bytes()),
@@ -196,21 +199,22 @@ pub fn answer(socket: &UnixStream, result: Result<i32, String>) -> io::Result<()
             put(&mut out, message.as_bytes());
         }
     }
-    (&*socket).write_all(&out)
+    socket.write_all(&out)
 }
 
 /// Reads the zygote's answer to a request.
 fn read_answer(socket: &UnixStream) -> io::Result<u32> {
+    let mut socket = socket; // Read and Write are implemented for &UnixStream
     let mut pid = [0u8; 4];
-    (&*socket).read_exact(&mut pid)?;
+    socket.read_exact(&mut pid)?;
     match i32::from_le_bytes(pid) {
         pid if pid > 0 => Ok(pid as u32),
         _ => {
             let mut len = [0u8; 4];
-            (&*socket).read_exact(&mut len)?;
+            socket.read_exact(&mut len)?;
             let len = (u32::from_le_bytes(len) as usize).min(64 << 10);
             let mut text = vec![0u8; len];
-            (&*socket).read_exact(&mut text)?;
+            socket.read_exact(&mut text)?;
             Err(io::Error::other(format!(
                 "the cage's zygote could not start the launch: {}",
                 String::from_utf8_lossy(&text)
