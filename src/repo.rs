@@ -87,18 +87,18 @@ pub fn reset_live(repo: &Repository, home: &Path, commit: Oid) -> Result<PathBuf
 
 /// Makes `dir` a fresh checkout of exactly `commit` whose objects are the
 /// main repository's (through `objects/info/alternates`, so nothing is
-/// copied): HEAD detached at the commit. Whatever was there goes first, and
-/// is never opened: caged checks write the whole checkout, its `.git` too
-/// (a `commondir`, a config, linked refs), and the kernel does not read a
-/// repository a check could have shaped.
+/// copied): HEAD detached at the commit. Whatever was there goes first
+/// (`fsutil::discard_dir`) and is never opened: caged checks write the
+/// whole checkout, its `.git` too (a `commondir`, a config, linked refs),
+/// and the kernel does not read a repository a check could have shaped.
 pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), RepoError> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(RepoError::Io { what: "cannot remove", path: dir.to_owned(), source })
-        }
-    }
+    // The old tree is renamed away and removed in the background: a gate
+    // check's checkout holds its tests' leftovers, seconds of unlinking.
+    crate::fsutil::discard_dir(dir).map_err(|source| RepoError::Io {
+        what: "cannot remove",
+        path: dir.to_owned(),
+        source,
+    })?;
     let checkout = Repository::init(dir).map_err(git("init a checkout", dir))?;
     // Written every time, so a moved individual directory mends itself.
     let objects = repo.commondir().join("objects");

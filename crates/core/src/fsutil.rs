@@ -7,6 +7,9 @@
 //! [`open_beneath`] is how the kernel opens a file a body could have put
 //! there: beneath a directory of the kernel's, following no link of any kind,
 //! a regular file or nothing (design section 3, "the confused deputy").
+//!
+//! [`discard_dir`] takes a directory tree out of the way at once and removes
+//! it in the background, so a fresh checkout does not wait on the old one.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -102,6 +105,62 @@ pub fn read_beneath(dir: &Path, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Takes the directory `dir` out of the way at once and removes it in a
+/// thread of its own: it is renamed beside itself to `.NAME.gone-PID-N`, and
+/// that, with whatever earlier calls left under such names (a process
+/// stopped before its removal ended), is removed in the background. On
+/// return `dir` no longer exists. The removal opens each level without
+/// following links (std's `remove_dir_all`), so a tree shaped by a caged
+/// check cannot lead it out. Where the rename or the thread is refused, the
+/// tree is removed before returning, as a plain `remove_dir_all` would.
+pub fn discard_dir(dir: &Path) -> io::Result<()> {
+    let parent = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let prefix = format!(".{name}.gone-");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let gone = parent.join(format!("{prefix}{}-{nanos}", std::process::id()));
+    match fs::rename(dir, &gone) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(_) => return remove_tree(dir),
+    }
+    let entries = match fs::read_dir(parent) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        other => other?,
+    };
+    let trees: Vec<_> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    if trees.is_empty() {
+        return Ok(());
+    }
+    let work = trees.clone();
+    let spawned = std::thread::Builder::new().name("discard".into()).spawn(move || {
+        for tree in work {
+            let _ = remove_tree(&tree);
+        }
+    });
+    if spawned.is_err() {
+        for tree in trees {
+            remove_tree(&tree)?;
+        }
+    }
+    Ok(())
+}
+
+/// `remove_dir_all`, where a tree already gone is no error.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 fn is_one_name(rel: &Path) -> bool {
     let mut parts = rel.components();
     matches!(parts.next(), Some(std::path::Component::Normal(_))) && parts.next().is_none()
@@ -185,5 +244,37 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, vec!["state.json"]);
+    }
+
+    #[test]
+    fn a_discarded_tree_is_gone_at_once_and_removed_without_following_links() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let (tree, outside) = (dir.path().join("checkout"), dir.path().join("owner"));
+        fs::create_dir_all(tree.join("deep/er")).expect("a tree can be made");
+        fs::create_dir_all(&outside).expect("a directory outside can be made");
+        fs::write(outside.join("keep.txt"), "kept").expect("a file outside can be written");
+        fs::write(tree.join("deep/er/file"), "x").expect("a file inside can be written");
+        std::os::unix::fs::symlink(&outside, tree.join("deep/link")).expect("a link is planted");
+        // What an earlier process left half removed.
+        let left = dir.path().join(".checkout.gone-1-2");
+        fs::create_dir_all(left.join("a")).expect("a leftover can be made");
+
+        discard_dir(&tree).expect("the tree is discarded");
+        assert!(fs::symlink_metadata(&tree).is_err(), "the name is free on return");
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let gone = || {
+            fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(".gone-"))
+                .count()
+        };
+        while gone() > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(gone(), 0, "the discarded tree and the leftover are removed");
+        assert_eq!(fs::read_to_string(outside.join("keep.txt")).unwrap_or_default(), "kept");
+        discard_dir(&tree).expect("a tree already gone is no error");
     }
 }
