@@ -1,7 +1,8 @@
 //! The kernel's only `unsafe` code: what must run in a forked child before it
 //! executes its program, and the few system calls of the confinement helper
 //! ([`crate::confine`]) that no safe wrapper offers (leaving namespaces,
-//! raising loopback, asking Linux for its Landlock ABI).
+//! raising loopback, asking Linux for its Landlock ABI), and the pidfd of a
+//! socket's peer.
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -279,4 +280,39 @@ pub fn one_malloc_arena() {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+}
+
+/// `SO_PEERPIDFD`: asm-generic's number, which all but SPARC use.
+#[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
+const SO_PEERPIDFD: libc::c_int = 77;
+#[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
+const SO_PEERPIDFD: libc::c_int = 0x56;
+
+/// A pidfd of the process at the other end of a connected Unix socket, the
+/// one that connected (`SO_PEERPIDFD`, Linux 6.5 and later). `ESRCH`: that
+/// process has ended already; `ENOPROTOOPT`: a Linux without the option.
+pub fn peer_pidfd(socket: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the int we own and
+    // its new length into `len`; both outlive the call.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if fd < 0 || len as usize != std::mem::size_of::<libc::c_int>() {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: Linux just made this descriptor for us (close-on-exec); nothing
+    // else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }

@@ -11,10 +11,18 @@
 //! time, and is then judged as any other: a body may connect the moment it
 //! starts, before its starter has learned its pid.
 //!
+//! A pid names a process only while it runs: one that connected and ended
+//! could have its pid taken by a process of the body's before the kernel
+//! reads `/proc`. Where Linux hands out the peer's pidfd (`SO_PEERPIDFD`,
+//! 6.5 and later), the facts read are kept only if that process still runs
+//! after they were read; a peer that ended first is refused
+//! ([`Refusal::Ended`]).
+//!
 //! Invariants: the decision ([`decide`]) is pure over what was read; a peer
 //! whose facts cannot be read is refused; the kernel's own cgroup never
 //! counts as a body's (a body run directly shares it).
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +43,9 @@ pub struct Peer {
     pub lineage: Vec<u32>,
     /// The peer's cgroup path, when it could be read.
     pub cgroup: Option<String>,
+    /// The process that connected had ended by the time its facts were
+    /// read (so they may be another process's).
+    pub ended: bool,
 }
 
 /// The body a channel serves.
@@ -72,6 +83,11 @@ pub enum Refusal {
          descendant of it, or in its unit; this socket serves that generation alone"
     )]
     Foreign { pid: u32, uid: u32, body: u32 },
+    #[error(
+        "refused: process {pid}, which connected, ended before it could be judged; only this \
+         generation's body may connect"
+    )]
+    Ended { pid: u32 },
 }
 
 /// Decides whether `peer` may use a channel that admits `who`.
@@ -82,6 +98,9 @@ pub fn decide(who: &Who, peer: &Peer) -> Result<(), Refusal> {
         Who::Body(body) => body,
     };
     let Some(pid) = peer.pid.filter(|p| *p > 0) else { return Err(Refusal::NoPid) };
+    if peer.ended {
+        return Err(Refusal::Ended { pid });
+    }
     if pid == body.pid || peer.lineage.iter().take(MAX_LINEAGE).any(|p| *p == body.pid) {
         return Ok(());
     }
@@ -151,7 +170,41 @@ impl Peer {
             uid,
             lineage: pid.map(lineage).unwrap_or_default(),
             cgroup: pid.and_then(|p| cgroup_of(&p.to_string())),
+            ended: false,
         }
+    }
+
+    /// A peer of whom nothing could be learned: refused by every body.
+    pub fn unknown() -> Self {
+        Peer { pid: None, uid: u32::MAX, lineage: vec![], cgroup: None, ended: false }
+    }
+
+    /// What Linux and `/proc` tell of the process that made `socket`'s
+    /// connection: its credentials, then its facts, then whether its pidfd
+    /// says it has ended since (on a Linux without `SO_PEERPIDFD`, the pid
+    /// alone, as before).
+    pub fn of_connection(socket: &tokio::net::UnixStream) -> Self {
+        // tokio's credentials, not rustix's: a peer in a PID namespace this
+        // process cannot see has pid 0, which rustix's `Pid` cannot hold.
+        let Ok(cred) = socket.peer_cred() else { return Peer::unknown() };
+        let pidfd = crate::sys::peer_pidfd(socket.as_fd());
+        let mut peer = Peer::of(cred.pid(), cred.uid());
+        peer.ended = match pidfd {
+            Ok(pidfd) => has_ended(&pidfd),
+            Err(e) => e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()),
+        };
+        peer
+    }
+}
+
+/// Whether the process `pidfd` names has ended (its pidfd reads as ready).
+fn has_ended(pidfd: &OwnedFd) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+    match poll(&mut fds, Some(&now)) {
+        Ok(n) => n > 0,
+        Err(_) => false,
     }
 }
 
@@ -223,6 +276,7 @@ mod tests {
             uid: 1000,
             lineage: lineage.to_vec(),
             cgroup: cgroup.map(Into::into),
+            ended: false,
         }
     }
 
@@ -245,13 +299,57 @@ mod tests {
             (body(Some(unit)), peer(300, &[300, 1], None), foreign),
             (
                 body(None),
-                Peer { pid: None, uid: 0, lineage: vec![], cgroup: None },
+                Peer { pid: None, uid: 0, lineage: vec![], cgroup: None, ended: false },
                 Err(Refusal::NoPid),
             ),
+            (
+                body(None),
+                Peer { ended: true, ..peer(100, &[100, 50, 1], None) },
+                Err(Refusal::Ended { pid: 100 }),
+            ),
+            (Who::Anyone, Peer { ended: true, ..peer(300, &[300, 1], None) }, Ok(())),
         ];
         for (who, peer, want) in table {
             assert_eq!(decide(&who, &peer), want, "{who:?} {peer:?}");
         }
+    }
+
+    /// A process that connects and ends before the kernel reads its facts
+    /// is refused as ended, where Linux hands out the peer's pidfd; a live
+    /// one (this test itself) is not.
+    #[tokio::test]
+    async fn a_peer_that_ended_before_it_was_judged_is_refused() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let path = dir.path().join("events.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("the socket binds");
+        let connect =
+            "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])";
+        let status = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", connect])
+            .arg(&path)
+            .status()
+            .expect("python3 runs");
+        assert!(status.success(), "the peer connected and ended");
+        let (gone, _) = listener.accept().await.expect("its connection waits in the backlog");
+        let live = tokio::net::UnixStream::connect(&path).await.expect("this test connects");
+        let (here, _) = listener.accept().await.expect("and is accepted");
+
+        let who = Who::Body(Body { pid: std::process::id(), cgroup: None });
+        let ours = Peer::of_connection(&here);
+        assert!(!ours.ended, "{ours:?}");
+        assert_eq!(decide(&who, &ours), Ok(()));
+        let theirs = Peer::of_connection(&gone);
+        match crate::sys::peer_pidfd(gone.as_fd()) {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOPROTOOPT.raw_os_error()) => {
+                eprintln!("skipped: this Linux has no SO_PEERPIDFD (6.5 and later have)");
+            }
+            _ => {
+                let pid = theirs.pid.unwrap_or_default();
+                assert!(theirs.ended, "{theirs:?}");
+                assert_eq!(decide(&who, &theirs), Err(Refusal::Ended { pid }));
+            }
+        }
+        drop(live);
     }
 
     #[test]

@@ -137,10 +137,7 @@ impl Served {
     /// made before the body is named holds its seat while it waits to be
     /// judged ([`Admit::check_when_named`]).
     fn arrived(self: Arc<Self>, stream: UnixStream) {
-        let peer = match stream.peer_cred() {
-            Ok(cred) => Peer::of(cred.pid(), cred.uid()),
-            Err(_) => Peer { pid: None, uid: u32::MAX, lineage: vec![], cgroup: None },
-        };
+        let peer = Peer::of_connection(&stream);
         let early = match self.admit.check(&peer) {
             Ok(()) => false,
             Err(Refusal::NotStarted) => true,
