@@ -186,10 +186,23 @@ fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> 
     match idmap {
         // Root's body is nobody: what it may write shows root's files as
         // its own, and what it makes is root's on disk.
-        Some(userns) if writable => attach_tree(&source, path, read_only, Some(userns)),
+        Some(userns) if writable => {
+            attach_tree(&source, path, read_only, Some(userns)).map_err(without_idmap)
+        }
         _ if read_only => attach_tree(&source, path, true, None),
         _ => Ok(mount_bind_recursive(&source, path)?),
     }
+}
+
+/// What Linux's `EINVAL` to an id-mapped mount means, and what to do.
+fn without_idmap(e: io::Error) -> io::Error {
+    if e.raw_os_error() != Some(libc::EINVAL) {
+        return e;
+    }
+    let why = "its filesystem cannot show root's files as the body's (an id-mapped mount; \
+               overlayfs, FUSE and NFS cannot): keep the individual's directory and TMPDIR \
+               on ext4, xfs, btrfs or tmpfs, or run the kernel as a user other than root";
+    io::Error::new(e.kind(), format!("{e}: {why}"))
 }
 
 /// Mounts `path` on itself read-only, and every mount beneath it (a file
