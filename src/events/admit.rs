@@ -324,12 +324,10 @@ mod tests {
         let listener = tokio::net::UnixListener::bind(&path).expect("the socket binds");
         let connect =
             "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])";
-        let status = std::process::Command::new("/usr/bin/python3")
-            .args(["-c", connect])
-            .arg(&path)
-            .status()
-            .expect("python3 runs");
-        assert!(status.success(), "the peer connected and ended");
+        crate::spawn::start_reaper_of_own_children().expect("the reaper starts");
+        let spec = crate::spawn::Spec::new("/usr/bin/python3", "/").arg("-c").arg(connect);
+        let mut peer = crate::spawn::spawn(spec.arg(&path)).expect("python3 starts");
+        assert_eq!(peer.wait().await, crate::spawn::Exit::Code(0), "it connected and ended");
         let (gone, _) = listener.accept().await.expect("its connection waits in the backlog");
         let live = tokio::net::UnixStream::connect(&path).await.expect("this test connects");
         let (here, _) = listener.accept().await.expect("and is accepted");
