@@ -285,8 +285,10 @@ impl Kernel {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
+    /// Sends signal number `sig` to the kernel (directly: a machine without
+    /// procps has no `kill` program, and a shell's builtin is not one).
     pub fn signal(&self, sig: i32) {
-        let _ = Command::new("kill").arg(format!("-{sig}")).arg(self.pid().to_string()).status();
+        send(self.pid(), sig);
     }
 
     /// Waits for it to exit, at most `timeout`; its status code.
@@ -309,10 +311,21 @@ impl Kernel {
     }
 }
 
+/// Sends signal number `sig` to process `pid`; one already gone is no error.
+pub fn send(pid: u32, sig: i32) {
+    let (Some(pid), Some(sig)) = (
+        i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw),
+        rustix::process::Signal::from_named_raw(sig),
+    ) else {
+        panic!("no process {pid} or no signal {sig}");
+    };
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
 impl Drop for Kernel {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            send(child.id(), libc::SIGTERM);
             let end = Instant::now() + Duration::from_secs(10);
             while Instant::now() < end {
                 if let Ok(Some(_)) = child.try_wait() {
@@ -409,6 +422,23 @@ pub fn talk(
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+/// Processes whose command line names `text` (what `pgrep -f` finds,
+/// without needing procps), with their command lines.
+pub fn processes_naming(text: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if line.contains(text) && pid != std::process::id() && alive(pid) {
+            found.push((pid, line.trim().to_owned()));
+        }
+    }
+    found
 }
 
 /// Processes whose working directory lies under `dir` (the individual's

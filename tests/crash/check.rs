@@ -83,7 +83,7 @@ impl Counts {
 
 fn kill_all(found: &[(u32, String)]) {
     for (pid, _) in found {
-        let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        send(*pid, libc::SIGKILL);
     }
 }
 

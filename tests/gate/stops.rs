@@ -14,15 +14,8 @@ fn a_kernel_stopped_during_a_check_says_nothing_was_decided_and_leaves_no_check(
     std::thread::sleep(Duration::from_secs(2));
     kernel.signal(15);
     assert_eq!(kernel.wait(Duration::from_secs(10))?, Some(0));
-    let leftover = std::process::Command::new("pgrep")
-        .arg("-f")
-        .arg(ind.path().join(".teneral/gate"))
-        .output()?;
-    assert!(
-        leftover.stdout.is_empty(),
-        "no check outlives the kernel: {}",
-        String::from_utf8_lossy(&leftover.stdout)
-    );
+    let leftover = processes_naming(&ind.path().join(".teneral/gate").to_string_lossy());
+    assert!(leftover.is_empty(), "no check outlives the kernel: {leftover:?}");
     // Answered before the kernel ended, once; the next start adds nothing.
     assert!(ind.events("mutation.accepted").is_empty());
     let answers = ind.events("mutation.rejected");
