@@ -131,8 +131,22 @@ pub fn finish() -> Result<(), String> {
     std::fs::remove_dir(OLD).map_err(|e| format!("cannot remove {OLD}: {e}"))?;
     steps::mark("detach the old root");
     let flags = MountFlags::NOSUID | MountFlags::NODEV;
-    mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | flags, "")
-        .map_err(|e| format!("cannot make the new root read-only: {e}"))?;
+    // EBUSY: a write to the root is under way at this instant (the
+    // program's process applies its steps meanwhile); it ends at once, so
+    // the remount is tried again, a bounded number of times.
+    let mut tries = 0;
+    loop {
+        match mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | flags, "") {
+            Err(rustix::io::Errno::BUSY) if tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            done => {
+                done.map_err(|e| format!("cannot make the new root read-only: {e}"))?;
+                break;
+            }
+        }
+    }
     steps::mark("root read-only");
     Ok(())
 }
