@@ -198,14 +198,13 @@ impl Peer {
 }
 
 /// Whether the process `pidfd` names has ended (its pidfd reads as ready).
+/// A pidfd that cannot be asked counts as ended: its facts are refused,
+/// not trusted.
 fn has_ended(pidfd: &OwnedFd) -> bool {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
     let now = Timespec { tv_sec: 0, tv_nsec: 0 };
-    match poll(&mut fds, Some(&now)) {
-        Ok(n) => n > 0,
-        Err(_) => false,
-    }
+    poll(&mut fds, Some(&now)).map_or(true, |ready| ready > 0)
 }
 
 /// A channel's admission, shared between the channel and the supervisor:

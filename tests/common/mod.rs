@@ -7,8 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use git2::{IndexAddOption, Repository, Signature};
+use git2::Repository;
 use serde_json::Value;
+
+mod procs;
+pub use procs::{alive, processes_naming, processes_under, send};
+
+mod tree;
+pub use tree::{commit_all, copy_tree};
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -311,17 +317,6 @@ impl Kernel {
     }
 }
 
-/// Sends signal number `sig` to process `pid`; one already gone is no error.
-pub fn send(pid: u32, sig: i32) {
-    let (Some(pid), Some(sig)) = (
-        i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw),
-        rustix::process::Signal::from_named_raw(sig),
-    ) else {
-        panic!("no process {pid} or no signal {sig}");
-    };
-    let _ = rustix::process::kill_process(pid, sig);
-}
-
 impl Drop for Kernel {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -353,51 +348,6 @@ pub fn system_tests(name: &str) -> bool {
     on
 }
 
-/// Whether a process runs (and is not a zombie).
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rsplit(')').next().map(|rest| !rest.trim_start().starts_with('Z')).unwrap_or(false)
-        }
-        Err(_) => false,
-    }
-}
-
-/// Commits everything in the repository at `dir` (made if missing) on HEAD.
-pub fn commit_all(dir: &Path, message: &str) -> Result<String, git2::Error> {
-    let repo = match Repository::open(dir) {
-        Ok(r) => r,
-        Err(_) => Repository::init(dir)?,
-    };
-    let mut index = repo.index()?;
-    index.add_all(["*"], IndexAddOption::DEFAULT, None)?;
-    index.write()?;
-    let tree = repo.find_tree(index.write_tree()?)?;
-    let sig = Signature::now("test", "test@localhost")?;
-    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
-    let parents: Vec<_> = parent.iter().collect();
-    Ok(repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)?.to_string())
-}
-
-/// Copies a directory tree, leaving out `target/`.
-pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == "target" {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type()?.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
-}
-
 /// Runs `teneralctl talk` with `input` piped in; (status, stdout, stderr).
 pub fn talk(
     home: &Path,
@@ -422,41 +372,6 @@ pub fn talk(
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
-}
-
-/// Processes whose command line names `text` (what `pgrep -f` finds,
-/// without needing procps), with their command lines.
-pub fn processes_naming(text: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if line.contains(text) && pid != std::process::id() && alive(pid) {
-            found.push((pid, line.trim().to_owned()));
-        }
-    }
-    found
-}
-
-/// Processes whose working directory lies under `dir` (the individual's
-/// body, builds and checks run there), with their names.
-pub fn processes_under(dir: &Path) -> Vec<(u32, String)> {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else { continue };
-        if cwd.starts_with(&dir) && alive(pid) {
-            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            found.push((pid, name.trim().to_owned()));
-        }
-    }
-    found
 }
 
 /// The event sockets (hidden ones too) of the individual at `home` in the
