@@ -68,6 +68,19 @@ async fn bench(root: &Path, target: &Path, rounds: usize, kernel_checked: &[Stri
     )?;
     // Keep the gate's cargo cache between runs of this benchmark.
     let cache = target.join("bench-gate");
+    // Tests build in its `debug`, type checks and lints in another (the
+    // lanes run side by side); both start with what this tree has built.
+    let lanes = [cache.join("debug"), cache.join(teneral::gate::plan::CHECK_TARGET).join("debug")];
+    for lane in lanes.iter().filter(|lane| !lane.exists()) {
+        let started = Instant::now();
+        let (files, bytes) = seed_cache(root, &target.join("debug"), lane)?;
+        println!(
+            "{} seeded with this tree's built registry crates: {files} files, {} MiB, in {:.1} s",
+            lane.display(),
+            bytes >> 20,
+            started.elapsed().as_secs_f64()
+        );
+    }
     std::fs::create_dir_all(&cache)?;
     std::fs::create_dir_all(home.join(".teneral/gate"))?;
     std::os::unix::fs::symlink(&cache, home.join(".teneral/gate/target"))?;
@@ -288,4 +301,72 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
         bail!("git {args:?} failed");
     }
     Ok(())
+}
+
+/// Fills an empty gate cache with what this tree's own build (`built`, its
+/// `target/debug`) compiled of the registry's crates, as an individual has
+/// them after its first judgement: the gate then compiles this tree's own
+/// crates, cold (the clone is at another path, so cargo names them anew),
+/// and nothing of the registry. Only crates `Cargo.lock` takes from a
+/// registry are copied, with their times, so cargo finds them fresh.
+/// Returns the files and bytes copied.
+fn seed_cache(root: &Path, built: &Path, cache: &Path) -> Result<(u64, u64)> {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock"))?;
+    let mut registry = std::collections::HashSet::new();
+    for package in lock.split("[[package]]") {
+        let field = |key: &str| {
+            package.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_prefix("= \""))
+        };
+        let from_registry = field("source ").is_some_and(|s| s.starts_with("registry+"));
+        if let (Some(name), true) = (field("name "), from_registry) {
+            registry.insert(name.trim_end_matches('"').replace('-', "_"));
+        }
+    }
+    // `libserde_json-0123abcd.rlib`, `.fingerprint/serde-json-0123abcd`.
+    let of_registry = |name: &str| {
+        let stem = name.split('.').next().unwrap_or(name);
+        let Some((crate_name, _hash)) = stem.rsplit_once('-') else { return false };
+        let crate_name = crate_name.replace('-', "_");
+        registry.contains(&crate_name)
+            || crate_name.strip_prefix("lib").is_some_and(|n| registry.contains(n))
+    };
+    let (mut files, mut bytes) = (0, 0);
+    for part in ["deps", "build", ".fingerprint"] {
+        let Ok(entries) = std::fs::read_dir(built.join(part)) else { continue };
+        for entry in entries.flatten() {
+            if of_registry(&entry.file_name().to_string_lossy()) {
+                let (f, b) =
+                    copy_with_times(&entry.path(), &cache.join(part).join(entry.file_name()))?;
+                files += f;
+                bytes += b;
+            }
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// Copies the file or tree `from` to `to`, keeping each file's modification
+/// time (cargo compares them); links are copied as links.
+fn copy_with_times(from: &Path, to: &Path) -> Result<(u64, u64)> {
+    let meta = std::fs::symlink_metadata(from)?;
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    if meta.is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)?;
+        return Ok((1, 0));
+    }
+    if meta.is_dir() {
+        let (mut files, mut bytes) = (0, 0);
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)?.flatten() {
+            let (f, b) = copy_with_times(&entry.path(), &to.join(entry.file_name()))?;
+            files += f;
+            bytes += b;
+        }
+        return Ok((files, bytes));
+    }
+    let copied = std::fs::copy(from, to)?;
+    std::fs::File::options().write(true).open(to)?.set_modified(meta.modified()?)?;
+    Ok((1, copied))
 }

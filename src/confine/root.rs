@@ -34,6 +34,15 @@ use super::sys::attach_tree;
 /// Where the old root is while the new one is filled.
 const OLD: &str = "/.old-root";
 
+/// The new root's tmpfs: no set-uid, no devices, and no access times. An
+/// access time is a write: the first walk through a link just made there
+/// (`/bin`, a granted link) updates the link's, and a write in progress
+/// makes the read-only remount in [`finish`] fail with EBUSY. The program's
+/// process walks such links (its Landlock rules) while [`finish`] runs; with
+/// relatime a test made that collision 18 times in 300.
+const ROOT_FLAGS: MountFlags =
+    MountFlags::NOSUID.union(MountFlags::NODEV).union(MountFlags::NOATIME);
+
 /// Links of the top directory that many machines have (`/bin` to
 /// `usr/bin`); remade in the new root when they are links here.
 const TOP_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -67,8 +76,7 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<PathBuf, String> {
     steps::mark("mounts private");
     // A fresh tmpfs on /tmp becomes the root; the old root then hangs at
     // OLD, its own /tmp whole again, and each grant is taken from there.
-    let flags = MountFlags::NOSUID | MountFlags::NODEV;
-    mount("tmpfs", "/tmp", "tmpfs", flags, c"mode=0755,size=1m")
+    mount("tmpfs", "/tmp", "tmpfs", ROOT_FLAGS, c"mode=0755,size=1m")
         .map_err(|e| format!("cannot mount the new root: {e}"))?;
     mkdir("/tmp/.old-root").map_err(|e| format!("cannot make {OLD}: {e}"))?;
     rustix::process::pivot_root("/tmp", "/tmp/.old-root")
@@ -130,23 +138,8 @@ pub fn finish() -> Result<(), String> {
     unmount(OLD, UnmountFlags::DETACH).map_err(|e| format!("cannot detach the old root: {e}"))?;
     std::fs::remove_dir(OLD).map_err(|e| format!("cannot remove {OLD}: {e}"))?;
     steps::mark("detach the old root");
-    let flags = MountFlags::NOSUID | MountFlags::NODEV;
-    // EBUSY: a write to the root is under way at this instant (the
-    // program's process applies its steps meanwhile); it ends at once, so
-    // the remount is tried again, a bounded number of times.
-    let mut tries = 0;
-    loop {
-        match mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | flags, "") {
-            Err(rustix::io::Errno::BUSY) if tries < 100 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            done => {
-                done.map_err(|e| format!("cannot make the new root read-only: {e}"))?;
-                break;
-            }
-        }
-    }
+    mount_remount("/", MountFlags::BIND | MountFlags::RDONLY | ROOT_FLAGS, "")
+        .map_err(|e| format!("cannot make the new root read-only: {e}"))?;
     steps::mark("root read-only");
     Ok(())
 }
