@@ -99,6 +99,7 @@ pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), Rep
         path: dir.to_owned(),
         source,
     })?;
+    crate::crash::point("checkout.discarded");
     let checkout = Repository::init(dir).map_err(git("init a checkout", dir))?;
     // Written every time, so a moved individual directory mends itself.
     let objects = repo.commondir().join("objects");

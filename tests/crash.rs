@@ -291,3 +291,40 @@ fn a_kill_during_the_clean_stop_sweep_leaves_nothing_behind() -> TestResult {
     assert!(temps.is_empty(), "{temps:?}");
     Ok(())
 }
+
+#[test]
+fn a_kill_after_the_old_checkout_went_leaves_the_next_start_a_whole_one() -> TestResult {
+    let ind = Individual::new("", &[])?;
+    let mut first = ind.start()?;
+    ind.wait_for("the first body ready", LONG, |e| e["type"] == "generation.ready")?;
+    first.signal(15);
+    assert_eq!(first.wait(SHORT)?, Some(0), "a clean stop:\n{}", ind.kernel_log());
+    let teneral_dir = ind.path().join(".teneral");
+    let gone = || -> Vec<String> {
+        std::fs::read_dir(&teneral_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".live.gone-"))
+            .collect()
+    };
+    // The next start remakes `.teneral/live`: it dies with the old tree
+    // renamed away and no new one made.
+    die_at(&ind, "checkout.discarded", || Ok(()))?;
+    assert!(!teneral_dir.join("live").exists(), "no checkout was made after the kill");
+    let left = gone();
+    assert_eq!(left.len(), 1, "the old tree, renamed, is what the kill left: {left:?}");
+    let mut again = ind.start()?;
+    ind.wait_for("the restart's body ready", LONG, |_| ind.events("generation.ready").len() >= 2)?;
+    assert!(teneral_dir.join("live/body/Cargo.toml").is_file(), "a whole checkout again");
+    // The restart's checkout removed the leftover in the background.
+    let end = std::time::Instant::now() + SHORT;
+    while !gone().is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(gone().is_empty(), "the tree the kill left is removed: {:?}", gone());
+    again.signal(15);
+    assert_eq!(again.wait(SHORT)?, Some(0), "a clean stop:\n{}", ind.kernel_log());
+    Ok(())
+}

@@ -70,6 +70,10 @@ pub const POINTS: &[(&str, &str)] = &[
     ),
     ("offer.reconciled", "the start answered an offer request its kernel never answered"),
     (
+        "checkout.discarded",
+        "a checkout's old tree was renamed away (its removal under way); the new one not yet made",
+    ),
+    (
         "stop.sweeping",
         "a clean stop ended the stand-in; its listed process groups are not yet killed",
     ),
