@@ -59,7 +59,8 @@ pub struct Inputs<'a> {
     pub kernel_copy: &'a Path,
     /// The short directory for the sockets of kernels the kernel's tests start.
     pub socket_dir: &'a Path,
-    /// The limits of one check.
+    /// The limits of one check (the kernel's checks get more:
+    /// [`Limits::for_whole_kernel`]).
     pub limits: Limits,
     /// How many of the body's tests run at once ([`test_threads`]).
     pub test_threads: usize,
@@ -164,7 +165,10 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
                 reads,
                 reused: memo.passed(&memo_key),
                 memo_key,
-                limits: inputs.limits,
+                limits: match reads {
+                    Reads::Kernel => inputs.limits.for_whole_kernel(),
+                    Reads::Body => inputs.limits,
+                },
             }
         })
         .collect()

@@ -69,6 +69,16 @@ impl Limits {
         Limits { runtime_max, ..Limits::for_body(settings) }
     }
 
+    /// The same for a check that compiles and tests the whole kernel (its
+    /// type check, its tests): three times the running time, as a kernel's
+    /// build gets ([`Limits::for_kernel_build`]). A mutation that touches
+    /// the kernel compiles its whole test suite in the gate's cache, from
+    /// nothing the first time: on a 2-core machine that came to 530 s of
+    /// the 600 one check gets, and a container's slower disk made it 600.
+    pub fn for_whole_kernel(self) -> Limits {
+        Limits { runtime_max: self.runtime_max.map(|d| d * 3), ..self }
+    }
+
     /// The same with another runtime limit.
     pub fn with_runtime_max(self, runtime_max: Option<Duration>) -> Limits {
         Limits { runtime_max, ..self }
