@@ -131,27 +131,41 @@ pub fn discard_dir(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         other => other?,
     };
-    let trees: Vec<_> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect();
+    // A tree another call of this process is removing already is left to it.
+    let trees: Vec<_> = {
+        let mut removing = REMOVING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .filter(|tree| removing.insert(tree.clone()))
+            .collect()
+    };
     if trees.is_empty() {
         return Ok(());
     }
+    let remove = |trees: &[std::path::PathBuf]| -> io::Result<()> {
+        // Each is tried; the first failure is the answer.
+        let result = trees.iter().map(|tree| remove_tree(tree)).fold(Ok(()), Result::and);
+        let mut removing = REMOVING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for tree in trees {
+            removing.remove(tree);
+        }
+        result
+    };
     let work = trees.clone();
     let spawned = std::thread::Builder::new().name("discard".into()).spawn(move || {
-        for tree in work {
-            let _ = remove_tree(&tree);
-        }
+        let _ = remove(&work);
     });
     if spawned.is_err() {
-        for tree in trees {
-            remove_tree(&tree)?;
-        }
+        remove(&trees)?;
     }
     Ok(())
 }
+
+/// The trees [`discard_dir`] calls of this process are removing.
+static REMOVING: std::sync::Mutex<std::collections::BTreeSet<std::path::PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// `remove_dir_all`, where a tree already gone is no error.
 fn remove_tree(dir: &Path) -> io::Result<()> {
@@ -276,5 +290,27 @@ mod tests {
         assert_eq!(gone(), 0, "the discarded tree and the leftover are removed");
         assert_eq!(fs::read_to_string(outside.join("keep.txt")).unwrap_or_default(), "kept");
         discard_dir(&tree).expect("a tree already gone is no error");
+    }
+
+    #[test]
+    fn a_tree_another_call_is_removing_is_left_to_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let tree = dir.path().join("checkout");
+        let taken = dir.path().join(".checkout.gone-1-3");
+        fs::create_dir_all(taken.join("a")).expect("a tree being removed can be made");
+        REMOVING.lock().expect("the set is not poisoned").insert(taken.clone());
+        for _ in 0..2 {
+            fs::create_dir_all(&tree).expect("a checkout can be made");
+            discard_dir(&tree).expect("the tree is discarded");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            assert!(taken.join("a").is_dir(), "left to the call that took it");
+        }
+        REMOVING.lock().expect("the set is not poisoned").remove(&taken);
+        discard_dir(&tree).expect("nothing to discard");
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while taken.exists() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!taken.exists(), "swept once no call holds it");
     }
 }
