@@ -74,6 +74,10 @@ async fn bench(root: &Path, target: &Path, rounds: usize, kernel_checked: &[Stri
     for lane in lanes.iter().filter(|lane| !lane.exists()) {
         let started = Instant::now();
         let (files, bytes) = seed_cache(root, &target.join("debug"), lane)?;
+        if files == 0 {
+            println!("{}: nothing to seed it with (no debug build of this tree)", lane.display());
+            continue;
+        }
         println!(
             "{} seeded with this tree's built registry crates: {files} files, {} MiB, in {:.1} s",
             lane.display(),
