@@ -8,7 +8,9 @@
 //!   `owner.line` event in the journal (the body is at rest each time);
 //! - context switches of every thread of the kernel and the body over an idle
 //!   period (each is a wake-up; see wakeups.rs);
-//! - their resident memory when idle.
+//! - their resident memory when idle;
+//! - the owner lines again with a spinning thread on every core, printed
+//!   beside the idle figure (the goal is the idle one's).
 //!
 //! `scripts/bench-latency --base` builds this program inside an older tree
 //! too, so it uses only what that tree offers: a setting the tree does not
@@ -139,25 +141,10 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel: &mut Child) -> Res
     let body_pid = body_process(journal::started_pid(&journal)?);
 
     let load_before = load();
-    let mut latencies = Vec::with_capacity(lines);
-    for i in 0..lines {
-        let text = format!("bench line {i}");
-        // Marked before the line: its turn may have ended by the time the
-        // journal is read for its `owner.line`.
-        let mark = watch.mark();
-        let start = Instant::now();
-        let name = teneral::owner::write_line(home, &text)?;
-        let needle = format!(r#""file":"{name}""#);
-        watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(&needle))?;
-        latencies.push(start.elapsed());
-        // The next line waits until the agent is at rest again.
-        watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(TURN_ENDED))?;
-    }
-    latencies.sort();
-    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
-    let p99 = ms(pct(0.99));
+    let latencies = owner_lines(&mut watch, home, lines, kernel, "bench line")?;
+    let (p50, p99, max) = spread(&latencies);
     println!("owner line -> journal over {lines} lines:");
-    println!("  p50 {:.2} ms, p99 {p99:.2} ms, max {:.2} ms", ms(pct(0.50)), ms(pct(1.0)));
+    println!("  p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms");
     println!(
         "  goal p99 <= {P99_GOAL_MS} ms over 1,000 lines on an idle machine: {}{}",
         verdict(p99 <= P99_GOAL_MS),
@@ -202,7 +189,84 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel: &mut Child) -> Res
          the idle window",
         load()
     );
+
+    // The same lines again with every core kept busy by this process.
+    let spinners = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let latencies = {
+        let _busy = Busy::start(spinners);
+        owner_lines(&mut watch, home, lines, kernel, "loaded line")?
+    };
+    let (p50, p99, max) = spread(&latencies);
+    println!("owner line -> journal over {lines} lines, {spinners} threads spinning beside it:");
+    println!(
+        "  loaded p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms (no goal: printed beside)"
+    );
     Ok(())
+}
+
+/// Writes `lines` owner lines one at a time and returns, sorted, the time
+/// from each line's file to its `owner.line` event; each waits until the
+/// agent is at rest again.
+fn owner_lines(
+    watch: &mut JournalWatch,
+    home: &Path,
+    lines: usize,
+    kernel: &mut Child,
+    text: &str,
+) -> Result<Vec<Duration>> {
+    let mut latencies = Vec::with_capacity(lines);
+    for i in 0..lines {
+        // Marked before the line: its turn may have ended by the time the
+        // journal is read for its `owner.line`.
+        let mark = watch.mark();
+        let start = Instant::now();
+        let name = teneral::owner::write_line(home, &format!("{text} {i}"))?;
+        let needle = format!(r#""file":"{name}""#);
+        watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(&needle))?;
+        latencies.push(start.elapsed());
+        watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(TURN_ENDED))?;
+    }
+    latencies.sort();
+    Ok(latencies)
+}
+
+/// p50, p99 and the largest of sorted latencies, in milliseconds.
+fn spread(sorted: &[Duration]) -> (f64, f64, f64) {
+    let pct = |p: f64| ms(sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]);
+    (pct(0.50), pct(0.99), pct(1.0))
+}
+
+/// Threads that spin until dropped: a machine whose every core is busy.
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(n: usize) -> Busy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Samples the threads of the kernel and the body every 100 ms for `idle`.
