@@ -159,7 +159,7 @@ pub struct Settings {
     pub warm_gate: bool,
     /// `TENERAL_CAGE_ZYGOTE`: confined launches of the direct and cgroup
     /// runners are forked by one zygote with namespaces made ahead of need,
-    /// instead of executing the cage's helper each time. Off by default.
+    /// instead of executing the cage's helper each time. On by default.
     pub cage_zygote: bool,
     /// Test-only (`TENERAL_TEST_PRETEND_MISSING`): confinement features the
     /// kernel treats as missing from the running Linux, to test the refusals.

@@ -107,7 +107,9 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
             ),
         );
     }
-    if settings.cage_zygote {
+    let runner = Runner::choose(settings.runner, cage.clone()).await?.for_individual(&home);
+    // Under systemd, the manager starts each launch's process: no zygote.
+    if settings.cage_zygote && !runner.is_systemd() {
         match cage.start_zygote() {
             Ok(true) => log::info("confined launches are forked by the cage's zygote"),
             Ok(false) => {}
@@ -116,7 +118,6 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
             )),
         }
     }
-    let runner = Runner::choose(settings.runner, cage).await?.for_individual(&home);
     if let Some(body) = state.body.take() {
         runner.stop_leftover(&body).await;
     }

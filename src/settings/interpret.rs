@@ -171,12 +171,7 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             false,
         )?,
         warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)], true)?,
-        cage_zygote: choice(
-            entries,
-            "TENERAL_CAGE_ZYGOTE",
-            &[("on", true), ("off", false)],
-            false,
-        )?,
+        cage_zygote: choice(entries, "TENERAL_CAGE_ZYGOTE", &[("on", true), ("off", false)], true)?,
         pretend_missing: pretend_missing(entries)?,
         egress: egress(entries)?,
         test_egress_resolve: egress_resolve(entries)?,
