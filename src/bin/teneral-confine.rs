@@ -20,7 +20,7 @@ fn main() -> ExitCode {
             let given = plan.get(1).map(|s| s.to_string_lossy()).unwrap_or_default();
             if given != teneral::confine::host::SOURCE_ID {
                 eprintln!(
-                    "teneral-confine: built from other sources ({}) than the kernel that runs                      it ({given}); build both programs again: cargo build --bins",
+                    "teneral-confine: built from other sources ({}) than the kernel that runs it ({given}); build both programs again: cargo build --bins",
                     teneral::confine::host::SOURCE_ID
                 );
                 return usage;

@@ -18,16 +18,21 @@
 //!   as it was (the host's network), in its own network namespace, and in
 //!   it with the two forwarded ports (model and egress), interleaved;
 //!   medians and differences.
+//! - `curl` downloading each size directly, through the proxy from the
+//!   host, through it from inside a generation's cage (its namespace's
+//!   forwarded port and relay), and through the copying proxy: MiB/s, the
+//!   ratio to direct, and the whole machine's CPU time per MiB (from
+//!   `/proc/stat`: the relay is another process), the least of 3 (in
+//!   `cage.rs`).
 
-use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use teneral::confine::{self, host, plan, Profile};
 use teneral::egress::{self, Config, Egress, Policy};
+
+mod cage;
 
 const SMALL: usize = 100;
 /// The rounds of each download size (the best one counts).
@@ -129,7 +134,7 @@ fn main() -> Result<()> {
     if skip_starts {
         return Ok(());
     }
-    starts(runs, origin.port(), [proxy.port(), copying.port()], &sizes)
+    cage::starts(runs, origin.port(), [proxy.port(), copying.port()], &sizes)
 }
 
 /// A second proxy, on a thread and runtime of its own as the shared one,
@@ -284,141 +289,4 @@ fn percentiles<const N: usize>(mut t: Vec<Duration>, at: [usize; N]) -> [f64; N]
         let rank = (t.len() * p).div_ceil(100).clamp(1, t.len().max(1));
         t.get(rank - 1).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     })
-}
-
-/// The generation profile's start, before and after its network namespace.
-fn starts(runs: usize, model: u16, proxies: [u16; 2], sizes: &[usize]) -> Result<()> {
-    let proxy = proxies[0];
-    // The kernel of the same profile as this example (target/<profile>/).
-    let exe = std::env::current_exe()?;
-    let teneral = exe.ancestors().nth(2).context("no target directory")?.join("teneral");
-    if !teneral.exists() {
-        bail!("build the kernel first: cargo build --release --bins");
-    }
-    let dir = tempfile::Builder::new().prefix("tnl-bench").tempdir()?;
-    let home = dir.path().join("individual");
-    std::fs::create_dir_all(&home)?;
-    std::fs::write(home.join("README.md"), "bench\n")?;
-    let repo = git2::Repository::init(&home)?;
-    let mut index = repo.index()?;
-    index.add_path(std::path::Path::new("README.md"))?;
-    index.write()?;
-    let truth = || vec![OsString::from("/bin/true")];
-    let options = confine::Options { exe: Some(teneral.clone()), ..confine::Options::default() };
-    let profile = |forward| Profile::Generation { home: home.clone(), forward };
-    let forwarded = confine::wrap_with(&profile(vec![model, proxy]), &options, truth())?;
-    let caged = |argv| confine::wrap_with(&profile(vec![model, proxy]), &options, argv);
-    let namespace = confine::wrap_with(&profile(vec![]), &options, truth())?;
-    // The generation's plan as it was before: the host's network.
-    host::prepare_generation(&home)?;
-    let mut before = plan::generation(&home, &host::tracked_names(&home)?, &host::host(&[&home]));
-    before.rules.retain(|r| r.path.exists());
-    before.net = plan::Net::Open;
-    let before = host::helper_argv(&teneral, before.to_args(), truth());
-    let cases: [(&str, Vec<OsString>); 4] = [
-        ("plain fork+exec", truth()),
-        ("generation, host network", before),
-        ("generation, own netns", namespace),
-        ("generation, netns + 2 fwd", forwarded),
-    ];
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
-    for _ in 0..runs {
-        for (i, (name, argv)) in cases.iter().enumerate() {
-            let start = Instant::now();
-            let status = Command::new(&argv[0])
-                .args(&argv[1..])
-                .current_dir(&home)
-                .stdin(Stdio::null())
-                .status()
-                .with_context(|| format!("{name}: cannot start"))?;
-            times[i].push(start.elapsed());
-            if !status.success() {
-                bail!("{name}: {status}");
-            }
-        }
-    }
-    let medians: Vec<f64> = times.into_iter().map(median_ms).collect();
-    println!("start, median of {runs} runs each of /bin/true:");
-    for (i, ((name, _), median)) in cases.iter().zip(&medians).enumerate() {
-        if i == 0 {
-            println!("  {name:<27} {median:7.3} ms");
-        } else {
-            println!(
-                "  {name:<27} {median:7.3} ms   +{:.3} ms over plain, {:+.3} ms over the host network",
-                median - medians[0],
-                median - medians[1]
-            );
-        }
-    }
-    downloads(model, proxies, sizes, &home, caged)
-}
-
-/// A body's real path: `curl` downloading through the proxy from inside a
-/// generation's cage (its namespace's forwarded port, the relay, the
-/// proxy), against the same `curl` on the host through the proxy and
-/// directly. Best of 3 each, `curl`'s own measure of the transfer.
-fn downloads(
-    origin: u16,
-    [proxy, copying]: [u16; 2],
-    sizes: &[usize],
-    home: &std::path::Path,
-    caged: impl Fn(Vec<OsString>) -> std::io::Result<Vec<OsString>>,
-) -> Result<()> {
-    let curl = |url: String, through: Option<u16>| {
-        let mut argv: Vec<OsString> =
-            ["curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download}"].map(Into::into).into();
-        if let Some(proxy) = through {
-            argv.extend(["-p", "-x"].map(OsString::from));
-            argv.push(format!("http://127.0.0.1:{proxy}").into());
-        }
-        argv.push(url.into());
-        argv
-    };
-    println!("curl's downloads, best of 3 (load average {}):", load());
-    println!(
-        "  {:>5} {:>8} {:>12} {:>6} {:>12} {:>6} {:>14} {:>6}",
-        "MiB", "direct", "proxy, host", "ratio", "proxy, cage", "ratio", "copying, host", "ratio"
-    );
-    for &mib in sizes {
-        let n = mib << 20;
-        let cases = [
-            curl(format!("http://127.0.0.1:{origin}/{n}"), None),
-            curl(format!("http://bench.test/{n}"), Some(proxy)),
-            caged(curl(format!("http://bench.test/{n}"), Some(proxy)))?,
-            curl(format!("http://bench.test/{n}"), Some(copying)),
-        ];
-        let mut best = [0f64; 4];
-        for _ in 0..3 {
-            for (i, argv) in cases.iter().enumerate() {
-                let out = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .current_dir(home)
-                    .stdin(Stdio::null())
-                    .output()
-                    .context("cannot run curl")?;
-                let text = String::from_utf8_lossy(&out.stdout);
-                if !out.status.success() {
-                    bail!(
-                        "curl ({i}): {}: {text} {}",
-                        out.status,
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
-                let speed: f64 =
-                    text.trim().parse().with_context(|| format!("curl said {text:?}"))?;
-                best[i] = best[i].max(speed / (1 << 20) as f64);
-            }
-        }
-        println!(
-            "  {mib:>5} {:>8.0} {:>12.0} {:>5.0}% {:>12.0} {:>5.0}% {:>14.0} {:>5.0}%",
-            best[0],
-            best[1],
-            best[1] / best[0] * 100.0,
-            best[2],
-            best[2] / best[0] * 100.0,
-            best[3],
-            best[3] / best[0] * 100.0
-        );
-    }
-    Ok(())
 }
