@@ -1,6 +1,6 @@
-//! Benchmark behind `scripts/bench-systemd`: what starting a generation as a
-//! transient unit of the user manager costs against starting it as the
-//! kernel's own child, measured in one run, alternating the two.
+//! Benchmark behind `scripts/bench-systemd`: what starting a child costs
+//! through each of the kernel's runners, and what the cage adds to a gate
+//! check under each, measured in one run with the cases interleaved.
 //!
 //! Each start goes through the kernel's own [`Runner`] with the limits a body
 //! gets (MemoryMax, TasksMax), as `generation::start` does:
@@ -10,15 +10,44 @@
 //! - "start to end": until its end has been seen (a SIGCHLD for the child,
 //!   the unit's signals for the unit) of a program that exits at once.
 //!
+//! The cases: `/bin/true` plainly and in the cage's gate profile, as the
+//! kernel's child (the cage's helper executed for each launch, and forked
+//! by the cage's zygote, as the direct and cgroup runners do) and as a
+//! transient unit (the helper executed inside the unit: the manager starts
+//! the process). The cage's cost is a caged case's "start to end" less the
+//! plain one of the same runner (issue 11's goal: at most 2 ms for a gate
+//! check).
+//!
 //! It must run where a user manager is on the session bus (the script runs
 //! it under `scripts/with-systemd` when none is).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
-use teneral::runner::{Limits, Runner};
+use anyhow::{bail, Context, Result};
+use teneral::runner::{Cage, Launch, Limits, Profile, Runner};
 use teneral::settings::RunnerChoice;
 use teneral::spawn::Spec;
+
+/// One kind of start: its name, the runner (0 direct, 1 systemd), whether
+/// it is caged and whether the zygote forks it.
+struct Case {
+    name: &'static str,
+    systemd: bool,
+    caged: bool,
+    zygote: bool,
+}
+
+const DIRECT: &str = "direct spawn";
+const UNIT: &str = "transient unit (D-Bus)";
+
+const CASES: [Case; 5] = [
+    Case { name: UNIT, systemd: true, caged: false, zygote: false },
+    Case { name: "transient unit, gate", systemd: true, caged: true, zygote: false },
+    Case { name: DIRECT, systemd: false, caged: false, zygote: false },
+    Case { name: "direct, gate, helper executed", systemd: false, caged: true, zygote: false },
+    Case { name: "direct, gate, zygote", systemd: false, caged: true, zygote: true },
+];
 
 fn main() -> Result<()> {
     let n: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(100);
@@ -28,8 +57,23 @@ fn main() -> Result<()> {
 
 async fn bench(n: usize) -> Result<()> {
     teneral::spawn::start_reaper_of_own_children()?;
-    let systemd = Runner::choose(RunnerChoice::Systemd, teneral::runner::Cage::Off).await?;
-    let direct = Runner::direct(teneral::runner::Cage::Off);
+    // The kernel of the same profile as this example (target/<profile>/),
+    // with the lean helper beside it.
+    let exe = std::env::current_exe()?;
+    let teneral = exe.ancestors().nth(2).context("no target directory")?.join("teneral");
+    if !teneral.exists() {
+        bail!("build the kernel first: cargo build --release --bins");
+    }
+    let cage = Cage::On { exe: teneral, pretend_missing: vec![] };
+    let systemd = Runner::choose(RunnerChoice::Systemd, cage.clone()).await?;
+    let direct = Runner::direct(cage.clone());
+    if !cage.start_zygote()? {
+        bail!("no zygote: teneral-confine is not beside teneral (cargo build --release --bins)");
+    }
+    let mut zygote = teneral::spawn::stop_using_zygote();
+    let dir = tempfile::Builder::new().prefix("tnl-bench").tempdir()?;
+    let checkout = dir.path().join("checkout");
+    std::fs::create_dir_all(&checkout)?;
     let limits = Limits {
         memory_max: Some(4 << 30),
         tasks_max: Some(2048),
@@ -37,54 +81,100 @@ async fn bench(n: usize) -> Result<()> {
         stop_timeout: Duration::from_secs(5),
         background: false,
     };
-    let mut times: [(Vec<Duration>, Vec<Duration>); 2] = Default::default();
+    let mut times: Vec<(Vec<Duration>, Vec<Duration>)> = vec![Default::default(); CASES.len()];
     for i in 0..n + 5 {
-        for (k, runner) in [&direct, &systemd].into_iter().enumerate() {
-            let unit = format!("teneral-gen-bench{i}.service");
-            let spec = Spec::new("/bin/true", "/").env("PATH", "/usr/bin:/bin");
-            let began = Instant::now();
-            let mut running =
-                runner.start(&unit, teneral::runner::Launch::new(spec, limits)).await?;
-            let started = began.elapsed();
-            let ended = running.wait().await;
-            let total = began.elapsed();
-            if !ended.exit.success() {
-                bail!("{unit} ended with {}", ended.exit);
+        for (k, case) in CASES.iter().enumerate() {
+            // The zygote takes the helper's launches only while it is in use.
+            if case.zygote {
+                teneral::spawn::use_zygote(zygote.take().context("the zygote is gone")?);
             }
-            // The first few warm both paths up.
+            let forked = teneral::spawn::zygote_launches();
+            let runner = if case.systemd { &systemd } else { &direct };
+            let (started, total) = start(runner, case, i, &checkout, limits).await?;
+            if case.zygote {
+                zygote = teneral::spawn::stop_using_zygote();
+            }
+            if (teneral::spawn::zygote_launches() > forked) != case.zygote {
+                bail!("{}: the zygote took it or left it against the case", case.name);
+            }
+            // The first few warm every path up.
             if i >= 5 {
                 times[k].0.push(started);
                 times[k].1.push(total);
             }
         }
     }
+    report(n, &mut times);
+    Ok(())
+}
+
+/// One start of `case`: the time to its start and to its end seen.
+async fn start(
+    runner: &Runner,
+    case: &Case,
+    i: usize,
+    checkout: &Path,
+    limits: Limits,
+) -> Result<(Duration, Duration)> {
+    let kind = if case.caged { "gate" } else { "gen" };
+    let unit = format!("teneral-{kind}-bench{i}.service");
+    let spec = Spec::new("/bin/true", checkout).env("PATH", "/usr/bin:/bin");
+    let mut launch = Launch::new(spec, limits);
+    if case.caged {
+        launch =
+            launch.caged(Profile::Gate { checkout: checkout.to_owned(), writable: Vec::new() });
+    }
+    let began = Instant::now();
+    let mut running = runner.start(&unit, launch).await?;
+    let started = began.elapsed();
+    let ended = running.wait().await;
+    let total = began.elapsed();
+    if !ended.exit.success() {
+        bail!("{unit} ({}) ended with {}: {}", case.name, ended.exit, running.output_tail());
+    }
+    Ok((started, total))
+}
+
+fn report(n: usize, times: &mut [(Vec<Duration>, Vec<Duration>)]) {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let pct = |v: &mut Vec<Duration>, p: usize| {
         v.sort_unstable();
         v[(v.len() - 1) * p / 100]
     };
-    println!("starts of /bin/true through the kernel's runner, {n} each, alternating:");
-    println!("{:<36} {:>10} {:>10} {:>10}", "", "p50 ms", "p90 ms", "mean ms");
-    let mut medians = [[0.0; 2]; 2];
-    for (k, name) in ["direct spawn", "transient unit (D-Bus)"].iter().enumerate() {
+    println!("starts of /bin/true through the kernel's runner, {n} each, interleaved:");
+    println!("{:<48} {:>9} {:>9} {:>9}", "", "p50 ms", "p90 ms", "mean ms");
+    let mut medians = vec![[0.0; 2]; CASES.len()];
+    for (k, case) in CASES.iter().enumerate() {
         for (j, what) in ["start", "start to end"].iter().enumerate() {
             let v = if j == 0 { &mut times[k].0 } else { &mut times[k].1 };
             let mean = v.iter().map(|d| ms(*d)).sum::<f64>() / v.len() as f64;
             let (p50, p90) = (pct(v, 50), pct(v, 90));
             medians[k][j] = ms(p50);
             println!(
-                "{:<36} {:>10.2} {:>10.2} {:>10.2}",
-                format!("{name}, {what}"),
+                "{:<48} {:>9.2} {:>9.2} {:>9.2}",
+                format!("{}, {what}", case.name),
                 ms(p50),
                 ms(p90),
                 mean
             );
         }
     }
+    let at = |name: &str| CASES.iter().position(|c| c.name == name).unwrap_or(0);
+    let (direct, unit) = (at(DIRECT), at(UNIT));
     println!(
         "ratio unit/direct (p50): start {:.1}x, start to end {:.1}x",
-        medians[1][0] / medians[0][0],
-        medians[1][1] / medians[0][1]
+        medians[unit][0] / medians[direct][0],
+        medians[unit][1] / medians[direct][1]
     );
-    Ok(())
+    println!("the cage's cost for a gate check, start to end, p50 (goal: at most 2 ms):");
+    for (caged, plain) in CASES
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.caged)
+        .map(|(k, c)| (k, if c.systemd { unit } else { direct }))
+    {
+        let extra = medians[caged][1] - medians[plain][1];
+        let verdict = if extra <= 2.0 { "within" } else { "OVER" };
+        println!("  {:<46} +{extra:.2} ms ({verdict} the goal)", CASES[caged].name);
+    }
 }
