@@ -8,15 +8,21 @@
 //!   spawn returns after exec; the unit's start job is done after exec,
 //!   `Type=exec`);
 //! - "start to end": until its end has been seen (a SIGCHLD for the child,
-//!   the unit's signals for the unit) of a program that exits at once.
+//!   the unit's signals for the unit) of `sleep 0.02`: a program that
+//!   outlives its unit's start job, as every check does (a `/bin/true` can
+//!   end before the manager has seen its exec, and its unit then ends by
+//!   another, shorter path than a caged one's).
 //!
-//! The cases: `/bin/true` plainly and in the cage's gate profile, as the
+//! The cases: the program plainly and in the cage's gate profile, as the
 //! kernel's child (the cage's helper executed for each launch, and forked
 //! by the cage's zygote, as the direct and cgroup runners do) and as a
 //! transient unit (the helper executed inside the unit: the manager starts
 //! the process). The cage's cost is a caged case's "start to end" less the
 //! plain one of the same runner (issue 11's goal: at most 2 ms for a gate
-//! check).
+//! check). Each timed unit follows an untimed one (a manager idle for tens
+//! of milliseconds is 12 to 15 ms slower to start the next unit, whatever
+//! it runs), and each zygote launch is followed by an untimed pause (the
+//! zygote then makes its next spare's namespaces).
 //!
 //! It must run where a user manager is on the session bus (the script runs
 //! it under `scripts/with-systemd` when none is).
@@ -38,15 +44,21 @@ struct Case {
     zygote: bool,
 }
 
+/// The pause after each case that uses the zygote, outside the timing.
+const SETTLE: Duration = Duration::from_millis(30);
+
+/// The untimed unit started before each timed one.
+const WARM: Case = Case { name: "warm-up", systemd: true, caged: false, zygote: false };
+
 const DIRECT: &str = "direct spawn";
 const UNIT: &str = "transient unit (D-Bus)";
 
 const CASES: [Case; 5] = [
-    Case { name: UNIT, systemd: true, caged: false, zygote: false },
-    Case { name: "transient unit, gate", systemd: true, caged: true, zygote: false },
     Case { name: DIRECT, systemd: false, caged: false, zygote: false },
     Case { name: "direct, gate, helper executed", systemd: false, caged: true, zygote: false },
     Case { name: "direct, gate, zygote", systemd: false, caged: true, zygote: true },
+    Case { name: "transient unit, gate", systemd: true, caged: true, zygote: false },
+    Case { name: UNIT, systemd: true, caged: false, zygote: false },
 ];
 
 fn main() -> Result<()> {
@@ -90,9 +102,19 @@ async fn bench(n: usize) -> Result<()> {
             }
             let forked = teneral::spawn::zygote_launches();
             let runner = if case.systemd { &systemd } else { &direct };
+            // A manager that has been idle for tens of milliseconds takes
+            // 12 to 15 ms longer for the next unit, caged or not: each unit
+            // case is preceded by an untimed one, so both start alike.
+            if case.systemd {
+                start(runner, &WARM, i, &checkout, limits).await?;
+            }
             let (started, total) = start(runner, case, i, &checkout, limits).await?;
             if case.zygote {
                 zygote = teneral::spawn::stop_using_zygote();
+                // After each launch the zygote makes its next spare's
+                // namespaces; the next case must not pay for them (a unit
+                // started meanwhile took 12 ms longer).
+                tokio::time::sleep(SETTLE).await;
             }
             if (teneral::spawn::zygote_launches() > forked) != case.zygote {
                 bail!("{}: the zygote took it or left it against the case", case.name);
@@ -117,8 +139,9 @@ async fn start(
     limits: Limits,
 ) -> Result<(Duration, Duration)> {
     let kind = if case.caged { "gate" } else { "gen" };
-    let unit = format!("teneral-{kind}-bench{i}.service");
-    let spec = Spec::new("/bin/true", checkout).env("PATH", "/usr/bin:/bin");
+    let warm = if case.name == WARM.name { "warm" } else { "" };
+    let unit = format!("teneral-{kind}-bench{warm}{i}.service");
+    let spec = Spec::new("/bin/sleep", checkout).arg("0.02").env("PATH", "/usr/bin:/bin");
     let mut launch = Launch::new(spec, limits);
     if case.caged {
         launch =
@@ -141,7 +164,7 @@ fn report(n: usize, times: &mut [(Vec<Duration>, Vec<Duration>)]) {
         v.sort_unstable();
         v[(v.len() - 1) * p / 100]
     };
-    println!("starts of /bin/true through the kernel's runner, {n} each, interleaved:");
+    println!("starts of `sleep 0.02` through the kernel's runner, {n} each, interleaved:");
     println!("{:<48} {:>9} {:>9} {:>9}", "", "p50 ms", "p90 ms", "mean ms");
     let mut medians = vec![[0.0; 2]; CASES.len()];
     for (k, case) in CASES.iter().enumerate() {

@@ -71,6 +71,12 @@ pub fn build(json: &str) -> Result<(ScmpFilterContext, Vec<String>), String> {
     let mut ctx =
         ScmpFilterContext::new(action(&profile.default_action, profile.default_errno_ret)?)
             .map_err(|e| format!("libseccomp: {e}"))?;
+    // A binary tree of the system call numbers instead of libseccomp's
+    // default chain: Linux runs a new filter once for every system call
+    // number of each architecture when it is loaded (to cache which are
+    // always allowed), and a chain of ~50 comparisons made that load 0.19 ms
+    // of every confined start; the tree loads in 0.05 ms. Same rules.
+    ctx.set_ctl_optimize(2).map_err(|e| format!("libseccomp: {e}"))?;
     for name in &profile.architectures {
         let arch = ScmpArch::from_str(name).map_err(|e| format!("architecture {name}: {e}"))?;
         if !ctx.is_arch_present(arch).unwrap_or(false) {
