@@ -6,9 +6,9 @@
 //!   (plain HTTP, and a GET inside a CONNECT tunnel); p50, p99 and the
 //!   proxy's extra at each.
 //! - Throughput: downloads of each size (MiB, a comma-separated list)
-//!   directly, through the proxy's CONNECT tunnel (which splices), and
-//!   through a second proxy that copies (the relay before splicing, and
-//!   the one used when no pipe can be had); MiB/s (best of the rounds),
+//!   directly, through the proxy's CONNECT tunnel (which copies), and
+//!   through a second proxy that splices (`Egress::splicing`, the relay
+//!   the kernel used before it measured slower); MiB/s (best of the rounds),
 //!   the ratio to direct (goal: at least 80 %), the CPU time the whole
 //!   process (origin, proxy and client alike) spent per MiB, and the
 //!   proxy's own thread's CPU per MiB. The load average is printed beside:
@@ -20,7 +20,7 @@
 //!   medians and differences.
 //! - `curl` downloading each size directly, through the proxy from the
 //!   host, through it from inside a generation's cage (its namespace's
-//!   forwarded port and relay), and through the copying proxy: MiB/s, the
+//!   forwarded port and relay), and through the splicing proxy: MiB/s, the
 //!   ratio to direct, and the whole machine's CPU time per MiB (from
 //!   `/proc/stat`: the relay is another process), the least of 3 (in
 //!   `cage.rs`).
@@ -37,8 +37,8 @@ mod cage;
 const SMALL: usize = 100;
 /// The rounds of each download size (the best one counts).
 const ROUNDS: usize = 3;
-/// The thread of the copying proxy (the splicing one is `teneral-egress`).
-const COPYING: &str = "egress-copying";
+/// The thread of the splicing proxy (the kernel's is `teneral-egress`).
+const SPLICING: &str = "egress-splicing";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -53,7 +53,7 @@ fn main() -> Result<()> {
     let origin = origin()?;
     let config = Config { policy: Policy::Public, stand_ins: vec![("bench.test".into(), origin)] };
     let proxy = egress::shared(&config)?;
-    let copying = copying_proxy(config)?;
+    let splicing = splicing_proxy(config)?;
 
     let small = format!("GET /{SMALL} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n");
     let absolute = format!(
@@ -94,7 +94,7 @@ fn main() -> Result<()> {
     println!("throughput, best of {ROUNDS} downloads each (load average {}):", load());
     println!(
         "  {:>5} {:>8} {:>8} {:>6} {:>8} {:>6} | CPU ms/MiB: {:>6} {:>6} {:>6} | proxy thread: {:>6} {:>6}",
-        "MiB", "direct", "splice", "ratio", "copying", "ratio", "direct", "splice", "copy", "splice", "copy"
+        "MiB", "direct", "proxy", "ratio", "splicing", "ratio", "direct", "proxy", "splice", "proxy", "splice"
     );
     for &mib in &sizes {
         let big =
@@ -106,7 +106,7 @@ fn main() -> Result<()> {
             let ways = [
                 (TcpStream::connect(origin)?, None),
                 (tunnel(proxy)?, Some("teneral-egress")),
-                (tunnel(copying)?, Some(COPYING)),
+                (tunnel(splicing)?, Some(SPLICING)),
             ];
             for (i, (stream, thread)) in ways.into_iter().enumerate() {
                 let (t, used) = (Instant::now(), cpu_ms());
@@ -119,10 +119,10 @@ fn main() -> Result<()> {
                     relay[i].min((thread.map(thread_cpu_ms).unwrap_or(0.0) - relayed) / mibs);
             }
         }
-        let [spliced, copied] = [best[1] / best[0] * 100.0, best[2] / best[0] * 100.0];
-        let verdict = if spliced >= 80.0 { "" } else { "  splice BELOW 80 %" };
+        let [proxied, spliced] = [best[1] / best[0] * 100.0, best[2] / best[0] * 100.0];
+        let verdict = if proxied >= 80.0 { "" } else { "  proxy BELOW 80 %" };
         println!(
-            "  {mib:>5} {:>8.0} {:>8.0} {spliced:>5.0}% {:>8.0} {copied:>5.0}% |             {:>6.3} {:>6.3} {:>6.3} |               {:>6.3} {:>6.3}{verdict}",
+            "  {mib:>5} {:>8.0} {:>8.0} {proxied:>5.0}% {:>8.0} {spliced:>5.0}% |             {:>6.3} {:>6.3} {:>6.3} |               {:>6.3} {:>6.3}{verdict}",
             best[0], best[1], best[2], cpu[0], cpu[1], cpu[2], relay[1], relay[2]
         );
     }
@@ -134,14 +134,14 @@ fn main() -> Result<()> {
     if skip_starts {
         return Ok(());
     }
-    cage::starts(runs, origin.port(), [proxy.port(), copying.port()], &sizes)
+    cage::starts(runs, origin.port(), [proxy.port(), splicing.port()], &sizes)
 }
 
 /// A second proxy, on a thread and runtime of its own as the shared one,
-/// that copies its tunnels' bytes instead of splicing them.
-fn copying_proxy(config: Config) -> Result<SocketAddr> {
+/// that splices its tunnels' bytes instead of copying them.
+fn splicing_proxy(config: Config) -> Result<SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new().name(COPYING.into()).spawn(move || {
+    std::thread::Builder::new().name(SPLICING.into()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(rt) => rt,
             Err(e) => {
@@ -152,7 +152,7 @@ fn copying_proxy(config: Config) -> Result<SocketAddr> {
         runtime.block_on(async move {
             match Egress::bind(([127, 0, 0, 1], 0).into(), config).await {
                 Ok(egress) => {
-                    let egress = egress.copying();
+                    let egress = egress.splicing();
                     let _ = tx.send(egress.local_addr());
                     egress.serve().await;
                 }
@@ -162,7 +162,7 @@ fn copying_proxy(config: Config) -> Result<SocketAddr> {
             }
         });
     })?;
-    Ok(rx.recv().context("the copying proxy's thread ended")??)
+    Ok(rx.recv().context("the splicing proxy's thread ended")??)
 }
 
 /// CPU time so far of this process's thread named `name`, from

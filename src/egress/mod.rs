@@ -7,8 +7,9 @@
 //!   an address of the host's own networks.
 //! - [`request`]: the request head, read strictly.
 //! - [`server`]: the proxy itself (CONNECT and plain HTTP, bounded).
-//! - [`splice`]: an open tunnel's bytes moved inside Linux, never copied
-//!   through the proxy.
+//! - [`splice`]: an open tunnel's bytes moved inside Linux instead of
+//!   copied through the proxy; measured slower than copying on this Linux,
+//!   so kept for the bench's comparison ([`server::Egress::splicing`]).
 //! - [`refusals`]: one log line per refused host per minute, with a count.
 //!
 //! The proxy runs inside the kernel's process, on a thread and runtime of

@@ -1,11 +1,13 @@
 //! A tunnel's bytes moved inside Linux: once a CONNECT tunnel (or a plain
 //! request's exchange) is open, each direction goes from one socket into a
-//! pipe and from the pipe into the other socket with `splice(2)`. The
-//! proxy's process never copies a byte: the pages the sending socket
-//! received are handed to the receiving socket by reference. A copying
-//! relay costs two more copies of every byte (into the proxy and out of
-//! it), which on a loopback where both ends are busy copying as well is
-//! what made the tunnel half as fast as a direct connection.
+//! pipe and from the pipe into the other socket with `splice(2)`, the pages
+//! the sending socket received handed to the receiving socket by reference
+//! instead of copied through the proxy's buffers. It was expected to beat
+//! copying; on Linux 6.18's loopback, idle, it carried 12 to 29 % less and
+//! cost the machine slightly more CPU per MiB (`scripts/bench-egress`,
+//! docs/cage.md), so the kernel's proxy copies and this stays as the
+//! bench's comparison ([`super::server::Egress::splicing`]), to be measured
+//! again on other kernels.
 //!
 //! Driven by the runtime's readiness: a socket is spliced only when the
 //! runtime says it is readable (or writable), and a `WouldBlock` clears
