@@ -29,7 +29,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use teneral::egress::{self, Config, Egress, Policy};
 
 mod cage;
@@ -140,29 +140,7 @@ fn main() -> Result<()> {
 /// A second proxy, on a thread and runtime of its own as the shared one,
 /// that splices its tunnels' bytes instead of copying them.
 fn splicing_proxy(config: Config) -> Result<SocketAddr> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new().name(SPLICING.into()).spawn(move || {
-        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt,
-            Err(e) => {
-                let _ = tx.send(Err(e));
-                return;
-            }
-        };
-        runtime.block_on(async move {
-            match Egress::bind(([127, 0, 0, 1], 0).into(), config).await {
-                Ok(egress) => {
-                    let egress = egress.splicing();
-                    let _ = tx.send(egress.local_addr());
-                    egress.serve().await;
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            }
-        });
-    })?;
-    Ok(rx.recv().context("the splicing proxy's thread ended")??)
+    Ok(egress::on_thread(SPLICING, config, Egress::splicing)?)
 }
 
 /// CPU time so far of this process's thread named `name`, from

@@ -53,9 +53,25 @@ pub fn shared(config: &Config) -> io::Result<SocketAddr> {
     if let Some((_, addr)) = running.iter().find(|(c, _)| c == config) {
         return Ok(*addr);
     }
+    let addr = on_thread("teneral-egress", config.clone(), |egress| egress)?;
+    crate::log::info(format!(
+        "egress proxy on {addr}: generations reach {} through it",
+        config.policy.describe()
+    ));
+    running.push((config.clone(), addr));
+    Ok(addr)
+}
+
+/// Serves a proxy for `config` on a new thread named `name`, with a
+/// runtime of its own, for the rest of the process's life; `adjust` sets it
+/// up before it serves (the bench's splicing proxy). Its address.
+pub fn on_thread(
+    name: &str,
+    config: Config,
+    adjust: fn(Egress) -> Egress,
+) -> io::Result<SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let for_thread = config.clone();
-    std::thread::Builder::new().name("teneral-egress".into()).spawn(move || {
+    std::thread::Builder::new().name(name.into()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(rt) => rt,
             Err(e) => {
@@ -64,8 +80,9 @@ pub fn shared(config: &Config) -> io::Result<SocketAddr> {
             }
         };
         runtime.block_on(async move {
-            match Egress::bind(([127, 0, 0, 1], 0).into(), for_thread).await {
+            match Egress::bind(([127, 0, 0, 1], 0).into(), config).await {
                 Ok(egress) => {
+                    let egress = adjust(egress);
                     let _ = tx.send(egress.local_addr());
                     egress.serve().await;
                 }
@@ -75,13 +92,7 @@ pub fn shared(config: &Config) -> io::Result<SocketAddr> {
             }
         });
     })?;
-    let addr = rx.recv().map_err(|_| io::Error::other("the egress proxy's thread ended"))??;
-    crate::log::info(format!(
-        "egress proxy on {addr}: generations reach {} through it",
-        config.policy.describe()
-    ));
-    running.push((config.clone(), addr));
-    Ok(addr)
+    rx.recv().map_err(|_| io::Error::other(format!("the egress proxy's thread {name} ended")))?
 }
 
 /// The variables that point a body's tools at the proxy on `port` of its
