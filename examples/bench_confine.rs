@@ -12,6 +12,7 @@
 //! machine's load average beside the figures.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -80,9 +81,13 @@ fn main() -> Result<()> {
         ("confined, gate", gate, 0),
     ];
     // Another build of the helper (`BEFORE=path/to/teneral`), measured in
-    // the same run: before and after a change, under the same load.
-    if let Some(before) = std::env::var_os("BEFORE") {
-        let options = confine::Options { exe: Some(before.into()), ..confine::Options::default() };
+    // the same run: before and after a change, under the same load; its
+    // zygote too, when the kernel has one and it lies beside that build.
+    let before = std::env::var_os("BEFORE").map(PathBuf::from);
+    let with_zygote = std::env::var_os("ZYGOTE").is_none_or(|z| z != "0");
+    let mut zygote_before = None;
+    if let Some(before) = &before {
+        let options = confine::Options { exe: Some(before.clone()), ..confine::Options::default() };
         let generation = confine::wrap_with(
             &Profile::Generation { home: home.clone(), forward: vec![] },
             &options,
@@ -104,15 +109,29 @@ fn main() -> Result<()> {
         };
         cases.push(("BEFORE, generation", unnamed(generation), 0));
         cases.push(("BEFORE, gate", unnamed(gate), 0));
+        let lean = before.with_file_name("teneral-confine");
+        if lean.exists() && with_zygote {
+            zygote_before = Some(Zygote::start(&lean, &source_of(&lean)?)?);
+            let options = confine::Options { exe: Some(lean), ..confine::Options::default() };
+            for (name, profile) in [
+                (
+                    BEFORE_ZYGOTE_GENERATION,
+                    Profile::Generation { home: home.clone(), forward: vec![] },
+                ),
+                (
+                    BEFORE_ZYGOTE_GATE,
+                    Profile::Gate { checkout: checkout.clone(), writable: vec![] },
+                ),
+            ] {
+                cases.push((name, unnamed(confine::wrap_with(&profile, &options, truth())?), 0));
+            }
+        }
     }
     // The zygote (`teneral-confine zygote`): the same plans, forked by it
     // from a spare that made its namespaces ahead (`ZYGOTE=0` leaves it out).
     let lean = target.join("release/teneral-confine");
-    let zygote = if std::env::var_os("ZYGOTE").is_some_and(|z| z == "0") {
-        None
-    } else {
-        Some(Zygote::start(&lean, confine::host::SOURCE_ID)?)
-    };
+    let zygote =
+        if with_zygote { Some(Zygote::start(&lean, confine::host::SOURCE_ID)?) } else { None };
     if zygote.is_some() {
         let options = confine::Options { exe: Some(lean.clone()), ..confine::Options::default() };
         for (name, profile) in [
@@ -122,12 +141,20 @@ fn main() -> Result<()> {
             cases.push((name, confine::wrap_with(&profile, &options, truth())?, 0));
         }
     }
+    let zygotes = Zygotes { ours: zygote.as_ref(), before: zygote_before.as_ref() };
+    // `PAUSE=<ms>`: a pause after each start, as between checks that do
+    // not follow each other closely (an idle core is slower to wake).
+    let pause = std::env::var("PAUSE").ok().map(|p| p.parse::<u64>()).transpose()?;
+    let pause = pause.map(Duration::from_millis);
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
     for _ in 0..runs {
         for (i, (name, argv, expected)) in cases.iter().enumerate() {
             let start = Instant::now();
-            let code = run(zygote.as_ref(), name, argv, &checkout, None)?;
+            let code = run(zygotes.of(name), name, argv, &checkout, None)?;
             times[i].push(start.elapsed());
+            if let Some(pause) = pause {
+                std::thread::sleep(pause);
+            }
             if code != *expected {
                 bail!("{name}: exit status {code}");
             }
@@ -141,33 +168,76 @@ fn main() -> Result<()> {
         })
         .collect();
     println!("load average before: {}", load());
-    println!("median of {runs} runs each of /bin/true:");
+    match pause {
+        Some(pause) => {
+            println!("median of {runs} runs each of /bin/true, {} ms apart:", pause.as_millis())
+        }
+        None => println!("median of {runs} runs each of /bin/true, back to back:"),
+    }
     for ((name, _, _), median) in cases.iter().zip(&medians) {
         let extra = median - medians[0];
         if extra == 0.0 {
-            println!("  {name:<22} {median:7.3} ms");
+            println!("  {name:<26} {median:7.3} ms");
         } else {
             let verdict = if extra <= 2.0 { "within" } else { "OVER" };
-            println!("  {name:<22} {median:7.3} ms   +{extra:.3} ms ({verdict} the 2 ms goal)");
+            println!("  {name:<26} {median:7.3} ms   +{extra:.3} ms ({verdict} the 2 ms goal)");
         }
     }
     let median = |name: &str| cases.iter().position(|c| c.0 == name).map(|i| medians[i]);
-    for (new, old) in [(ZYGOTE_GATE, "confined, gate"), (ZYGOTE_GENERATION, "confined, generation")]
-    {
-        if let (Some(new), Some(old)) = (median(new), median(old)) {
-            println!("  {new} / {old}: {:.2}", new / old);
+    for (new, old) in [
+        (ZYGOTE_GATE, "confined, gate"),
+        (ZYGOTE_GENERATION, "confined, generation"),
+        (ZYGOTE_GATE, BEFORE_ZYGOTE_GATE),
+        (ZYGOTE_GENERATION, BEFORE_ZYGOTE_GENERATION),
+    ] {
+        if let (Some(a), Some(b)) = (median(new), median(old)) {
+            println!("  {new} / {old}: {:.2}", a / b);
         }
     }
     println!("load average after: {}", load());
     let confined: Vec<_> = cases.iter().filter(|(name, _, _)| name.contains(", ")).collect();
-    steps(zygote.as_ref(), &confined, &checkout, runs)
+    steps(&zygotes, &confined, &checkout, runs)
 }
 
 const ZYGOTE_GATE: &str = "zygote, gate";
 const ZYGOTE_GENERATION: &str = "zygote, generation";
+const BEFORE_ZYGOTE_GATE: &str = "BEFORE zygote, gate";
+const BEFORE_ZYGOTE_GENERATION: &str = "BEFORE zygote, generation";
 
-/// Runs one case to its end: its exit status (128 + a signal). A zygote
-/// case is sent to `zygote`; `steps` is the descriptor for the cage's steps.
+/// The zygote of this build and that of `BEFORE`'s, when there are.
+struct Zygotes<'a> {
+    ours: Option<&'a Zygote>,
+    before: Option<&'a Zygote>,
+}
+
+impl Zygotes<'_> {
+    /// The zygote that starts case `name`; none for a case it does not.
+    fn of(&self, name: &str) -> Option<&Zygote> {
+        if name.starts_with("BEFORE zygote") {
+            self.before
+        } else if name.starts_with("zygote") {
+            self.ours
+        } else {
+            None
+        }
+    }
+}
+
+/// The sources another build of `teneral-confine` names as its own, read
+/// from its refusal of a zygote started for other sources.
+fn source_of(lean: &std::path::Path) -> Result<String> {
+    let out = Command::new(lean).args(["zygote", "--source", "?"]).stdin(Stdio::null()).output()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let id = text.split_once('(').and_then(|(_, rest)| rest.split_once(')')).map(|(id, _)| id);
+    match id {
+        Some(id) if !id.is_empty() => Ok(id.to_owned()),
+        _ => bail!("{} did not name its sources: {text}", lean.display()),
+    }
+}
+
+/// Runs one case to its end: its exit status (128 + a signal). A case
+/// with a `zygote` is sent to it; `steps` is the descriptor for the cage's
+/// steps.
 fn run(
     zygote: Option<&Zygote>,
     name: &str,
@@ -175,7 +245,7 @@ fn run(
     dir: &std::path::Path,
     steps: Option<i32>,
 ) -> Result<i32> {
-    let Some(zygote) = zygote.filter(|_| name.starts_with("zygote")) else {
+    let Some(zygote) = zygote else {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).current_dir(dir).stdin(Stdio::null()).stderr(Stdio::null());
         if let Some(fd) = steps {
@@ -218,7 +288,7 @@ fn monotonic_ns() -> i128 {
 /// Runs each case `runs` times (interleaved) with the cage writing when
 /// each step ended, and prints the median time of each step.
 fn steps(
-    zygote: Option<&Zygote>,
+    zygotes: &Zygotes,
     cases: &[&(&str, Vec<OsString>, i32)],
     dir: &std::path::Path,
     runs: usize,
@@ -244,7 +314,7 @@ fn steps(
             log.set_len(0)?;
             log.rewind()?;
             let start = monotonic_ns();
-            let code = run(zygote, name, argv, dir, Some(fd))?;
+            let code = run(zygotes.of(name), name, argv, dir, Some(fd))?;
             let end = monotonic_ns();
             if code != *expected {
                 bail!("{name}: exit status {code}");

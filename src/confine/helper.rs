@@ -77,17 +77,22 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     if identity.is_some() {
         steps::mark("id-mapping user namespace");
     }
-    let made = namespaces::Made { user: ahead.user, net: ahead.net };
+    let made = namespaces::Made { user: ahead.user, net: ahead.net, pid: ahead.inside.is_some() };
     if let Err(e) = namespaces::enter(&plan, made) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
     }
     // The helper stays outside and supervises; what follows runs as pid 1
-    // of the cage's PID namespace.
-    let inside = match init::fork_first() {
-        Ok(inside) => inside,
-        Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
+    // of the cage's PID namespace (a spare has forked into it already).
+    let inside = match ahead.inside {
+        Some(inside) => inside,
+        None => match init::fork_first(&[]) {
+            Ok(inside) => {
+                steps::mark("fork into the PID namespace");
+                inside
+            }
+            Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
+        },
     };
-    steps::mark("fork into the PID namespace");
     let cwd = match root::build(&plan, identity.as_ref()) {
         Ok(cwd) => cwd,
         Err(e) => return fail(EXIT_NAMESPACES, "root", &e),

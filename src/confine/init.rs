@@ -61,8 +61,9 @@ pub struct Inside {
 }
 
 /// Forks the cage's first process. Returns in it; the helper never
-/// returns: it supervises and exits as the first process does.
-pub fn fork_first() -> Result<Inside, String> {
+/// returns: it closes `outside_only` (descriptors it has no use for),
+/// supervises and exits as the first process does.
+pub fn fork_first(outside_only: &[i32]) -> Result<Inside, String> {
     let mask = crate::sys::block_signals().map_err(|e| format!("cannot block signals: {e}"))?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
@@ -70,6 +71,9 @@ pub fn fork_first() -> Result<Inside, String> {
     match crate::sys::fork().map_err(|e| format!("cannot fork into the PID namespace: {e}"))? {
         Some(child) => {
             drop(write);
+            for &fd in outside_only {
+                super::sys::close_in_child(fd);
+            }
             supervise(child, read)
         }
         None => {

@@ -52,11 +52,15 @@ pub fn has_sys_admin() -> bool {
 pub struct Made {
     pub user: bool,
     pub net: bool,
+    /// This process is the first of its PID namespace already.
+    pub pid: bool,
 }
 
 pub fn enter(plan: &Plan, made: Made) -> Result<(), String> {
-    if made.net && (plan.net != Net::Loopback || !plan.forward.is_empty()) {
-        return Err("a network namespace made ahead serves only a loopback-only plan".into());
+    if (made.net || made.pid) && !super::zygote::spare_fits(plan) {
+        return Err("namespaces made ahead serve only a loopback-only plan without forwarded \
+                    ports"
+            .into());
     }
     // The relay must be forked while this process is still in the kernel's
     // network namespace; it gets its listeners once loopback is up inside.
@@ -70,8 +74,10 @@ pub fn enter(plan: &Plan, made: Made) -> Result<(), String> {
     // One kind at a time (the same namespaces as one call makes, all
     // owned by the user namespace above when there is one), so that the
     // benchmark sees what each costs.
-    let mut kinds =
-        vec![(UnshareFlags::NEWNS, "mount namespace"), (UnshareFlags::NEWPID, "PID namespace")];
+    let mut kinds = vec![(UnshareFlags::NEWNS, "mount namespace")];
+    if !made.pid {
+        kinds.push((UnshareFlags::NEWPID, "PID namespace"));
+    }
     if plan.net == Net::Loopback && !made.net {
         kinds.push((UnshareFlags::NEWNET, "network namespace"));
     }

@@ -9,12 +9,18 @@
 //!   (`sys::fork_sibling`): the kernel's child, reaped and signalled by the
 //!   kernel, in a process group of its own, with SIGKILL as its
 //!   parent-death signal; so no cage outlives the kernel, as before.
-//! - The spare: one process made ahead, which has made its own network
+//! - The spare: one launch made ahead, which has made its own network
 //!   namespace (loopback up), the user namespace (not root) or the id
-//!   mapping (root), and waits for one request on a socket of its own. It
-//!   takes exactly one launch, then the zygote makes the next spare: a
-//!   namespace made ahead is never used by two launches, so no check can
-//!   reach another through loopback or abstract sockets.
+//!   mapping (root) and a PID namespace, and has forked into it: the
+//!   helper supervises outside ([`super::init`]), and the cage's first
+//!   process waits for one request on a socket of its own. It takes
+//!   exactly one launch, then the zygote makes the next spare: a namespace
+//!   made ahead is never used by two launches, so no check can reach
+//!   another through loopback or abstract sockets. Since the helper was
+//!   forked before the request named the launch's cgroups, the zygote moves
+//!   it into them; the first process enters them itself. Only the first
+//!   process takes the request's descriptors: the helper's own rare words
+//!   (a supervisor that cannot confine itself) go to the zygote's stderr.
 //! - A launch the spare cannot take (the host's network, forwarded ports,
 //!   a test's pretended missing feature) is forked fresh and makes every
 //!   namespace itself, as the executed helper does.
@@ -31,7 +37,7 @@ use std::os::unix::net::UnixStream;
 use rustix::process::{Pid, Signal};
 
 use super::plan::{Net, Plan};
-use super::{helper, sys, EXIT_NAMESPACES, EXIT_USAGE};
+use super::{helper, init, sys, EXIT_NAMESPACES, EXIT_USAGE};
 use crate::spawn::zygote::{answer, recv, send, Request};
 
 /// What a spare made ahead of its launch.
@@ -43,22 +49,27 @@ pub struct Ahead {
     pub user: bool,
     /// This process is in a network namespace of its own, loopback up.
     pub net: bool,
+    /// This process is the first of a PID namespace of its own, and the
+    /// helper outside supervises it.
+    pub inside: Option<init::Inside>,
     /// What failed while making them: the launch fails with it.
     pub failed: Option<String>,
 }
 
 impl Ahead {
     /// Makes the namespaces a loopback-only launch needs before its plan
-    /// is known, in the order the helper makes them.
-    fn make() -> Ahead {
+    /// is known, in the order the helper makes them, then forks into the
+    /// PID namespace: returns in the cage's first process (the helper
+    /// supervises and never returns), which `socket` alone reaches.
+    fn make(socket: &UnixStream) -> Ahead {
         let mut ahead = Ahead::default();
-        if let Err(e) = ahead.fill() {
+        if let Err(e) = ahead.fill(socket) {
             ahead.failed = Some(e);
         }
         ahead
     }
 
-    fn fill(&mut self) -> Result<(), String> {
+    fn fill(&mut self, socket: &UnixStream) -> Result<(), String> {
         if rustix::process::getuid().is_root() {
             let fd = sys::user_namespace_fd(0, super::BODY_ID)
                 .map_err(|e| format!("cannot make the id mapping for the body's identity: {e}"))?;
@@ -72,6 +83,9 @@ impl Ahead {
             .map_err(|e| format!("cannot make a network namespace: {e}"))?;
         crate::sys::loopback_up().map_err(|e| format!("cannot bring loopback up: {e}"))?;
         self.net = true;
+        crate::sys::unshare(rustix::thread::UnshareFlags::NEWPID)
+            .map_err(|e| format!("cannot make a PID namespace: {e}"))?;
+        self.inside = Some(init::fork_first(&[socket.as_raw_fd()])?);
         Ok(())
     }
 }
@@ -169,10 +183,11 @@ fn launch(
             // too); a spare that is gone says nothing and a fresh launch
             // serves instead.
             let mut ready = [0u8; 1];
-            if (&taken.socket).read_exact(&mut ready).is_ok()
-                && send(&taken.socket, &request).is_ok()
-            {
-                return Ok(taken.pid);
+            if (&taken.socket).read_exact(&mut ready).is_ok() {
+                move_into_cgroups(&request, taken.pid)?;
+                if send(&taken.socket, &request).is_ok() {
+                    return Ok(taken.pid);
+                }
             }
         }
     }
@@ -206,6 +221,21 @@ fn launch(
     }
 }
 
+/// Moves a spare's helper, forked before its launch was asked for, into
+/// the cgroups the request names ([`super::CGROUP_PROCS`]), before its
+/// first process gets the request: that one enters them itself, first.
+fn move_into_cgroups(request: &Request, pid: i32) -> Result<(), String> {
+    let Some((_, named)) = request.env.iter().find(|(key, _)| key == super::CGROUP_PROCS) else {
+        return Ok(());
+    };
+    for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
+        std::fs::write(procs, pid.to_string()).map_err(|e| {
+            format!("cannot move the helper into the cgroup {procs}: {e}; the kernel made it for this launch")
+        })?;
+    }
+    Ok(())
+}
+
 fn make_spare(kernel: &UnixStream, kernel_pid: Option<Pid>) -> std::io::Result<Spare> {
     let (ours, theirs) = UnixStream::pair()?;
     match sys::fork_sibling()? {
@@ -220,13 +250,14 @@ fn make_spare(kernel: &UnixStream, kernel_pid: Option<Pid>) -> std::io::Result<S
 }
 
 /// The spare: its own process group and the kernel's death first, then
-/// the namespaces, then one request.
+/// the namespaces and the fork into the PID namespace, then (in the first
+/// process) one request.
 fn spare_main(socket: UnixStream, kernel_pid: Option<Pid>) -> i32 {
     if let Err(e) = as_kernels_child(kernel_pid) {
         eprintln!("teneral-confine zygote: spare: {e}");
         return EXIT_NAMESPACES;
     }
-    let ahead = Ahead::make();
+    let ahead = Ahead::make(&socket);
     if (&socket).write_all(&[1]).is_err() {
         return 0;
     }

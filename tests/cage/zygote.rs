@@ -340,8 +340,10 @@ fn the_kernels_spawn_sends_confined_launches_through_the_zygote() -> TestResult 
 
 /// Under the cgroup runner, a launch the zygote forks enters the cgroup
 /// made for it before anything runs (no shell in between): the program
-/// finds itself there. Needs a writable cgroup v2 hierarchy (root); says
-/// so on stderr and passes without one.
+/// finds itself there, and the helper outside the cage's PID namespace
+/// (forked by a spare before the request named the cgroup) is there too.
+/// Needs a writable cgroup v2 hierarchy (root); says so on stderr and
+/// passes without one.
 #[test]
 #[ignore = "installs a zygote for the whole test process, which would take other tests' launches; scripts/test runs it alone"]
 fn under_the_cgroup_runner_a_zygote_launch_is_in_its_cgroup() -> TestResult {
@@ -375,14 +377,17 @@ fn under_the_cgroup_runner_a_zygote_launch_is_in_its_cgroup() -> TestResult {
         let runner = Runner::cgroup(Delegated::V2(dir.clone()), cage);
         let spec = Spec::new("/bin/sh", &checkout)
             .arg("-c")
-            .arg("grep '^0::' /proc/self/cgroup; env | grep -c TENERAL_CGROUP || true");
+            .arg("sleep 0.5; grep '^0::' /proc/self/cgroup; env | grep -c TENERAL_CGROUP || true");
         let launch = Launch {
             spec,
             cage: Some(Profile::Gate { checkout: checkout.clone(), writable: vec![] }),
-            limits: Limits::none(Duration::from_secs(2)),
+            limits: Limits::none(Duration::from_secs(5)),
         };
-        let ran = runner.run("teneral-check-zygote.service", launch).await;
+        let procs = dir.join("teneral-check-zygote.service/cgroup.procs");
+        let (ran, helper_in) =
+            tokio::join!(runner.run("teneral-check-zygote.service", launch), helper_in(&procs));
         spawn::stop_using_zygote();
+        assert_eq!(helper_in, Some(true), "the helper, this process's child, is in the cgroup");
         let (ended, run) = ran?;
         let out = run.stdout_tail();
         assert_eq!(ended.exit, Exit::Code(0), "{}", run.output_tail());
@@ -393,4 +398,28 @@ fn under_the_cgroup_runner_a_zygote_launch_is_in_its_cgroup() -> TestResult {
     });
     let _ = std::fs::remove_dir(&dir);
     result
+}
+
+/// Once the cage's first process (pid 1 of its own namespace) is in the
+/// cgroup whose processes `procs` lists: whether a child of this process
+/// (the launch's helper, outside that namespace) is there too. `None` if
+/// the first process never appears.
+async fn helper_in(procs: &std::path::Path) -> Option<bool> {
+    let me = std::process::id().to_string();
+    let field = |pid: &str, name: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned())
+    };
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let Ok(text) = std::fs::read_to_string(procs) else { continue };
+        let pids: Vec<&str> = text.lines().collect();
+        let first_in = pids.iter().any(|pid| {
+            field(pid, "NSpid:").is_some_and(|ns| ns.split_whitespace().nth(1) == Some("1"))
+        });
+        if first_in {
+            return Some(pids.iter().any(|pid| field(pid, "PPid:").as_deref() == Some(&me)));
+        }
+    }
+    None
 }
