@@ -22,7 +22,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod journal;
 mod proc;
+use journal::read_lines;
+pub use journal::{body_of, count, has, of, types};
 pub use proc::Thread;
 
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -382,39 +385,5 @@ impl Drop for Rig {
         self.stop_model();
         let _ = self.events.kill();
         let _ = self.events.wait();
-    }
-}
-
-fn read_lines(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
-}
-
-/// The events of one type.
-pub fn of<'a>(journal: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    journal.iter().filter(|e| e["type"] == kind).collect()
-}
-
-pub fn has(journal: &[Value], kind: &str) -> bool {
-    journal.iter().any(|e| e["type"] == kind)
-}
-
-pub fn count(journal: &[Value], kind: &str) -> usize {
-    of(journal, kind).len()
-}
-
-/// The types of the journal in order, for whole-sequence assertions.
-pub fn types(journal: &[Value]) -> Vec<&str> {
-    journal.iter().map(|e| e["type"].as_str().unwrap_or("?")).collect()
-}
-
-/// The request body of a logged request (the log may hold it as text).
-pub fn body_of(request: &Value) -> Value {
-    match &request["body"] {
-        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
-        other => other.clone(),
     }
 }
