@@ -82,7 +82,7 @@ fn main() -> Result<()> {
     ];
     // Another build of the helper (`BEFORE=path/to/teneral`), measured in
     // the same run: before and after a change, under the same load; its
-    // zygote too, when the kernel has one and it lies beside that build.
+    // zygote too, when asked and it lies beside that build.
     let before = std::env::var_os("BEFORE").map(PathBuf::from);
     let with_zygote = std::env::var_os("ZYGOTE").is_none_or(|z| z != "0");
     let mut zygote_before = None;
@@ -110,7 +110,12 @@ fn main() -> Result<()> {
         cases.push(("BEFORE, generation", unnamed(generation), 0));
         cases.push(("BEFORE, gate", unnamed(gate), 0));
         let lean = before.with_file_name("teneral-confine");
-        if lean.exists() && with_zygote {
+        // Only when asked (`BEFORE_ZYGOTE=1`): the two zygotes must speak
+        // the same protocol to the kernel's side, which this build's is.
+        if lean.exists()
+            && with_zygote
+            && std::env::var_os("BEFORE_ZYGOTE").is_some_and(|z| z == "1")
+        {
             zygote_before = Some(Zygote::start(&lean, &source_of(&lean)?)?);
             let options = confine::Options { exe: Some(lean), ..confine::Options::default() };
             for (name, profile) in [

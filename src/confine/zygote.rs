@@ -13,14 +13,15 @@
 //!   namespace (loopback up), the user namespace (not root) or the id
 //!   mapping (root) and a PID namespace, and has forked into it: the
 //!   helper supervises outside ([`super::init`]), and the cage's first
-//!   process waits for one request on a socket of its own. It takes
-//!   exactly one launch, then the zygote makes the next spare: a namespace
-//!   made ahead is never used by two launches, so no check can reach
-//!   another through loopback or abstract sockets. Since the helper was
-//!   forked before the request named the launch's cgroups, the zygote moves
-//!   it into them; the first process enters them itself. Only the first
-//!   process takes the request's descriptors: the helper's own rare words
-//!   (a supervisor that cannot confine itself) go to the zygote's stderr.
+//!   process waits for one request on a socket of its own. The zygote
+//!   hands that socket and the helper's pid to the kernel, which sends a
+//!   request that fits straight to the spare (one hand-off, not two), moves
+//!   the helper into the launch's cgroups first, and asks for the next
+//!   spare. A spare takes exactly one launch: a namespace made ahead is
+//!   never used by two, so no check can reach another through loopback or
+//!   abstract sockets. Only the first process takes the request's
+//!   descriptors: the helper's own rare words (a supervisor that cannot
+//!   confine itself) go to the zygote's stderr.
 //! - A launch the spare cannot take (the host's network, forwarded ports,
 //!   a test's pretended missing feature) is forked fresh and makes every
 //!   namespace itself, as the executed helper does.
@@ -30,7 +31,7 @@
 //! and working directory: every wall is the same.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
@@ -38,7 +39,7 @@ use rustix::process::{Pid, Signal};
 
 use super::plan::{Net, Plan};
 use super::{helper, init, sys, EXIT_NAMESPACES, EXIT_USAGE};
-use crate::spawn::zygote::{answer, recv, send, Request};
+use crate::spawn::zygote::{answer, recv, send, spare_message, Request, SPARE};
 
 /// What a spare made ahead of its launch.
 #[derive(Default)]
@@ -90,13 +91,8 @@ impl Ahead {
     }
 }
 
-struct Spare {
-    pid: i32,
-    socket: UnixStream,
-}
-
-/// `teneral-confine zygote`: serves requests on stdin until the kernel
-/// closes it; returns the exit status.
+/// `teneral-confine zygote`: hands the kernel a spare, then serves
+/// requests on stdin until the kernel closes it; returns the exit status.
 pub fn main() -> i32 {
     let kernel = match take_stdin() {
         Ok(fd) => UnixStream::from(fd),
@@ -107,13 +103,10 @@ pub fn main() -> i32 {
     };
     // Its parent is the kernel, which every launch's process must have too.
     let kernel_pid = rustix::process::getppid();
-    let mut spare: Option<Spare> = None;
+    if hand_over_spare(&kernel, kernel_pid).is_err() {
+        return 0;
+    }
     loop {
-        if spare.is_none() {
-            spare = make_spare(&kernel, kernel_pid)
-                .map_err(|e| eprintln!("teneral-confine zygote: no spare: {e}"))
-                .ok();
-        }
         let request = match recv(&kernel) {
             Ok(Some(request)) => request,
             Ok(None) => return 0,
@@ -122,11 +115,33 @@ pub fn main() -> i32 {
                 return EXIT_USAGE;
             }
         };
-        let result = launch(request, &kernel, kernel_pid, &mut spare);
+        if request.args.first().is_some_and(|a| a == SPARE) {
+            if hand_over_spare(&kernel, kernel_pid).is_err() {
+                return 0;
+            }
+            continue;
+        }
+        let result = launch(request, &kernel, kernel_pid);
         if answer(&kernel, result).is_err() {
             return 0;
         }
     }
+}
+
+/// Makes a spare and sends the kernel its pid and socket (`spare <pid>`),
+/// or `spare` alone when it cannot (and says why on stderr). `Err` when
+/// the kernel is gone.
+fn hand_over_spare(kernel: &UnixStream, kernel_pid: Option<Pid>) -> std::io::Result<()> {
+    let message = match make_spare(kernel, kernel_pid) {
+        Ok((pid, socket)) => {
+            spare_message(vec![pid.to_string().into()], vec![(0, OwnedFd::from(socket))])
+        }
+        Err(e) => {
+            eprintln!("teneral-confine zygote: no spare: {e}");
+            spare_message(Vec::new(), Vec::new())
+        }
+    };
+    send(kernel, &message)
 }
 
 /// Fd 0 (the kernel's socket) moved to a close-on-exec descriptor, with
@@ -162,6 +177,12 @@ fn plan_args(args: &[OsString]) -> Result<&[OsString], String> {
     }
 }
 
+/// Whether a spare can take the launch the helper's arguments `args`
+/// describe (`confine [--source ID] plan -- argv`, of these sources).
+pub fn fits(args: &[OsString]) -> bool {
+    plan_args(args).is_ok_and(|rest| Plan::from_args(rest).is_ok_and(|(plan, _)| spare_fits(&plan)))
+}
+
 /// Whether a spare can take the launch of `plan`: loopback only, nothing
 /// forwarded (the relay is forked in the kernel's network), nothing
 /// pretended missing.
@@ -169,32 +190,9 @@ pub fn spare_fits(plan: &Plan) -> bool {
     plan.net == Net::Loopback && plan.forward.is_empty() && plan.pretend_missing.is_empty()
 }
 
-fn launch(
-    request: Request,
-    kernel: &UnixStream,
-    kernel_pid: Option<Pid>,
-    spare: &mut Option<Spare>,
-) -> Result<i32, String> {
-    let args = plan_args(&request.args)?;
-    let fits = Plan::from_args(args).is_ok_and(|(plan, _)| spare_fits(&plan));
-    if fits {
-        if let Some(taken) = spare.take() {
-            // Its word that it is ready (its group made, its namespaces
-            // too); a spare that is gone says nothing and a fresh launch
-            // serves instead.
-            let mut ready = [0u8; 1];
-            if (&taken.socket).read_exact(&mut ready).is_ok() {
-                move_into_cgroups(&request, taken.pid)?;
-                if send(&taken.socket, &request).is_ok() {
-                    return Ok(taken.pid);
-                }
-            }
-        }
-    }
-    let closing = [kernel.as_raw_fd()]
-        .into_iter()
-        .chain(spare.as_ref().map(|s| s.socket.as_raw_fd()))
-        .collect::<Vec<_>>();
+/// Forks a fresh launch, which makes every namespace itself.
+fn launch(request: Request, kernel: &UnixStream, kernel_pid: Option<Pid>) -> Result<i32, String> {
+    plan_args(&request.args)?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
     match sys::fork_sibling().map_err(|e| format!("cannot fork the launch: {e}"))? {
@@ -206,9 +204,7 @@ fn launch(
             Ok(pid)
         }
         None => {
-            for fd in closing {
-                sys::close_in_child(fd);
-            }
+            sys::close_in_child(kernel.as_raw_fd());
             drop(read);
             if let Err(e) = as_kernels_child(kernel_pid) {
                 eprintln!("teneral-confine zygote: launch: {e}");
@@ -221,25 +217,12 @@ fn launch(
     }
 }
 
-/// Moves a spare's helper, forked before its launch was asked for, into
-/// the cgroups the request names ([`super::CGROUP_PROCS`]), before its
-/// first process gets the request: that one enters them itself, first.
-fn move_into_cgroups(request: &Request, pid: i32) -> Result<(), String> {
-    let Some((_, named)) = request.env.iter().find(|(key, _)| key == super::CGROUP_PROCS) else {
-        return Ok(());
-    };
-    for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
-        std::fs::write(procs, pid.to_string()).map_err(|e| {
-            format!("cannot move the helper into the cgroup {procs}: {e}; the kernel made it for this launch")
-        })?;
-    }
-    Ok(())
-}
-
-fn make_spare(kernel: &UnixStream, kernel_pid: Option<Pid>) -> std::io::Result<Spare> {
+/// Forks a spare: its pid, and the socket on which it says it is ready and
+/// takes its request.
+fn make_spare(kernel: &UnixStream, kernel_pid: Option<Pid>) -> std::io::Result<(i32, UnixStream)> {
     let (ours, theirs) = UnixStream::pair()?;
     match sys::fork_sibling()? {
-        Some(pid) => Ok(Spare { pid, socket: ours }),
+        Some(pid) => Ok((pid, ours)),
         None => {
             sys::close_in_child(kernel.as_raw_fd());
             sys::close_in_child(ours.as_raw_fd());
@@ -348,6 +331,28 @@ mod tests {
         for (plan, want) in table {
             assert_eq!(spare_fits(&plan), want, "{plan:?}");
         }
+    }
+
+    #[test]
+    fn a_spare_fits_the_helpers_arguments_of_a_loopback_plan_of_these_sources() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let ours = super::super::host::SOURCE_ID;
+        let plan = |net: Net, forward: Vec<u16>| {
+            let mut plan = Plan::empty("gate", net);
+            plan.forward = forward;
+            plan.to_args()
+        };
+        let with = |source: &str, plan: Vec<OsString>| {
+            let mut all = args(&["confine", "--source", source]);
+            all.extend(plan);
+            all.extend(args(&["--", "/bin/true"]));
+            all
+        };
+        assert!(fits(&with(ours, plan(Net::Loopback, vec![]))));
+        assert!(!fits(&with(ours, plan(Net::Open, vec![]))), "the host's network");
+        assert!(!fits(&with(ours, plan(Net::Loopback, vec![8080]))), "a forwarded port");
+        assert!(!fits(&with("0000", plan(Net::Loopback, vec![]))), "other sources");
+        assert!(!fits(&args(&["confine", "--source", ours, "--bogus"])), "no plan");
     }
 
     #[test]

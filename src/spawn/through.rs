@@ -55,9 +55,10 @@ pub(super) fn spawn(spec: Spec) -> Result<io::Result<Child>, Spec> {
         if spec.program == zygote.helper() && spec.args.first().is_some_and(|a| a == "confine") {
             let started = spawn_through(zygote, spec);
             if let Err(e) = &started {
-                use io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
-                if matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof) {
-                    // The zygote is gone: later launches execute the helper.
+                use io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof, WouldBlock};
+                if matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof | WouldBlock) {
+                    // The zygote is gone, or silent past its time (WouldBlock):
+                    // later launches execute the helper.
                     slot.take();
                     crate::log::warn(format!(
                         "the cage's zygote is gone ({e}); confined launches execute the \

@@ -11,6 +11,15 @@
 //! collects it, [`super::Child`] signals its group, and it dies with the
 //! kernel, exactly as a helper the kernel executed itself.
 //!
+//! The zygote keeps a spare, a launch made ahead with its namespaces, and
+//! hands it to the kernel: its pid and a socket of its own, in a message
+//! framed as a request (`spare <pid>`, the socket as its one descriptor).
+//! The kernel sends a request it fits straight to the spare, once the spare
+//! has said it is ready, and asks the zygote for the next one (`spare`);
+//! any other request goes to the zygote, which forks a fresh launch. A
+//! spare that has died gives end of file, and its request goes to the
+//! zygote as well.
+//!
 //! Framing, on a stream: an 8-byte header (payload length, descriptor
 //! count, little-endian u32 each) sent together with the descriptors, then
 //! the payload: `u32` counts and length-prefixed byte strings. The answer
@@ -23,6 +32,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer};
 use rustix::net::{SendAncillaryMessage, SendFlags};
@@ -228,7 +238,29 @@ pub struct Zygote {
     socket: UnixStream,
     helper: PathBuf,
     pid: u32,
+    spare: Mutex<SpareSlot>,
 }
+
+/// The spare the zygote handed over, and whether one is on its way.
+struct SpareSlot {
+    held: Option<Spare>,
+    coming: bool,
+}
+
+/// A launch made ahead: its process (the helper, supervising the cage's
+/// first process) and the first process's socket.
+struct Spare {
+    pid: u32,
+    socket: UnixStream,
+}
+
+/// How long the kernel waits for the zygote's word, or a spare's, before
+/// it takes it for gone (a fork and a few namespaces take milliseconds).
+const SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The first argument of a message about a spare: the kernel asking for
+/// one, the zygote handing one over (`spare <pid>`, with its socket).
+pub const SPARE: &str = "spare";
 
 impl Zygote {
     /// Starts `helper zygote --source <source>` (the lean helper program,
@@ -236,8 +268,13 @@ impl Zygote {
     /// the thread that starts every launch (the kernel's main thread).
     pub fn start(helper: &Path, source: &str) -> io::Result<Zygote> {
         let (ours, theirs) = UnixStream::pair()?;
+        // A zygote that says nothing for this long is taken for gone,
+        // rather than holding the kernel's launches forever.
+        ours.set_read_timeout(Some(SILENCE))?;
         let pid = super::start_zygote_process(helper, source, OwnedFd::from(theirs))?;
-        Ok(Zygote { socket: ours, helper: helper.to_owned(), pid })
+        // The zygote hands over its first spare unasked.
+        let spare = Mutex::new(SpareSlot { held: None, coming: true });
+        Ok(Zygote { socket: ours, helper: helper.to_owned(), pid, spare })
     }
 
     pub fn pid(&self) -> u32 {
@@ -249,12 +286,89 @@ impl Zygote {
         &self.helper
     }
 
-    /// Has the zygote start `request`; the pid of the launch's process, a
-    /// child of this process in a process group of its own.
+    /// Has `request` started, by the spare when it fits one, else by the
+    /// zygote; the pid of the launch's process, a child of this process in
+    /// a process group of its own.
     pub fn launch(&self, request: &Request) -> io::Result<u32> {
-        send(&self.socket, request)?;
-        read_answer(&self.socket)
+        let mut slot = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.coming {
+            slot.coming = false;
+            slot.held = self.receive_spare()?;
+        }
+        let spare = match slot.held.take() {
+            Some(spare) if crate::confine::zygote::fits(&request.args) => Some(spare),
+            other => {
+                slot.held = other;
+                None
+            }
+        };
+        let launched = match spare {
+            Some(spare) => self.through_spare(spare, request),
+            None => None,
+        };
+        let pid = match launched {
+            Some(launched) => launched,
+            None => send(&self.socket, request).and_then(|()| read_answer(&self.socket)),
+        };
+        // The next spare, made while this launch goes on. A zygote that is
+        // gone fails the next launch, not this one, which has started.
+        if slot.held.is_none() {
+            slot.coming = send(&self.socket, &spare_message(Vec::new(), Vec::new())).is_ok();
+        }
+        pid
     }
+
+    /// `request` sent to `spare` once it is ready; `None` when it has died
+    /// (the zygote then forks a fresh launch).
+    fn through_spare(&self, spare: Spare, request: &Request) -> Option<io::Result<u32>> {
+        let mut ready = [0u8; 1];
+        spare.socket.set_read_timeout(Some(SILENCE)).ok()?;
+        (&spare.socket).read_exact(&mut ready).ok()?;
+        if let Err(e) = move_into_cgroups(request, spare.pid) {
+            return Some(Err(e));
+        }
+        send(&spare.socket, request).ok()?;
+        Some(Ok(spare.pid))
+    }
+
+    /// The zygote's next message, a spare handed over (`None`: it could
+    /// not make one, and said why on its stderr).
+    fn receive_spare(&self) -> io::Result<Option<Spare>> {
+        let Some(mut message) = recv(&self.socket)? else {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the zygote has ended"));
+        };
+        if message.args.first().is_none_or(|a| a != SPARE) {
+            return Err(io::Error::other("the zygote sent something else than a spare"));
+        }
+        let pid = message.args.get(1).and_then(|p| p.to_str()?.parse::<u32>().ok());
+        Ok(pid
+            .zip(message.fds.pop())
+            .map(|(pid, (_, socket))| Spare { pid, socket: UnixStream::from(socket) }))
+    }
+}
+
+/// A message about a spare ([`SPARE`]), framed as a request.
+pub fn spare_message(rest: Vec<OsString>, fds: Vec<(i32, OwnedFd)>) -> Request {
+    let args = std::iter::once(OsString::from(SPARE)).chain(rest).collect();
+    Request { args, cwd: PathBuf::from("/"), env: Vec::new(), fds }
+}
+
+/// Moves a spare's helper, forked before its launch was asked for, into
+/// the cgroups the request names (`confine::CGROUP_PROCS`), before the
+/// cage's first process gets the request: that one enters them itself,
+/// first.
+fn move_into_cgroups(request: &Request, pid: u32) -> io::Result<()> {
+    let named = request.env.iter().find(|(key, _)| key == crate::confine::CGROUP_PROCS);
+    let Some((_, named)) = named else { return Ok(()) };
+    for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
+        std::fs::write(procs, pid.to_string()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot move the cage's helper into the cgroup {procs}: {e}"),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

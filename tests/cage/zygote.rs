@@ -65,7 +65,23 @@ fn launch(
     cwd: &Path,
     tmp: &Path,
 ) -> Result<Launched, Box<dyn std::error::Error>> {
-    let options = confine::Options { exe: Some(helper()), ..confine::Options::default() };
+    launch_forwarding(zygote, profile, &[], argv, cwd, tmp)
+}
+
+/// [`launch`], with the kernel's loopback ports `forward` relayed in.
+fn launch_forwarding(
+    zygote: &Zygote,
+    profile: &Profile,
+    forward: &[u16],
+    argv: Vec<OsString>,
+    cwd: &Path,
+    tmp: &Path,
+) -> Result<Launched, Box<dyn std::error::Error>> {
+    let options = confine::Options {
+        exe: Some(helper()),
+        forward: forward.to_vec(),
+        ..confine::Options::default()
+    };
     let mut args = confine::wrap_with(profile, &options, argv)?;
     assert_eq!(Path::new(&args.remove(0)), helper(), "the lean helper is the program");
     let mut env: Vec<(OsString, OsString)> = vec![("TMPDIR".into(), tmp.into())];
@@ -336,6 +352,35 @@ fn the_kernels_spawn_sends_confined_launches_through_the_zygote() -> TestResult 
         assert_eq!(spawn::zygote_launches(), before + 1, "the launch went through the zygote");
         Ok(())
     })
+}
+
+/// A launch that fits a spare goes from the kernel straight to the spare
+/// the zygote handed over: with the zygote killed it still starts, and
+/// only the launch after it finds the zygote gone.
+#[test]
+fn a_launch_that_fits_goes_straight_to_the_spare_the_kernel_holds() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let (_dir, checkout, tmp) = checkout()?;
+    let zygote = zygote()?;
+    let gate = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+    let sh = |text: &str| vec![OsString::from("/bin/sh"), "-c".into(), text.into()];
+    // A forwarded port fits no spare: the zygote forks this launch, while
+    // the kernel takes the spare handed over at the start and keeps it.
+    let fresh = launch_forwarding(&zygote, &gate, &[47614], sh("echo fresh"), &checkout, &tmp)?;
+    let (status, out, err) = fresh.wait();
+    assert_eq!((status, out.as_str()), (0, "fresh\n"), "{err}");
+    let pid = Pid::from_raw(zygote.pid() as i32).ok_or("no pid")?;
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL)?;
+    rustix::process::waitpid(Some(pid), WaitOptions::empty())?;
+    let straight = launch(&zygote, &gate, sh("echo straight"), &checkout, &tmp)?;
+    let (status, out, err) = straight.wait();
+    assert_eq!((status, out.as_str()), (0, "straight\n"), "the spare took it: {err}");
+    let after = launch(&zygote, &gate, sh("echo after"), &checkout, &tmp);
+    let kind = after.err().and_then(|e| e.downcast::<std::io::Error>().ok()).map(|e| e.kind());
+    assert_eq!(kind, Some(std::io::ErrorKind::BrokenPipe), "the next launch finds the zygote gone");
+    Ok(())
 }
 
 /// Under the cgroup runner, a launch the zygote forks enters the cgroup
