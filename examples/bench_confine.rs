@@ -116,7 +116,7 @@ fn main() -> Result<()> {
             && with_zygote
             && std::env::var_os("BEFORE_ZYGOTE").is_some_and(|z| z == "1")
         {
-            zygote_before = Some(Zygote::start(&lean, &source_of(&lean)?)?);
+            zygote_before = Some(Zygote::start(&lean, &source_of(&lean)?, confine::zygote::fits)?);
             let options = confine::Options { exe: Some(lean), ..confine::Options::default() };
             for (name, profile) in [
                 (
@@ -135,8 +135,11 @@ fn main() -> Result<()> {
     // The zygote (`teneral-confine zygote`): the same plans, forked by it
     // from a spare that made its namespaces ahead (`ZYGOTE=0` leaves it out).
     let lean = target.join("release/teneral-confine");
-    let zygote =
-        if with_zygote { Some(Zygote::start(&lean, confine::host::SOURCE_ID)?) } else { None };
+    let zygote = if with_zygote {
+        Some(Zygote::start(&lean, confine::host::SOURCE_ID, confine::zygote::fits)?)
+    } else {
+        None
+    };
     if zygote.is_some() {
         let options = confine::Options { exe: Some(lean.clone()), ..confine::Options::default() };
         for (name, profile) in [

@@ -65,11 +65,10 @@ pub const EXIT_EXEC: i32 = 126;
 /// The program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
 
-/// The environment variable that names, one a line, the `cgroup.procs`
-/// files a launch of the helper enters before anything else (the cgroup
-/// runner's, when a zygote forks the helper). The helper removes it from
-/// the program's environment.
-pub const CGROUP_PROCS: &str = "TENERAL_CGROUP_PROCS";
+/// The environment variable that names the `cgroup.procs` files a launch
+/// of the helper enters before anything else (the kernel's side of the
+/// zygote defines it, since it moves a spare's helper into them).
+pub use crate::spawn::zygote::CGROUP_PROCS;
 
 /// The user and group a body runs as when the kernel is root (`nobody`):
 /// the paths it may write are mounted with root's files shown as its own.
@@ -182,7 +181,7 @@ impl Cage {
         if helper == *exe {
             return Ok(false);
         }
-        let zygote = crate::spawn::zygote::Zygote::start(&helper, host::SOURCE_ID)?;
+        let zygote = crate::spawn::zygote::Zygote::start(&helper, host::SOURCE_ID, zygote::fits)?;
         crate::spawn::use_zygote(zygote);
         Ok(true)
     }

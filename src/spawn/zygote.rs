@@ -239,7 +239,19 @@ pub struct Zygote {
     helper: PathBuf,
     pid: u32,
     spare: Mutex<SpareSlot>,
+    fits: Fits,
 }
+
+/// Whether a spare can take the launch the helper's arguments describe
+/// (the cage's rule: `confine::zygote::fits`).
+pub type Fits = fn(&[OsString]) -> bool;
+
+/// The environment variable that names, one a line, the `cgroup.procs`
+/// files a launch of the helper enters before anything else (the cgroup
+/// runner's, when a zygote forks the helper; a spare's helper, forked
+/// before, is moved into them by [`Zygote::launch`]). The helper removes
+/// it from the program's environment.
+pub const CGROUP_PROCS: &str = "TENERAL_CGROUP_PROCS";
 
 /// The spare the zygote handed over, and whether one is on its way.
 struct SpareSlot {
@@ -264,9 +276,10 @@ pub const SPARE: &str = "spare";
 
 impl Zygote {
     /// Starts `helper zygote --source <source>` (the lean helper program,
-    /// `teneral-confine`), which dies with the calling thread. Call it from
-    /// the thread that starts every launch (the kernel's main thread).
-    pub fn start(helper: &Path, source: &str) -> io::Result<Zygote> {
+    /// `teneral-confine`), which dies with the calling thread; `fits` says
+    /// which launches its spares take. Call it from the thread that starts
+    /// every launch (the kernel's main thread).
+    pub fn start(helper: &Path, source: &str, fits: Fits) -> io::Result<Zygote> {
         let (ours, theirs) = UnixStream::pair()?;
         // A zygote that says nothing for this long is taken for gone,
         // rather than holding the kernel's launches forever.
@@ -274,7 +287,7 @@ impl Zygote {
         let pid = super::start_zygote_process(helper, source, OwnedFd::from(theirs))?;
         // The zygote hands over its first spare unasked.
         let spare = Mutex::new(SpareSlot { held: None, coming: true });
-        Ok(Zygote { socket: ours, helper: helper.to_owned(), pid, spare })
+        Ok(Zygote { socket: ours, helper: helper.to_owned(), pid, spare, fits })
     }
 
     pub fn pid(&self) -> u32 {
@@ -296,7 +309,7 @@ impl Zygote {
             slot.held = self.receive_spare()?;
         }
         let spare = match slot.held.take() {
-            Some(spare) if crate::confine::zygote::fits(&request.args) => Some(spare),
+            Some(spare) if (self.fits)(&request.args) => Some(spare),
             other => {
                 slot.held = other;
                 None
@@ -354,11 +367,11 @@ pub fn spare_message(rest: Vec<OsString>, fds: Vec<(i32, OwnedFd)>) -> Request {
 }
 
 /// Moves a spare's helper, forked before its launch was asked for, into
-/// the cgroups the request names (`confine::CGROUP_PROCS`), before the
+/// the cgroups the request names ([`CGROUP_PROCS`]), before the
 /// cage's first process gets the request: that one enters them itself,
 /// first.
 fn move_into_cgroups(request: &Request, pid: u32) -> io::Result<()> {
-    let named = request.env.iter().find(|(key, _)| key == crate::confine::CGROUP_PROCS);
+    let named = request.env.iter().find(|(key, _)| key == CGROUP_PROCS);
     let Some((_, named)) = named else { return Ok(()) };
     for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
         std::fs::write(procs, pid.to_string()).map_err(|e| {

@@ -21,7 +21,7 @@ fn helper() -> PathBuf {
 }
 
 fn zygote() -> std::io::Result<Zygote> {
-    Zygote::start(&helper(), confine::host::SOURCE_ID)
+    Zygote::start(&helper(), confine::host::SOURCE_ID, confine::zygote::fits)
 }
 
 /// A launch's output files and pid.
