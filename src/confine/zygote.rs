@@ -110,6 +110,8 @@ pub fn main() -> i32 {
         let request = match recv(&kernel) {
             Ok(Some(request)) => request,
             Ok(None) => return 0,
+            // The kernel closed its end with a spare unread: it has stopped.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return 0,
             Err(e) => {
                 eprintln!("teneral-confine zygote: a request could not be read: {e}");
                 return EXIT_USAGE;

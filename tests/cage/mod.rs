@@ -17,6 +17,7 @@ mod targets;
 mod unprivileged;
 mod zygote;
 mod zygote_kernel;
+mod zygote_runner;
 
 use std::collections::HashMap;
 use std::path::Path;
