@@ -187,6 +187,31 @@ pub fn tree_ids(
     Ok((kernel.to_string(), body))
 }
 
+/// Removes the lock file a kill inside a move of `lineage/local` leaves
+/// (git writes the new value into `<ref>.lock` and renames it over the
+/// ref): left behind, it makes every later move fail with "failed to lock
+/// file". Only the kernel writes the lineage, and only while it holds the
+/// individual's lock, so a lock file seen by a holder of that lock is a
+/// dead writer's. Call holding the individual's lock. Whether one was
+/// removed.
+pub fn remove_stale_lineage_lock(repo: &Repository) -> Result<bool, RepoError> {
+    let lock = repo.path().join("refs/heads").join(format!("{LINEAGE_BRANCH}.lock"));
+    match std::fs::remove_file(&lock) {
+        Ok(()) => {
+            if let Some(dir) = lock.parent() {
+                crate::fsutil::sync_dir(dir).map_err(|source| RepoError::Io {
+                    what: "sync",
+                    path: dir.into(),
+                    source,
+                })?;
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(RepoError::Io { what: "remove the stale lock", path: lock, source }),
+    }
+}
+
 /// Points `lineage/local` of the main repository at `commit`.
 pub fn move_lineage(repo: &Repository, home: &Path, commit: Oid) -> Result<(), RepoError> {
     let target = repo.find_commit(commit).map_err(git("find commit", home))?;

@@ -125,6 +125,9 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     spawn::sweep_leftover_groups(&home);
     start::sweep_files(&home);
     let git = repo::open(&home)?;
+    if repo::remove_stale_lineage_lock(&git)? {
+        log::info("removed the lock of lineage/local that a killed kernel left");
+    }
     let oid = match &state.generation {
         Some(commit) => repo::commit_id(&git, &home, commit)?,
         None => repo::head_commit(&git, &home)?,

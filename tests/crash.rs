@@ -5,6 +5,7 @@
 
 mod bench;
 mod check;
+mod locks;
 pub(crate) mod handover;
 mod offer;
 mod scenario;

@@ -124,6 +124,9 @@ fn finish(home: &Path, trial: &Trial, left: Left) -> Result<(), LaunchError> {
     }
     if left.lineage {
         let git = repo::open(home)?;
+        // Every caller holds the individual's lock: a lock file of the
+        // lineage is a killed writer's.
+        repo::remove_stale_lineage_lock(&git)?;
         let oid = repo::commit_id(&git, home, to)?;
         repo::move_lineage(&git, home, oid)?;
         crash::point("launcher.lineage.moved");
