@@ -5,6 +5,7 @@
 
 mod bench;
 mod check;
+mod leftovers;
 mod locks;
 pub(crate) mod handover;
 mod offer;

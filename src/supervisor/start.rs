@@ -239,7 +239,8 @@ pub(super) fn say_if_install_differs(
 }
 
 /// Removes what a killed kernel of this individual left lying: its event
-/// sockets and the temporary files of its atomic writes in `.teneral/`.
+/// sockets and the temporary files of its (and its clients') atomic writes
+/// anywhere in `.teneral/` but its checkouts and build targets.
 /// Call holding the lock.
 pub(super) fn sweep_files(home: &Path) {
     match crate::events::sweep_stale(home) {
@@ -247,12 +248,11 @@ pub(super) fn sweep_files(home: &Path) {
         Ok(n) => log::info(format!("removed {n} event socket(s) a killed kernel left behind")),
         Err(e) => log::warn(format!("cannot sweep old event sockets: {e}")),
     }
-    let dir = home.join(".teneral");
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.contains(".tmp-") {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    match crate::fsutil::remove_temp_files(&home.join(".teneral")) {
+        Ok(0) => {}
+        Ok(n) => log::info(format!("removed {n} temporary file(s) a killed writer left behind")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn(format!("cannot sweep temporary files in .teneral: {e}")),
     }
 }
 

@@ -57,7 +57,7 @@ pub fn lineage(home: &Path) -> Result<Lineage, RequestError> {
 /// be gone to is for the kernel to check ([`Lineage::choose`]).
 pub fn read_request(home: &Path) -> Result<Option<String>, RequestError> {
     let path = home.join(BACK_REQUEST);
-    let taken = path.with_extension(format!("taken-{}", std::process::id()));
+    let taken = crate::fsutil::temp_path(&path.with_extension("taken"));
     match fs::rename(&path, &taken) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

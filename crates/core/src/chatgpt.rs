@@ -245,7 +245,7 @@ pub fn write(path: &Path, tokens: &Tokens) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let bytes = serde_json::to_vec_pretty(tokens).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!(".chatgpt.json.tmp-{}", std::process::id()));
+    let tmp = crate::fsutil::temp_path(&dir.join("chatgpt.json"));
     let result = (|| {
         let _ = std::fs::remove_file(&tmp);
         let mut file =

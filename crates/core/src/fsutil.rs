@@ -14,7 +14,7 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
@@ -24,8 +24,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 /// made there again in between fails the write instead of being trusted.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = temp_path(path);
     let create = || fs::OpenOptions::new().write(true).create_new(true).open(&tmp);
     let result = (|| {
         let mut f = match create() {
@@ -44,6 +43,67 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// The name every temporary file of the kernel and its clients has, beside
+/// the file it becomes (or, for a claimed request, the file it was):
+/// `.<name>.tmp-<pid>`, `pid` the writer's. One pattern, so the start can
+/// remove what a killed writer left wherever it lies ([`remove_temp_files`]).
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = format!(".{name}.tmp-{}", std::process::id());
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir.join(tmp),
+        None => PathBuf::from(tmp),
+    }
+}
+
+/// Whether `name` is a temporary name of [`temp_path`]'s pattern, written
+/// by any process: a dot, a name, `.tmp-`, and a process id.
+pub fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else { return false };
+    let Some((stem, pid)) = rest.rsplit_once(".tmp-") else { return false };
+    !stem.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Directories below `.teneral/` the sweep of temporary files does not
+/// enter: checkouts (a body's workspace, the running generation, the gate's
+/// checks) and build targets, which hold files of the body's and of cargo's
+/// that merely look like the pattern.
+fn sweep_skips(name: &str, dir: &Path) -> bool {
+    matches!(name, "candidate" | "live" | "target" | ".git") || dir.join(".git").exists()
+}
+
+/// Removes every regular file named by the temporary pattern anywhere below
+/// `root`, never following a link and never entering a checkout or a build
+/// target. Call holding the individual's lock, with no writer of its own
+/// running (at start). How many were removed.
+pub fn remove_temp_files(root: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && dir != root => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // The entry's own kind: a link is a link, never what it names.
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                if !sweep_skips(&name, &path) {
+                    dirs.push(path);
+                }
+            } else if kind.is_file() && is_temp_name(&name) {
+                fs::remove_file(&path)?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// Syncs a directory, making renames and removals in it durable.
@@ -182,6 +242,61 @@ fn is_one_name(rel: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn temporary_names_are_one_pattern() {
+        for (name, temp) in [
+            (".state.json.tmp-123", true),
+            (".running.tmp-9", true),
+            (".back.taken.tmp-4242", true),
+            (".a.tmp-1.tmp-2", true),
+            ("state.json.tmp-123", false),
+            (".tmp-123", false),
+            (".state.json.tmp-", false),
+            (".state.json.tmp-12a", false),
+            (".state.json.tmp", false),
+            (".0001-1-00000000.txt.tmp", false),
+            ("back.taken-77", false),
+        ] {
+            assert_eq!(is_temp_name(name), temp, "{name}");
+        }
+        let made = temp_path(Path::new("/x/.teneral/state.json"));
+        assert_eq!(made.parent(), Some(Path::new("/x/.teneral")));
+        assert!(is_temp_name(&made.file_name().unwrap_or_default().to_string_lossy()), "{made:?}");
+    }
+
+    #[test]
+    fn the_sweep_removes_temporary_files_at_any_depth_and_nothing_else() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        let planted =
+            [".state.json.tmp-1", "kernels/.running.tmp-2", "gate/deep/er/.memo.json.tmp-3"];
+        let kept = [
+            "state.json",
+            "gate/deep/.memo.json.tmp",
+            "candidate/.x.tmp-4",
+            "gate/check/.git/HEAD",
+            "gate/check/.y.tmp-5",
+            "gate/target/.z.tmp-6",
+        ];
+        for name in planted.iter().chain(&kept) {
+            let path = root.join(name);
+            fs::create_dir_all(path.parent().unwrap_or(root))?;
+            fs::write(&path, "x")?;
+        }
+        let outside = tempfile::tempdir()?;
+        fs::write(outside.path().join(".far.tmp-7"), "x")?;
+        std::os::unix::fs::symlink(outside.path(), root.join("link"))?;
+        assert_eq!(remove_temp_files(root)?, planted.len());
+        for name in planted {
+            assert!(!root.join(name).exists(), "{name} is removed");
+        }
+        for name in kept {
+            assert!(root.join(name).exists(), "{name} is kept");
+        }
+        assert!(outside.path().join(".far.tmp-7").exists(), "a link is not followed");
+        Ok(())
+    }
+
     use super::*;
 
     fn errno(result: io::Result<File>) -> Option<i32> {

@@ -131,7 +131,7 @@ pub fn write_approval(home: &Path, commit: &crate::commit::Commit) -> io::Result
     let dir = home.join(APPROVED_DIR);
     fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let path = approval_path(home, commit);
-    let tmp = dir.join(format!(".{}.tmp-{}", commit.as_str(), std::process::id()));
+    let tmp = crate::fsutil::temp_path(&dir.join(commit.as_str()));
     let result = (|| {
         File::create(&tmp)?.sync_all()?;
         fs::rename(&tmp, &path)?;

@@ -178,7 +178,7 @@ impl Reporter {
 /// text or the new, never a part. Not synced: after a crash the status is
 /// stale at worst, and the next kernel writes it anew.
 fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let tmp = crate::fsutil::temp_path(path);
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
