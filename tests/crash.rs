@@ -1,13 +1,13 @@
 //! Crash consistency: the kernel killed (SIGKILL, by its own fault injection
-//! at a named durability point: TENERAL_TEST_CRASH_AT) at the step each
-//! failure of issue 12 was found at, then started again; the invariants of
+//! at a named durability point: TENERAL_TEST_CRASH_AT) at the steps where
+//! a kill could break an invariant, then started again; the invariants of
 //! docs/design.md ("Crashes") must hold after the start.
 
 mod bench;
 mod check;
+pub(crate) mod handover;
 mod leftovers;
 mod locks;
-pub(crate) mod handover;
 mod offer;
 mod scenario;
 
@@ -38,6 +38,25 @@ pub fn born(ind: &Individual, commit: &str) -> std::io::Result<()> {
         "commit": commit, "text": "born before"});
     std::fs::create_dir_all(ind.path().join("memory"))?;
     std::fs::write(ind.path().join("memory/journal.jsonl"), format!("{birth}\n"))
+}
+
+/// Every file of the kernel's temporary pattern anywhere below `.teneral/`
+/// (build targets aside, whose files are cargo's), links not followed.
+pub fn temp_leftovers(home: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![home.join(".teneral")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if kind.is_dir() && name != "target" {
+                dirs.push(entry.path());
+            } else if kind.is_file() && teneral::fsutil::is_temp_name(&name) {
+                found.push(entry.path().display().to_string());
+            }
+        }
+    }
+    found
 }
 
 pub fn state_of(home: &Path) -> Value {
@@ -285,11 +304,7 @@ fn a_kill_during_the_clean_stop_sweep_leaves_nothing_behind() -> TestResult {
     assert!(processes_under(ind.path()).is_empty(), "{:?}", processes_under(ind.path()));
     assert!(event_sockets(ind.path()).is_empty(), "{:?}", event_sockets(ind.path()));
     assert!(!ind.path().join(teneral::spawn::CHILDREN_PATH).exists(), "the list is removed");
-    let temps: Vec<_> = std::fs::read_dir(ind.path().join(".teneral"))?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".tmp-"))
-        .collect();
+    let temps = temp_leftovers(ind.path());
     assert!(temps.is_empty(), "{temps:?}");
     Ok(())
 }

@@ -89,12 +89,7 @@ fn kill_all(found: &[(u32, String)]) {
 
 fn leftover_files(home: &Path) -> Vec<String> {
     let mut files = event_sockets(home);
-    for entry in std::fs::read_dir(home.join(".teneral")).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.contains(".tmp-") {
-            files.push(name);
-        }
-    }
+    files.extend(super::temp_leftovers(home));
     // Groups still listed; the first line names the kernel the list is of.
     let children = std::fs::read_to_string(home.join(".teneral/run/children")).unwrap_or_default();
     let groups: Vec<&str> = children.lines().filter(|l| !l.starts_with("kernel ")).collect();
