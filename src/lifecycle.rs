@@ -24,7 +24,7 @@
 
 mod refusals;
 
-pub use refusals::{after_refusal, AfterRefusal, GIVE_UP_AFTER};
+pub use refusals::{after_refusal, journaled_row, AfterRefusal, GIVE_UP_AFTER};
 
 use std::time::{Duration, Instant};
 

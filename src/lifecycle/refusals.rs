@@ -37,6 +37,27 @@ pub fn after_refusal(
     }
 }
 
+/// What the journal says of the refusals in a row, over the events since
+/// the last kernel's start, oldest first, as (type, candidate, count): the
+/// candidate and count the last `mutation.rejected` carried, unless a
+/// `mutation.accepted` came after it (`Some(None)`: the row is over).
+/// `None` when the events say nothing of it. A refusal journaled without a
+/// count (nothing decided, or a journal from before counts were journaled)
+/// is not one of the row.
+pub fn journaled_row<'a>(
+    events: impl IntoIterator<Item = (&'a str, &'a str, Option<u32>)>,
+) -> Option<Option<(&'a str, u32)>> {
+    let mut row = None;
+    for (kind, candidate, times) in events {
+        match (kind, times) {
+            ("mutation.rejected", Some(times)) => row = Some(Some((candidate, times))),
+            ("mutation.accepted", _) => row = Some(None),
+            _ => {}
+        }
+    }
+    row
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +83,34 @@ mod tests {
         ];
         for (last, candidate, want) in cases {
             assert_eq!(&after_refusal(*last, candidate, unit), want, "{last:?} then {candidate}");
+        }
+    }
+
+    #[test]
+    fn the_row_is_what_the_last_verdict_journaled() {
+        type Case<'a> = (&'a [(&'a str, &'a str, Option<u32>)], Option<Option<(&'a str, u32)>>);
+        let cases: &[Case<'_>] = &[
+            (&[], None),
+            (&[("reply", "", None)], None),
+            (&[("mutation.rejected", "a", Some(1))], Some(Some(("a", 1)))),
+            (
+                &[("mutation.rejected", "a", Some(1)), ("mutation.rejected", "a", Some(2))],
+                Some(Some(("a", 2))),
+            ),
+            (&[("mutation.rejected", "a", Some(2)), ("mutation.accepted", "b", None)], Some(None)),
+            (
+                &[("mutation.accepted", "b", None), ("mutation.rejected", "a", Some(1))],
+                Some(Some(("a", 1))),
+            ),
+            // Nothing decided: not counted, the row stands.
+            (
+                &[("mutation.rejected", "a", Some(2)), ("mutation.rejected", "a", None)],
+                Some(Some(("a", 2))),
+            ),
+            (&[("mutation.rejected", "a", None)], None),
+        ];
+        for (events, row) in cases {
+            assert_eq!(journaled_row(events.iter().copied()), *row, "{events:?}");
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::events::{kernel_event, SharedJournal};
 use crate::journal::reader::{parse_line, Backwards, Event};
 use crate::journal::JOURNAL_PATH;
 use crate::owner::OWNER_DIR;
-use crate::state::{State, Trial};
+use crate::state::{Refused, State, Trial};
 use crate::{crash, log, repo};
 
 /// The journal's events after its last `kernel.started`, oldest first.
@@ -69,7 +69,8 @@ pub(super) fn reconcile_at_start(
     journal: &SharedJournal,
 ) -> Result<bool, KernelError> {
     let mut hand_over = false;
-    let tail = Tail::of(&since_last_start(home)?);
+    let events = since_last_start(home)?;
+    let tail = Tail::of(&events);
     let found = Found {
         generation: state.generation.as_ref().map(Commit::to_string).unwrap_or_default(),
         trial: state.trial.as_ref().map(|t| t.commit.to_string()),
@@ -149,6 +150,9 @@ pub(super) fn reconcile_at_start(
             }
         }
     }
+    if let Some(counted) = refusals_the_state_missed(&events, state) {
+        done.push(counted);
+    }
     if let Some(stale) = stale_kernel_trial(home, state.generation.as_ref())? {
         done.push(format!(
             "dropped the kernel trial of generation {}, which never became current",
@@ -167,6 +171,26 @@ pub(super) fn reconcile_at_start(
         log::info(format!("generation {} runs another kernel: handing over", short(to)));
     }
     Ok(hand_over)
+}
+
+/// Takes the refusals in a row from the journal when a kill fell between
+/// journaling a refusal and saving its count: what it did, if anything.
+fn refusals_the_state_missed(events: &[Event], state: &mut State) -> Option<String> {
+    let times = |e: &Event| e.fields.get("refusals").and_then(|v| v.as_u64());
+    let row = crate::lifecycle::journaled_row(events.iter().map(|e| {
+        (e.kind.as_str(), e.text("candidate"), times(e).and_then(|t| u32::try_from(t).ok()))
+    }));
+    let Some(Some((candidate, times))) = row else { return None };
+    let commit = Commit::parse(candidate).ok()?;
+    let journaled = Some(Refused { commit, times });
+    if state.refused == journaled {
+        return None;
+    }
+    state.refused = journaled;
+    Some(format!(
+        "counted {times} refusal(s) in a row of {} that the state had not",
+        short(candidate)
+    ))
 }
 
 /// The hand-over of a move the start finishes (`crate::launcher::handover`).

@@ -178,16 +178,18 @@ impl Kernel {
             }
             Verdict::Rejected { check, output } => {
                 self.state.pending = None;
+                // The count is journaled with the refusal, so a kill before
+                // the state is saved cannot lose it (the start reads it back).
+                let last = self.state.refused.as_ref().map(|r| (&r.commit, r.times));
+                let (times, after) =
+                    after_refusal(last, &candidate, self.settings.timing.backoff_unit);
                 kernel_event(
                     &self.journal,
                     commit,
                     "mutation.rejected",
-                    json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000)}),
+                    json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000), "refusals": times}),
                 );
                 crate::crash::point("verdict.journaled");
-                let last = self.state.refused.as_ref().map(|r| (&r.commit, r.times));
-                let (times, after) =
-                    after_refusal(last, &candidate, self.settings.timing.backoff_unit);
                 self.state.refused = Some(Refused { commit: candidate.clone(), times });
                 self.state.save(&self.home)?;
                 let wait = match after {

@@ -99,3 +99,34 @@ fn the_same_commit_refused_three_times_stops_the_supervisor() -> TestResult {
     assert!(reason.contains("was refused three times in a row"), "{reason}");
     Ok(())
 }
+
+/// A kill after a refusal is journaled and before its count is saved: the
+/// next start takes the count from the journal, so the third refusal in a
+/// row still stops the supervisor.
+#[test]
+fn a_refusal_counted_only_in_the_journal_before_a_kill_still_counts() -> TestResult {
+    let ind = Individual::with_mode("mutate", "", &[])?;
+    let mut kernel = ind.start_with(&[("TENERAL_TEST_CRASH_AT", "verdict.journaled")])?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "changed\n"))?;
+    teneral::owner::write_line(ind.path(), &protected)?;
+    assert_eq!(kernel.wait(LONG)?, None, "killed at the point:\n{}", ind.kernel_log());
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(ind.path().join(".teneral/state.json"))?)?;
+    assert!(state["refused"].is_null(), "killed before the count was saved: {state}");
+
+    let mut kernel = ind.start()?;
+    ind.wait_for("the count taken from the journal", SHORT, |e| {
+        e["type"] == "kernel.notice"
+            && e["text"].as_str().unwrap_or_default().contains("1 refusal(s) in a row")
+    })?;
+    for round in 2..=3usize {
+        teneral::owner::write_line(ind.path(), &protected)?;
+        ind.wait_for("a refusal", LONG, |_| ind.events("mutation.rejected").len() >= round)?;
+    }
+    assert_eq!(kernel.wait(SHORT)?, Some(3), "{}", ind.kernel_log());
+    let stopped = ind.events("kernel.stopped");
+    let reason = stopped.last().and_then(|e| e["reason"].as_str()).unwrap_or_default().to_owned();
+    assert!(reason.contains("was refused three times in a row"), "{reason}");
+    Ok(())
+}
