@@ -128,7 +128,7 @@ impl Runner {
     /// Chooses the backend as the owner's setting says, with `cage`, and
     /// logs the choice.
     pub async fn choose(choice: RunnerChoice, cage: Cage) -> Result<Runner, RunError> {
-        if choice == RunnerChoice::Direct {
+        if !asks_the_bus(choice) {
             log::info("running children directly (TENERAL_RUNNER=direct); MemoryMax and TasksMax are not applied");
             return Ok(Runner::direct(cage));
         }
@@ -265,6 +265,17 @@ impl Runner {
                 body.pid
             ));
         }
+    }
+}
+
+/// Whether the kernel looks for a user manager on the session bus. Under
+/// `TENERAL_RUNNER=direct` it never connects: whatever listens at the bus's
+/// address (`/run/user/0/bus` for a root kernel, or `DBUS_SESSION_BUS_ADDRESS`)
+/// is not the kernel's to talk to.
+pub fn asks_the_bus(choice: RunnerChoice) -> bool {
+    match choice {
+        RunnerChoice::Direct => false,
+        RunnerChoice::Auto | RunnerChoice::Systemd => true,
     }
 }
 

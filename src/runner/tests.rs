@@ -46,3 +46,12 @@ fn with_the_cage_off_a_profile_runs_the_program_as_it_is() {
         assert_eq!(ended.cage_step(), None);
     });
 }
+
+#[test]
+fn only_a_runner_that_may_be_systemd_asks_the_bus() {
+    for (choice, asks) in
+        [(RunnerChoice::Direct, false), (RunnerChoice::Auto, true), (RunnerChoice::Systemd, true)]
+    {
+        assert_eq!(asks_the_bus(choice), asks, "{choice:?}");
+    }
+}

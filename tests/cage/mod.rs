@@ -11,6 +11,7 @@
 mod auth;
 mod gate;
 mod grants;
+mod identity;
 mod missing;
 mod offer;
 mod targets;
