@@ -25,6 +25,8 @@ pub enum BuildError {
     Run(#[from] RunError),
     #[error("the body of {commit} does not build ({exit}):\n{tail}")]
     Failed { commit: Commit, exit: spawn::Exit, tail: String },
+    #[error("cannot scrub the build target {path} of what the build scripts left: {source}")]
+    Scrub { path: PathBuf, source: std::io::Error },
     #[error("cannot keep the built body at {path}: {source}")]
     Keep { path: PathBuf, source: std::io::Error },
 }
@@ -95,6 +97,10 @@ pub async fn build(
             .caged(Profile::Gate { checkout: checkout.to_owned(), writable: vec![target.clone()] });
     }
     let (ended, run) = runner.run(&unit("build"), build).await?;
+    // What the body's build scripts left in the target loses what would
+    // mean privilege outside the cage, whether the build passed or not.
+    crate::scrub::scrub(&target)
+        .map_err(|source| BuildError::Scrub { path: target.clone(), source })?;
     if !ended.exit.success() {
         return Err(BuildError::Failed {
             commit: commit.clone(),

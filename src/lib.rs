@@ -21,6 +21,7 @@ pub mod proxy;
 pub mod replay;
 pub mod repo;
 pub mod runner;
+pub mod scrub;
 pub mod settings;
 pub mod spawn;
 pub mod species;

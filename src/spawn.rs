@@ -1,8 +1,9 @@
 //! Every child process of the kernel starts here, and is reaped here.
 //!
 //! [`spawn`] clears the environment and passes only what the caller lists,
-//! gives the child an empty stdin, its own process group, and death with the
-//! kernel. [`Child::stop`] sends SIGTERM to the whole group, waits a grace
+//! gives the child an empty stdin, no descriptor but its standard three
+//! (whatever the kernel inherited without close-on-exec stays behind), its
+//! own process group, and death with the kernel. [`Child::stop`] sends SIGTERM to the whole group, waits a grace
 //! period, then SIGKILLs the group.
 //!
 //! The kernel is a child subreaper, so orphans of its children become its

@@ -10,14 +10,15 @@ use std::process::Command;
 use rustix::process::{getppid, Pid, Signal};
 
 /// Makes the child receive SIGKILL when the thread that spawned it ends,
-/// and end at once if the parent is already gone by the time it runs.
+/// and end at once if the parent is already gone by the time it runs; no
+/// descriptor but its standard ones crosses its exec.
 ///
 /// The kernel spawns from its main thread only (a current-thread runtime),
 /// so "the thread ends" means "the kernel ends".
 pub fn die_with_parent(cmd: &mut Command) {
     let parent = Pid::from_raw(std::process::id() as i32);
     // SAFETY: the closure runs in the child between fork and exec. It calls
-    // only two raw system calls through rustix (prctl, getppid), which are
+    // only raw system calls (prctl, getppid, close_range), which are
     // async-signal-safe, allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
@@ -25,6 +26,8 @@ pub fn die_with_parent(cmd: &mut Command) {
             if getppid() != parent {
                 return Err(rustix::io::Errno::SRCH.into());
             }
+            // Nothing the kernel inherited without close-on-exec reaches a child.
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
             Ok(())
         });
     }

@@ -6,7 +6,8 @@
 //! stderr naming the step that failed, and exits with that step's status.
 //! On success it never returns: it forks into the cage's PID namespace
 //! ([`super::init`]) and ends as the program does; the program keeps its
-//! environment and its file descriptors.
+//! environment, and of its descriptors 0, 1, 2 and those the plan names
+//! (every other one is closed first, before any namespace is made).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -17,7 +18,7 @@ use super::plan::Plan;
 use super::zygote::Ahead;
 use super::{
     filter, init, namespaces, root, ruleset, steps, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
-    EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
+    EXIT_LIMITS, EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
 };
 
 /// Runs the helper with the arguments after `confine`; returns the exit
@@ -44,6 +45,14 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
             )
         }
     };
+    // Only what the plan names crosses into the cage: every other
+    // descriptor this process inherited (from the kernel, from whatever
+    // started the kernel, from the zygote) is closed before anything of
+    // the cage is made; the helper's own are closed on exec.
+    if let Err(e) = keep_descriptors(&plan, &ahead) {
+        return fail(EXIT_USAGE, "descriptors", &e);
+    }
+    steps::mark("descriptors");
     if plan.pretend_missing.iter().any(|p| p == "namespaces") {
         return fail(
             EXIT_NAMESPACES,
@@ -77,6 +86,25 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     if identity.is_some() {
         steps::mark("id-mapping user namespace");
     }
+    // With a task limit, root's body counts its processes in a user
+    // namespace of its cage's own (RLIMIT_NPROC counts per user namespace),
+    // not among every process nobody has on the machine.
+    let counted = match (&identity, plan.limits.tasks, ahead.counted) {
+        (Some(_), Some(_), Some(made)) => Some(made),
+        (Some(_), Some(_), None) => {
+            match super::sys::user_namespace_fd(super::BODY_ID, super::BODY_ID) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    return fail(
+                        EXIT_LIMITS,
+                        "limits",
+                        &format!("cannot make the user namespace the task limit counts in: {e}"),
+                    )
+                }
+            }
+        }
+        _ => None,
+    };
     let made = namespaces::Made { user: ahead.user, net: ahead.net, pid: ahead.inside.is_some() };
     if let Err(e) = namespaces::enter(&plan, made) {
         return fail(EXIT_NAMESPACES, "namespaces", &e);
@@ -85,7 +113,7 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     // of the cage's PID namespace (a spare has forked into it already).
     let inside = match ahead.inside {
         Some(inside) => inside,
-        None => match init::fork_first(&[]) {
+        None => match init::fork_first() {
             Ok(inside) => {
                 steps::mark("fork into the PID namespace");
                 inside
@@ -100,8 +128,25 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     let become_body = identity.is_some();
     drop(identity);
     init::run(inside, root::finish, move |ready| {
-        confine_and_exec(&plan, &argv, become_body, &cwd, ready)
+        confine_and_exec(&plan, &argv, become_body, counted, &cwd, ready)
     })
+}
+
+/// Closes every descriptor from 3 up but those `plan` names (which lose
+/// close-on-exec, so the program gets them) and the helper's own (`ahead`'s
+/// and the benchmark's, which keep or get it, so the program does not).
+fn keep_descriptors(plan: &Plan, ahead: &Ahead) -> Result<(), String> {
+    let own: Vec<i32> = ahead.fds().into_iter().chain(steps::fd()).collect();
+    let keep: Vec<i32> = plan.fds.iter().chain(&own).copied().collect();
+    super::sys::close_all_but(&keep).map_err(|e| format!("close_range: {e}"))?;
+    for &fd in own.iter().filter(|fd| !plan.fds.contains(fd)) {
+        super::sys::set_cloexec(fd, true).map_err(|e| format!("descriptor {fd}: {e}"))?;
+    }
+    for &fd in &plan.fds {
+        super::sys::set_cloexec(fd, false)
+            .map_err(|e| format!("descriptor {fd}, which the plan names, is not open: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Enters the cgroups [`super::CGROUP_PROCS`] names, if any, before this
@@ -127,6 +172,7 @@ fn confine_and_exec(
     plan: &Plan,
     argv: &[OsString],
     become_body: bool,
+    counted: Option<std::os::fd::OwnedFd>,
     cwd: &std::path::Path,
     ready: init::RootReady,
 ) -> i32 {
@@ -136,6 +182,21 @@ fn confine_and_exec(
         return fail(EXIT_LANDLOCK, "landlock", &e);
     }
     steps::mark("landlock");
+    if let Some(userns) = counted {
+        use std::os::fd::AsFd;
+        let joined = rustix::thread::move_into_link_name_space(
+            userns.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::User),
+        );
+        if let Err(e) = joined {
+            return fail(
+                EXIT_LIMITS,
+                "limits",
+                &format!("cannot enter the cage's user namespace: {e}"),
+            );
+        }
+        steps::mark("the task limit's user namespace");
+    }
     if become_body {
         if let Err(e) = drop_bounding().and_then(|()| become_nobody()) {
             return fail(EXIT_CAPABILITIES, "identity", &e);
@@ -148,6 +209,9 @@ fn confine_and_exec(
     steps::mark("capabilities");
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return fail(EXIT_NO_NEW_PRIVS, "no_new_privs", &e.to_string());
+    }
+    if let Err(e) = set_limits(plan.limits) {
+        return fail(EXIT_LIMITS, "limits", &e);
     }
     if plan.pretend_missing.iter().any(|p| p == "seccomp") {
         return fail(
@@ -171,6 +235,23 @@ fn confine_and_exec(
     let e = std::process::Command::new(program).args(rest).exec();
     let status = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_EXEC };
     fail(status, "exec", &format!("{}: {e}", program.to_string_lossy()))
+}
+
+/// The program's resource limits, soft and hard alike: `RLIMIT_NPROC`
+/// (counted for its identity in its user namespace, so a fork bomb ends in
+/// EAGAIN inside) and `RLIMIT_AS`.
+fn set_limits(limits: super::plan::Rlimits) -> Result<(), String> {
+    use rustix::process::{setrlimit, Resource, Rlimit};
+    for (resource, name, limit) in [
+        (Resource::Nproc, "RLIMIT_NPROC", limits.tasks),
+        (Resource::As, "RLIMIT_AS", limits.address_space),
+    ] {
+        if let Some(limit) = limit {
+            let value = Rlimit { current: Some(limit), maximum: Some(limit) };
+            setrlimit(resource, value).map_err(|e| format!("{name} {limit}: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The supervising helper, once it has forked the cage: capabilities

@@ -66,12 +66,15 @@ pub fn host_of(homes: &Homes, exclude: &[&Path]) -> Host {
             exec.push(dir.clone());
         }
     }
-    read.extend(under_home(".gitconfig"));
-    read.extend(under_home(".config/git"));
+    read.extend(GIT_FILES.iter().filter_map(|rel| under_home(rel)).filter(|p| is_plain_file(p)));
     let devices = ["/dev/null", "/dev/zero", "/dev/full"].iter().map(PathBuf::from).collect();
     let mut host = Host { exec, read, devices };
     for list in [&mut host.exec, &mut host.read, &mut host.devices] {
         // What a path names is what Landlock holds: `/bin` is often `/usr/bin`.
+        // Resolved as the kernel's identity, so a path it cannot reach
+        // through its parents (no search right on one) is left out: the
+        // cage's new root, whose directories anyone may search, never makes
+        // reachable what the kernel itself could not reach.
         *list = list.iter().filter_map(|p| p.canonicalize().ok()).collect();
     }
     let exclude: Vec<PathBuf> =
@@ -79,6 +82,18 @@ pub fn host_of(homes: &Homes, exclude: &[&Path]) -> Host {
     keep_clear(&mut host, &exclude.iter().map(PathBuf::as_path).collect::<Vec<_>>());
     prune(&mut host);
     host
+}
+
+/// The files of git's configuration in the home directory that a body and
+/// a build read, each granted alone when it is a regular file (a link is
+/// not followed): never the directory `~/.config/git`, where git keeps its
+/// plaintext `credentials` store, nor `~/.git-credentials`.
+pub const GIT_FILES: &[&str] =
+    &[".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes"];
+
+/// Whether `path` is a regular file itself, not a link to one.
+fn is_plain_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
 }
 
 /// What a build needs of the cargo and rustup homes, as (execute, read):
@@ -276,6 +291,33 @@ mod tests {
                 Some(list) => assert!(list.contains(&path), "{}", path.display()),
                 None => assert!(!granted, "{} is never granted", path.display()),
             }
+        }
+    }
+
+    /// Of git's files in the home only `.gitconfig` and `config`,
+    /// `ignore`, `attributes` of `~/.config/git` are granted, each when it
+    /// is a regular file; never the directory, its `credentials`, nor a
+    /// link.
+    #[test]
+    fn of_gits_configuration_only_its_plain_files_are_granted() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let home = dir.path().join("home");
+        let git = home.join(".config/git");
+        std::fs::create_dir_all(&git).expect("~/.config/git");
+        for name in ["config", "attributes", "credentials"] {
+            std::fs::write(git.join(name), "x\n").expect("a file of git's");
+        }
+        std::fs::write(home.join(".git-credentials"), "x\n").expect("~/.git-credentials");
+        std::os::unix::fs::symlink(git.join("credentials"), git.join("ignore")).expect("a link");
+        let homes = Homes { home: Some(home.clone()), ..Homes::default() };
+        let host = host_of(&homes, &[]);
+        let granted: Vec<&PathBuf> =
+            host.read.iter().chain(&host.exec).filter(|p| p.starts_with(dir.path())).collect();
+        let real = |p: PathBuf| p.canonicalize().expect("the file is there");
+        let want = [real(git.join("config")), real(git.join("attributes"))];
+        assert_eq!(granted.len(), want.len(), "{granted:?}");
+        for path in &want {
+            assert!(granted.contains(&path), "{} is granted: {granted:?}", path.display());
         }
     }
 

@@ -27,7 +27,7 @@
 //! with the helper (SIGKILL as its parent-death signal), so killing the
 //! helper kills the cage.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 use rustix::thread::CapabilitySet;
@@ -60,10 +60,18 @@ pub struct Inside {
     report: OwnedFd,
 }
 
+impl Inside {
+    /// The descriptor the first process keeps for its report.
+    pub fn fd(&self) -> i32 {
+        self.report.as_raw_fd()
+    }
+}
+
 /// Forks the cage's first process. Returns in it; the helper never
-/// returns: it closes `outside_only` (descriptors it has no use for),
-/// supervises and exits as the first process does.
-pub fn fork_first(outside_only: &[i32]) -> Result<Inside, String> {
+/// returns: it closes every descriptor but its end of the report's pipe,
+/// its standard ones and the benchmark's, supervises and exits as the
+/// first process does.
+pub fn fork_first() -> Result<Inside, String> {
     let mask = crate::sys::block_signals().map_err(|e| format!("cannot block signals: {e}"))?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
@@ -71,8 +79,14 @@ pub fn fork_first(outside_only: &[i32]) -> Result<Inside, String> {
     match crate::sys::fork().map_err(|e| format!("cannot fork into the PID namespace: {e}"))? {
         Some(child) => {
             drop(write);
-            for &fd in outside_only {
-                super::sys::close_in_child(fd);
+            // What else this copy of memory owns is never used nor dropped
+            // in it again: the helper only supervises from here.
+            let keep: Vec<i32> =
+                std::iter::once(read.as_raw_fd()).chain(super::steps::fd()).collect();
+            if let Err(e) = super::sys::close_all_but(&keep) {
+                eprintln!("teneral confine: supervise: close_range: {e}");
+                crate::sys::send_signal(child, libc::SIGKILL);
+                std::process::exit(super::EXIT_USAGE)
             }
             supervise(child, read)
         }

@@ -2,10 +2,12 @@
 //!
 //! The kernel never confines itself. It starts `teneral confine` (the
 //! helper, [`helper::main`]) with a [`plan::Plan`] on its command line; the
-//! freshly executed helper, single-threaded, applies in order: namespaces
+//! freshly executed helper, single-threaded, applies in order: closing
+//! every descriptor the plan does not name, namespaces
 //! (a private mount namespace for the generation's read-only journal, a
 //! network namespace with only loopback and the forwarded ports), the Landlock
-//! ruleset, dropping every capability, no_new_privs, the seccomp profile
+//! ruleset, dropping every capability, no_new_privs, the resource limits
+//! the plan names, the seccomp profile
 //! (`seccomp/teneral.json`), and then executes the program. Each step that
 //! fails ends the helper with its own status ([`EXIT_NAMESPACES`] ...), so
 //! the kernel can say which one it was ([`describe_exit`]).
@@ -64,6 +66,8 @@ pub const EXIT_SECCOMP: i32 = 125;
 pub const EXIT_EXEC: i32 = 126;
 /// The program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// The resource limits could not be set.
+pub const EXIT_LIMITS: i32 = 119;
 
 /// The environment variable that names the `cgroup.procs` files a launch
 /// of the helper enters before anything else (the kernel's side of the
@@ -89,6 +93,7 @@ pub fn describe_exit(code: i32) -> Option<&'static str> {
         EXIT_SECCOMP => "the cage could not load its seccomp profile",
         EXIT_EXEC => "the cage could not execute the program",
         EXIT_NOT_FOUND => "the cage did not find the program",
+        EXIT_LIMITS => "the cage could not set its resource limits",
         _ => return None,
     })
 }
@@ -190,7 +195,15 @@ impl Cage {
     /// command line, then the program. With the cage off the program runs as
     /// it is; a body's places are still made, and the log says it runs
     /// unconfined (`name` names it).
-    pub fn wrap(&self, name: &str, profile: &Profile, spec: Spec) -> io::Result<Spec> {
+    /// `limits` are the resource limits the program gets inside (those a
+    /// runner without cgroups applies, see [`plan::Rlimits`]).
+    pub fn wrap(
+        &self,
+        name: &str,
+        profile: &Profile,
+        spec: Spec,
+        limits: plan::Rlimits,
+    ) -> io::Result<Spec> {
         match self {
             Cage::On { exe, pretend_missing } => {
                 let options = Options {
@@ -198,6 +211,7 @@ impl Cage {
                     socket_dirs: Vec::new(),
                     pretend_missing: pretend_missing.clone(),
                     exe: Some(exe.clone()),
+                    limits,
                 };
                 wrap(profile, &options, spec)
             }
@@ -306,6 +320,8 @@ pub struct Options {
     /// The `teneral` program that is the helper; the running one when
     /// `None` (a caller that is not `teneral`, such as a test, names it).
     pub exe: Option<PathBuf>,
+    /// The resource limits of the program inside.
+    pub limits: plan::Rlimits,
 }
 
 /// The argv that runs `argv` confined by `profile`:
@@ -377,6 +393,7 @@ pub fn wrap_with(
     }
     plan.socket_dirs = options.socket_dirs.clone();
     plan.pretend_missing = options.pretend_missing.clone();
+    plan.limits = options.limits;
     Ok(host::helper_argv(exe, plan.to_args(), argv))
 }
 

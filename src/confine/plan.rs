@@ -79,6 +79,23 @@ pub struct Plan {
     pub forward: Vec<u16>,
     /// Test-only: features the helper must treat as missing.
     pub pretend_missing: Vec<String>,
+    /// Descriptors beyond 0, 1 and 2 that cross into the cage; every other
+    /// one the helper holds is closed before the program runs.
+    pub fds: Vec<i32>,
+    /// Resource limits the program's process gets before it executes.
+    pub limits: Rlimits,
+}
+
+/// The resource limits of a cage run without a service manager (under
+/// systemd its unit's `TasksMax` and `MemoryMax` hold instead). `None` is
+/// no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rlimits {
+    /// `RLIMIT_NPROC`: processes and threads of the body's identity in the
+    /// cage's own user namespace.
+    pub tasks: Option<u64>,
+    /// `RLIMIT_AS`: bytes of address space of each process.
+    pub address_space: Option<u64>,
 }
 
 /// Paths of the machine every profile reads or executes, before filtering
@@ -228,6 +245,8 @@ impl Plan {
             socket_dirs: Vec::new(),
             forward: Vec::new(),
             pretend_missing: Vec::new(),
+            fds: Vec::new(),
+            limits: Rlimits::default(),
         }
     }
 
@@ -257,6 +276,18 @@ impl Plan {
         for feature in &self.pretend_missing {
             args.push("--pretend-missing".into());
             args.push(feature.into());
+        }
+        for fd in &self.fds {
+            args.push("--keep-fd".into());
+            args.push(fd.to_string().into());
+        }
+        for (flag, limit) in
+            [("--tasks-max", self.limits.tasks), ("--address-space-max", self.limits.address_space)]
+        {
+            if let Some(limit) = limit {
+                args.push(flag.into());
+                args.push(limit.to_string().into());
+            }
         }
         args
     }
@@ -299,6 +330,18 @@ impl Plan {
                 plan.forward.push(port);
             } else if flag == "--pretend-missing" {
                 plan.pretend_missing.push(text()?);
+            } else if flag == "--keep-fd" {
+                let fd = text()?.parse().map_err(|_| "--keep-fd takes a descriptor number")?;
+                if fd < 3 {
+                    return Err("--keep-fd names a descriptor above 2 (0, 1, 2 are kept)".into());
+                }
+                plan.fds.push(fd);
+            } else if flag == "--tasks-max" {
+                plan.limits.tasks =
+                    Some(text()?.parse().map_err(|_| "--tasks-max takes a number")?);
+            } else if flag == "--address-space-max" {
+                plan.limits.address_space =
+                    Some(text()?.parse().map_err(|_| "--address-space-max takes bytes")?);
             } else {
                 return Err(format!("unknown argument {:?}", flag.to_string_lossy()));
             }

@@ -29,7 +29,7 @@ use rustix::mount::{
 
 use super::plan::{Access, Plan};
 use super::steps;
-use super::sys::attach_tree;
+use super::sys::{attach_tree, Attrs};
 
 /// Where the old root is while the new one is filled.
 const OLD: &str = "/.old-root";
@@ -190,13 +190,17 @@ fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> 
     // write, in a directory it may search.
     let writable = socket || matches!(access, Access::Write | Access::Consume);
     let read_only = matches!(access, Access::Read | Access::Exec);
+    // What may be written is nosuid,nodev: a set-id file or a device made
+    // or found there means nothing inside.
+    let attrs = if read_only { Attrs::ReadOnly } else { Attrs::Writable };
     match idmap {
         // Root's body is nobody: what it may write shows root's files as
         // its own, and what it makes is root's on disk.
         Some(userns) if writable => {
-            attach_tree(&source, path, read_only, Some(userns)).map_err(without_idmap)
+            attach_tree(&source, path, attrs, Some(userns)).map_err(without_idmap)
         }
-        _ if read_only => attach_tree(&source, path, true, None),
+        _ if writable || read_only => attach_tree(&source, path, attrs, None),
+        // A device file read and written (`/dev/null`): a plain bind.
         _ => Ok(mount_bind_recursive(&source, path)?),
     }
 }
@@ -219,7 +223,7 @@ fn read_only(path: &Path) -> io::Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    attach_tree(path, path, true, None)
+    attach_tree(path, path, Attrs::ReadOnly, None)
 }
 
 /// The links of a minimal `/dev` (its device files are grants of the plan).

@@ -8,7 +8,8 @@
 //! `O_APPEND` file or a pipe). Without the variable nothing is written and a
 //! step costs one load of an atomic. The kernel never sets it; it is the
 //! benchmark's, which reads the lines back ([`parse`]) and shows where the
-//! time goes. The descriptor reaches the program as any inherited one.
+//! time goes. The descriptor is the helper's own: it is closed when the program is
+//! executed, as every descriptor the plan does not name.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -27,6 +28,12 @@ pub fn init() {
     if super::sys::fd_is_open(fd) {
         FD.store(fd, Ordering::Relaxed);
     }
+}
+
+/// The descriptor the steps are written to, when one was given.
+pub fn fd() -> Option<i32> {
+    let fd = FD.load(Ordering::Relaxed);
+    (fd >= 0).then_some(fd)
 }
 
 /// Notes that `step` ended now (nothing when no descriptor was given).

@@ -9,16 +9,26 @@ use std::path::Path;
 
 use rustix::mount::{move_mount, open_tree, MoveMountFlags, OpenTreeFlags};
 
+/// What a copy of a tree is mounted with ([`attach_tree`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attrs {
+    /// Read-only.
+    ReadOnly,
+    /// Writable, but no set-id bit nor device file means anything on it
+    /// (`nosuid,nodev`).
+    Writable,
+}
+
 /// Copies the tree at `source` and mounts the copy at `target`: one
-/// `open_tree`, one `mount_setattr`, one `move_mount`. `read_only` makes it
-/// read-only with every mount beneath it (recursively: a mount nested below
-/// a read-only grant is read-only as well). `idmap` shows its ids through
+/// `open_tree`, one `mount_setattr`, one `move_mount`. `attrs` apply to it
+/// with every mount beneath it (recursively: a mount nested below a
+/// read-only grant is read-only as well). `idmap` shows its ids through
 /// that user namespace (root's files as the body's own); such a copy is of
 /// the top mount alone, as Linux maps no tree whose mounts it cannot all map.
 pub fn attach_tree(
     source: &Path,
     target: &Path,
-    read_only: bool,
+    attrs: Attrs,
     idmap: Option<&OwnedFd>,
 ) -> io::Result<()> {
     let mut flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
@@ -26,11 +36,11 @@ pub fn attach_tree(
         flags |= OpenTreeFlags::AT_RECURSIVE;
     }
     let tree = open_tree(rustix::fs::CWD, source, flags)?;
-    let mut set = 0;
+    let mut set = match attrs {
+        Attrs::ReadOnly => libc::MOUNT_ATTR_RDONLY,
+        Attrs::Writable => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+    };
     let mut userns = 0u64;
-    if read_only {
-        set |= libc::MOUNT_ATTR_RDONLY;
-    }
     if let Some(fd) = idmap {
         set |= libc::MOUNT_ATTR_IDMAP;
         userns = u64::try_from(fd.as_raw_fd()).map_err(io::Error::other)?;
@@ -204,6 +214,44 @@ pub fn close_in_child(fd: i32) {
 pub fn dup_to(fd: &OwnedFd, target: i32) -> io::Result<()> {
     // SAFETY: dup2 takes two numbers; `fd` is open for the call's length.
     if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Closes every descriptor of this process from 3 up but those in `keep`,
+/// with one `close_range` for each gap between them.
+pub fn close_all_but(keep: &[i32]) -> io::Result<()> {
+    let mut kept: Vec<u32> = keep.iter().filter_map(|&fd| u32::try_from(fd).ok()).collect();
+    kept.retain(|&fd| fd > 2);
+    kept.sort_unstable();
+    kept.dedup();
+    let mut first = 3u32;
+    for fd in kept.into_iter().chain(std::iter::once(u32::MAX)) {
+        if fd > first {
+            close_range(first, fd - 1, 0)?;
+        }
+        first = fd.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// Marks descriptor `fd` close-on-exec (`on`) or not.
+pub fn set_cloexec(fd: i32, on: bool) -> io::Result<()> {
+    let flags = if on { libc::FD_CLOEXEC } else { 0 };
+    // SAFETY: fcntl F_SETFD on a number, with an integer argument only.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn close_range(first: u32, last: u32, flags: u32) -> io::Result<()> {
+    // SAFETY: close_range takes three integers and touches no memory; the
+    // descriptors it closes are owned by no value this process still uses
+    // (the caller keeps those it holds).
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) };
+    if rc != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

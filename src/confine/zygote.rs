@@ -46,6 +46,8 @@ use crate::spawn::zygote::{answer, recv, send, spare_message, Request, SPARE};
 pub struct Ahead {
     /// The id-mapping user namespace of root's body.
     pub identity: Option<OwnedFd>,
+    /// The user namespace root's body counts its task limit in.
+    pub counted: Option<OwnedFd>,
     /// This process is in a user namespace of its own already.
     pub user: bool,
     /// This process is in a network namespace of its own, loopback up.
@@ -58,23 +60,35 @@ pub struct Ahead {
 }
 
 impl Ahead {
+    /// The descriptors this holds, which the launch keeps to itself.
+    pub fn fds(&self) -> Vec<i32> {
+        let mut fds: Vec<i32> =
+            [&self.identity, &self.counted].into_iter().flatten().map(AsRawFd::as_raw_fd).collect();
+        fds.extend(self.inside.as_ref().map(init::Inside::fd));
+        fds
+    }
+
     /// Makes the namespaces a loopback-only launch needs before its plan
     /// is known, in the order the helper makes them, then forks into the
     /// PID namespace: returns in the cage's first process (the helper
-    /// supervises and never returns), which `socket` alone reaches.
-    fn make(socket: &UnixStream) -> Ahead {
+    /// supervises and never returns, holding none of the zygote's
+    /// descriptors: the spare's socket reaches the first process alone).
+    fn make() -> Ahead {
         let mut ahead = Ahead::default();
-        if let Err(e) = ahead.fill(socket) {
+        if let Err(e) = ahead.fill() {
             ahead.failed = Some(e);
         }
         ahead
     }
 
-    fn fill(&mut self, socket: &UnixStream) -> Result<(), String> {
+    fn fill(&mut self) -> Result<(), String> {
         if rustix::process::getuid().is_root() {
             let fd = sys::user_namespace_fd(0, super::BODY_ID)
                 .map_err(|e| format!("cannot make the id mapping for the body's identity: {e}"))?;
             self.identity = Some(fd);
+            let fd = sys::user_namespace_fd(super::BODY_ID, super::BODY_ID)
+                .map_err(|e| format!("cannot make the user namespace of the task limit: {e}"))?;
+            self.counted = Some(fd);
         }
         if !super::namespaces::has_sys_admin() {
             super::namespaces::enter_user()?;
@@ -86,7 +100,7 @@ impl Ahead {
         self.net = true;
         crate::sys::unshare(rustix::thread::UnshareFlags::NEWPID)
             .map_err(|e| format!("cannot make a PID namespace: {e}"))?;
-        self.inside = Some(init::fork_first(&[socket.as_raw_fd()])?);
+        self.inside = Some(init::fork_first()?);
         Ok(())
     }
 }
@@ -242,7 +256,7 @@ fn spare_main(socket: UnixStream, kernel_pid: Option<Pid>) -> i32 {
         eprintln!("teneral-confine zygote: spare: {e}");
         return EXIT_NAMESPACES;
     }
-    let ahead = Ahead::make(&socket);
+    let ahead = Ahead::make();
     if (&socket).write_all(&[1]).is_err() {
         return 0;
     }

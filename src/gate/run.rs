@@ -150,6 +150,9 @@ impl Gate<'_> {
             ))
         };
         let ((), smoked) = tokio::join!(checks, smoke);
+        // Nothing of the candidate's runs now: what its build scripts and
+        // tests left in the shared target loses what means privilege outside.
+        scrub_target(&ground.target)?;
         let passed: Vec<Option<bool>> =
             outcomes.iter().map(|o| o.as_ref().map(Outcome::passed)).collect();
         if let Some((i, Outcome::Failed { output, .. } | Outcome::OverTime { output, .. })) =
@@ -279,5 +282,24 @@ impl Gate<'_> {
         };
         let timeline = run.run().await.map_err(failed)?;
         Ok((binary, timeline, started.elapsed().as_secs_f64()))
+    }
+}
+
+/// Scrubs the gate's target ([`crate::scrub`]); a target that cannot be
+/// scrubbed is not trusted with the next check, so the candidate is refused.
+fn scrub_target(target: &Path) -> Result<(), Verdict> {
+    match crate::scrub::scrub(target) {
+        Ok(done) => {
+            if done != crate::scrub::Scrubbed::default() {
+                log::warn(format!(
+                    "gate: cleared the set-id bits of {} and removed {} special files or outward links in {}",
+                    done.cleared,
+                    done.removed,
+                    target.display()
+                ));
+            }
+            Ok(())
+        }
+        Err(e) => Err(reject("checkout", format!("cannot scrub {}: {e}", target.display()))),
     }
 }

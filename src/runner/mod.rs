@@ -16,9 +16,10 @@
 //! failure quotes them), `wait` (cancel-safe), `signal` (every process of
 //! it), `stop` (SIGTERM, a grace period, then SIGKILL to all of it), `pid`.
 //! Limits ([`Limits`]): under systemd `MemoryMax`, `TasksMax`,
-//! `RuntimeMaxSec` are the unit's; run directly, only the runtime limit is
-//! kept (by the kernel, with the same SIGTERM then SIGKILL), and
-//! [`Runner::choose`] logs which limits cannot be applied. Without a user
+//! `RuntimeMaxSec` are the unit's; run directly, the runtime limit is
+//! kept by the kernel (with the same SIGTERM then SIGKILL), `TasksMax` and
+//! `MemoryMax` become the cage's `RLIMIT_NPROC` and `RLIMIT_AS` (for
+//! confined children), and [`Runner::choose`] logs which limits hold. Without a user
 //! manager but with a cgroup the kernel may write below ([`cgroup`]), the
 //! children are the kernel's own and `MemoryMax` and `TasksMax` are applied
 //! through that cgroup.
@@ -129,7 +130,10 @@ impl Runner {
     /// logs the choice.
     pub async fn choose(choice: RunnerChoice, cage: Cage) -> Result<Runner, RunError> {
         if !asks_the_bus(choice) {
-            log::info("running children directly (TENERAL_RUNNER=direct); MemoryMax and TasksMax are not applied");
+            log::info(
+                "running children directly (TENERAL_RUNNER=direct); TasksMax and MemoryMax hold \
+                 for confined children only, as RLIMIT_NPROC and RLIMIT_AS",
+            );
             return Ok(Runner::direct(cage));
         }
         match Systemd::connect().await {
@@ -152,7 +156,8 @@ impl Runner {
                 Err(why) => {
                     log::info(format!(
                         "{e}: running children directly; MemoryMax and TasksMax cannot be \
-                         applied ({why}; a runtime limit still is, by the kernel)"
+                         applied as cgroup limits ({why}): confined children get them as \
+                         RLIMIT_AS and RLIMIT_NPROC, and a runtime limit is kept by the kernel"
                     ));
                     Ok(Runner::direct(cage))
                 }
@@ -199,6 +204,19 @@ impl Runner {
         Runner { backend: Backend::Cgroup(std::sync::Arc::new(delegated)), cage }
     }
 
+    /// The resource limits the cage applies itself: `TasksMax` and
+    /// `MemoryMax` as `RLIMIT_NPROC` and `RLIMIT_AS` when no unit nor cgroup
+    /// holds them (the direct backend), none otherwise.
+    fn rlimits(&self, limits: &Limits) -> crate::confine::plan::Rlimits {
+        match self.backend {
+            Backend::Direct => crate::confine::plan::Rlimits {
+                tasks: limits.tasks_max,
+                address_space: limits.memory_max,
+            },
+            Backend::Systemd(_) | Backend::Cgroup(_) => crate::confine::plan::Rlimits::default(),
+        }
+    }
+
     pub fn is_systemd(&self) -> bool {
         matches!(self.backend, Backend::Systemd(_))
     }
@@ -216,7 +234,10 @@ impl Runner {
         let spawn_err = |source| RunError::Spawn { unit: unit.to_owned(), source };
         let Launch { spec, cage, limits } = launch;
         let spec = match &cage {
-            Some(profile) => self.cage.wrap(unit, profile, spec).map_err(spawn_err)?,
+            Some(profile) => {
+                let rlimits = self.rlimits(&limits);
+                self.cage.wrap(unit, profile, spec, rlimits).map_err(spawn_err)?
+            }
             None => spec,
         };
         let tag = unit.strip_suffix(".service").unwrap_or(unit).to_owned();

@@ -48,7 +48,7 @@ fn a_mount_nested_below_a_read_only_grant_is_read_only() -> TestResult {
         return Ok(());
     }
     if rustix::process::getuid().as_raw() != 0 {
-        eprintln!("skipped: mounting the nested tmpfs needs root");
+        crate::common::skip("mounting the nested tmpfs needs root");
         return Ok(());
     }
     let dir = tempfile::Builder::new().prefix("tnl-nested").tempdir()?;
@@ -162,7 +162,7 @@ fn cargo_credentials_are_not_there_for_a_body_or_a_build_of_a_kernel_that_is_not
         return Ok(());
     }
     if rustix::process::getuid().as_raw() != 0 {
-        eprintln!("skipped: the test becomes nobody through setpriv, which needs root");
+        crate::common::skip("the test becomes nobody through setpriv, which needs root");
         return Ok(());
     }
     use std::os::unix::fs::PermissionsExt;

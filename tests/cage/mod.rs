@@ -14,6 +14,7 @@ mod grants;
 mod identity;
 mod missing;
 mod offer;
+mod privilege;
 mod targets;
 mod unprivileged;
 mod zygote;
@@ -35,6 +36,8 @@ pub const SECRET: &str = "sk-cagetest-real-7f3a9c1e5b";
 pub const DECOY: &str = "sk-cagetest-decoy";
 
 pub const EPERM: i64 = 1;
+pub const EBADF: i64 = 9;
+pub const EAGAIN: i64 = 11;
 pub const ENOENT: i64 = 2;
 pub const ESRCH: i64 = 3;
 pub const EACCES: i64 = 13;
@@ -68,7 +71,7 @@ pub fn require_cage() -> Result<bool, String> {
     }
     let why = format!("this Linux lacks {}", missing.join("; "));
     if std::env::var_os("TENERAL_TEST_NO_CAGE").is_some() {
-        eprintln!("skipped: {why} (TENERAL_TEST_NO_CAGE is set)");
+        crate::common::skip(&format!("{why} (TENERAL_TEST_NO_CAGE is set)"));
         return Ok(false);
     }
     Err(format!("{why}; set TENERAL_TEST_NO_CAGE=1 only on a machine known to lack it"))
@@ -147,9 +150,37 @@ pub fn proxied_env(upstream: &Upstream, extra: &str) -> String {
     )
 }
 
+/// Starts `teneral run` on `ind` as a shell holding descriptor 7 on a 0600
+/// file below a 0700 directory would (`7<secret`, not close-on-exec):
+/// nothing the kernel runs may find it open.
+pub fn start_holding_a_descriptor(ind: &Individual) -> Result<Kernel, Box<dyn std::error::Error>> {
+    use std::os::unix::fs::PermissionsExt;
+    let closed = ind.path().join(".teneral/auth/closed");
+    std::fs::create_dir_all(&closed)?;
+    let secret = closed.join("inherited");
+    std::fs::write(&secret, format!("{SECRET}\n"))?;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700))?;
+    let log = ind.path().join("kernel.log");
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+    let child = Command::new("/bin/sh")
+        .args(["-c", "exec 7<\"$0\" && exec \"$@\""])
+        .arg(&secret)
+        .arg(teneral())
+        .arg("run")
+        .arg("--dir")
+        .arg(ind.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()?;
+    Ok(Kernel { child: Some(child), log })
+}
+
 /// Runs the hostile generation until it has tried every door; its reports.
+/// The kernel holds an inherited descriptor ([`start_holding_a_descriptor`]).
 pub fn run_generation(ind: &Individual) -> Result<(Kernel, Doors), Box<dyn std::error::Error>> {
-    let kernel = ind.start()?;
+    let kernel = start_holding_a_descriptor(ind)?;
     ind.wait_for("the hostile body's last report", LONG, |e| {
         e["type"] == "reply" && e["text"] == "every door tried"
     })?;
@@ -199,6 +230,7 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("live.write", Errno(denied)),
         ("journal.append", Errno(EROFS)),
         ("journal.truncate", Errno(EROFS)),
+        ("fd.inherited", Errno(EBADF)),
         ("journal.replace", Errno(EBUSY)),
         ("journal.remove", Errno(EBUSY)),
         ("scorecard.read", Pass),

@@ -31,7 +31,7 @@ fn the_cage_holds_for_an_unprivileged_user() -> TestResult {
         return Ok(());
     }
     if rustix::process::getuid().as_raw() != 0 {
-        eprintln!("skipped: the test becomes nobody through setpriv, which needs root");
+        crate::common::skip("the test becomes nobody through setpriv, which needs root");
         return Ok(());
     }
     let dir = tempfile::Builder::new().prefix("tnl-nobody").tempdir()?;

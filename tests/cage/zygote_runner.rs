@@ -33,7 +33,7 @@ fn the_kernels_spawn_sends_confined_launches_through_the_zygote() -> TestResult 
             .arg("echo inside; ls /proc | grep -c '^[0-9]'; echo oops >&2; exit 3");
         spec.stdout = Output::Pipe;
         spec.stderr = Output::Pipe;
-        let spec = cage.wrap("zygote-test", &profile, spec)?;
+        let spec = cage.wrap("zygote-test", &profile, spec, Default::default())?;
         let mut child = spawn::spawn(spec)?;
         let mut out = String::new();
         let mut err = String::new();
@@ -72,12 +72,12 @@ fn under_the_cgroup_runner_a_zygote_launch_is_in_its_cgroup() -> TestResult {
         right.starts_with("cgroup2 ").then(|| PathBuf::from(point))
     });
     let Some(top) = top else {
-        eprintln!("skipped: no cgroup v2 hierarchy is mounted here");
+        crate::common::skip("no cgroup v2 hierarchy is mounted here");
         return Ok(());
     };
     let dir = top.join(format!("teneral-test-{}-zygote", std::process::id()));
     if let Err(e) = std::fs::create_dir(&dir) {
-        eprintln!("skipped: cannot make a cgroup in {}: {e}", top.display());
+        crate::common::skip(&format!("cannot make a cgroup in {}: {e}", top.display()));
         return Ok(());
     }
     let (_tmp, checkout, _) = checkout()?;

@@ -130,3 +130,62 @@ fn a_refusal_counted_only_in_the_journal_before_a_kill_still_counts() -> TestRes
     assert!(reason.contains("was refused three times in a row"), "{reason}");
     Ok(())
 }
+
+/// Every entry below `dir`, links not followed.
+fn entries(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn what_a_check_leaves_in_the_gate_target_carries_no_privilege_out() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let (ind, _kernel, _) = started(&[])?;
+    // What a check of an earlier candidate could have left there.
+    let target = ind.path().join(teneral::gate::TARGET_DIR);
+    std::fs::create_dir_all(&target)?;
+    let planted = target.join("planted");
+    std::fs::copy("/bin/true", &planted)?;
+    match std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o4755)) {
+        // Run by a gate check, in its cage, where set-id modes are EPERM.
+        Err(e)
+            if e.raw_os_error() == Some(1)
+                && std::env::var_os("TENERAL_TEST_NO_CAGE").is_some() =>
+        {
+            eprintln!("SKIPPED what_a_check_leaves_in_the_gate_target_carries_no_privilege_out: set-id modes are refused in the gate check's cage (EPERM)");
+            return Ok(());
+        }
+        made => made?,
+    }
+    // The candidate's own test leaves a link out of the target, then fails.
+    let leaving = candidate(&ind, |w| {
+        body_edit(
+            w,
+            MODE_TEST,
+            &format!(
+                "{MODE_TEST}        let target = std::env::var(\"CARGO_TARGET_DIR\").unwrap_or_default();\n        \
+                 let _ = std::os::unix::fs::symlink(\"/etc/shadow\", format!(\"{{target}}/shadow-link\"));\n        \
+                 assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n"
+            ),
+        )
+    })?;
+    rejected_at(&ask(&ind, &leaving)?, "body-tests", "failing on purpose");
+    let mode = std::fs::metadata(&planted)?.permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755, "the set-user-id bit is cleared");
+    let links: Vec<_> = entries(&target)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "shadow-link"))
+        .collect();
+    assert!(links.is_empty(), "a link out of the target is removed: {links:?}");
+    Ok(())
+}

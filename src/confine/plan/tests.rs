@@ -135,6 +135,8 @@ fn a_plan_survives_the_command_line() {
     let mut plan = generation(Path::new("/i"), &["src".into()], &host());
     plan.pretend_missing.push("landlock".into());
     plan.forward.push(8080);
+    plan.fds.push(9);
+    plan.limits = Rlimits { tasks: Some(64), address_space: Some(1 << 30) };
     let mut args = plan.to_args();
     args.extend(["--".into(), "/bin/true".into(), "x".into()]);
     let (back, argv) = Plan::from_args(&args).unwrap_or_else(|e| unreachable!("{e}"));
@@ -154,6 +156,9 @@ fn malformed_command_lines_are_refused() {
         &["--write", "/c", "--", "true"],
         &["--profile", "gate", "--net", "wide", "--", "true"],
         &["--profile", "gate", "--bogus", "x", "--", "true"],
+        &["--profile", "gate", "--keep-fd", "2", "--", "true"],
+        &["--profile", "gate", "--keep-fd", "x", "--", "true"],
+        &["--profile", "gate", "--tasks-max", "-1", "--", "true"],
         &["--profile"],
     ];
     for args in bad {

@@ -222,6 +222,17 @@ fn host_doors(home: &Path) -> Vec<(String, Try)> {
             pids.join(" ")
         }),
     );
+    // A descriptor that whatever started the kernel held open (the test
+    // starts it holding 7), and every descriptor above 2 there is.
+    add("fd.inherited", cvt(unsafe { libc::fcntl(7, libc::F_GETFD) } as i64));
+    add(
+        "fd.list",
+        fs::read_dir("/proc/self/fd").map(|it| {
+            let fds: Vec<String> =
+                it.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            fds.join(" ")
+        }),
+    );
     d
 }
 
