@@ -5,8 +5,11 @@
 //! may use it ([`admit`]): any other process is refused when it connects.
 //! What the body can make the kernel hold is bounded ([`bounds`]): a few
 //! connections, one line at a time on each, a bounded sum of unfinished
-//! lines, and answers it must read. Each line is checked
-//! ([`crate::journal::rules`]), stamped with the generation's commit,
+//! lines, and answers it must read. What each line costs is bounded before
+//! it is parsed ([`crate::journal::rules::check_cost`]), and how many lines
+//! of each class a generation may send a second ([`rate`]): the excess is
+//! dropped, counted and journaled as one `events.dropped` per flood. Each
+//! line is checked ([`crate::journal::rules`]), stamped with the generation's commit,
 //! appended and synced, and only then acknowledged. A refusal writes nothing
 //! and tells the body why. An owner line is journaled only if its file holds
 //! exactly the text the body sent, and its file is removed after the journal
@@ -15,6 +18,7 @@
 mod admit;
 mod bounds;
 mod doing;
+mod rate;
 mod socket;
 
 use std::path::{Path, PathBuf};
@@ -32,11 +36,12 @@ pub use bounds::Bounds;
 pub use socket::{bind, home_id, socket_path, sockets_dir, sweep_stale, SOCKET_DIR_VAR};
 
 use crate::commit::Commit;
-use crate::journal::rules::{check_body_event, check_owner_file_name, Accepted};
+use crate::journal::rules::{check_cost, check_owner_file_name, check_shape, Accepted};
 use crate::journal::writer::Journal;
 use crate::log::{self, Priority};
 use crate::owner::OWNER_DIR;
 use bounds::{Budget, Hush, Lines, Next, Seat, Seats};
+use rate::{Class, Dropped, Rates, RATES};
 
 /// Longest line a body may send, newline not counted.
 pub const MAX_LINE: usize = Bounds::CHANNEL.line;
@@ -101,7 +106,11 @@ struct Served {
     seats: Seats,
     budget: Budget,
     hush: Mutex<Hush>,
+    rates: Mutex<Rates>,
 }
+
+/// How often floods are looked at, to report those that ended.
+const FLOODS_LOOKED_AT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Channel {
     /// Serves every connection `admit` lets in, within [`Bounds::CHANNEL`],
@@ -119,16 +128,44 @@ impl Channel {
             seats: Seats::new(limits.connections),
             budget: Budget::new(limits.buffered),
             hush: Mutex::new(Hush::new(REFUSALS_PER_MINUTE)),
+            rates: Mutex::new(Rates::new(RATES, Instant::now())),
         });
+        let mut floods = tokio::time::interval(FLOODS_LOOKED_AT);
         loop {
-            match listener.accept().await {
-                Ok((stream, _)) => Arc::clone(&served).arrived(stream),
-                Err(e) => {
-                    log::info(format!("event socket: {e}"));
-                    return;
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => Arc::clone(&served).arrived(stream),
+                    Err(e) => {
+                        log::info(format!("event socket: {e}"));
+                        return;
+                    }
+                },
+                _ = floods.tick() => {
+                    let due = served.rates.lock().unwrap_or_else(|p| p.into_inner()).due(Instant::now());
+                    served.channel.report_dropped(&due);
                 }
             }
         }
+    }
+
+    /// Journals one `events.dropped` for each flood in `dropped`.
+    fn report_dropped(&self, dropped: &[Dropped]) {
+        for flood in dropped {
+            let fields = json!({
+                "kind": flood.class.name(),
+                "count": flood.count,
+                "seconds": (flood.seconds * 1000.0).round() / 1000.0,
+            });
+            kernel_event(&self.journal, &self.commit, "events.dropped", fields);
+        }
+    }
+}
+
+impl Drop for Served {
+    /// What is still counted when the channel ends is journaled then.
+    fn drop(&mut self) {
+        let left = self.rates.get_mut().unwrap_or_else(|p| p.into_inner()).flush(Instant::now());
+        self.channel.report_dropped(&left);
     }
 }
 
@@ -197,7 +234,7 @@ impl Served {
                     self.log_refusal(&format!("closed a connection: {why}"));
                     (refuse(why), true)
                 }
-                Next::Line(line) => (self.channel.take(line.bytes), false),
+                Next::Line(line) => (self.take(line.bytes), false),
             };
             if !self.answer(&mut write, &answer).await || last {
                 return;
@@ -223,13 +260,33 @@ impl Served {
     }
 }
 
+impl Served {
+    /// Bounds one line's cost and its rate, then hands it to the channel.
+    fn take(&self, line: Vec<u8>) -> Value {
+        let class = match check_cost(&line) {
+            Ok(kind) => Class::of(kind),
+            Err(e) => return refuse(e),
+        };
+        let passes =
+            self.rates.lock().unwrap_or_else(|p| p.into_inner()).take(class, Instant::now());
+        if !passes {
+            return refuse(format!(
+                "dropped: over the rate of {} events (docs/contract.md, section 3); counted in \
+                 events.dropped",
+                class.name()
+            ));
+        }
+        self.channel.take(line)
+    }
+}
+
 impl Channel {
-    /// Checks, journals and answers one line.
+    /// Checks, journals and answers one line whose cost and rate were taken.
     fn take(&self, line: Vec<u8>) -> Value {
         let Ok(text) = String::from_utf8(line) else {
             return refuse("an event must be UTF-8 JSON".into());
         };
-        let checked = check_body_event(&text);
+        let checked = check_shape(&text);
         // The parsed event is all that is needed now: the line's bytes go.
         drop(text);
         let (event, accepted) = match checked {
@@ -238,7 +295,7 @@ impl Channel {
         };
         match accepted {
             Accepted::Log { level, text } => {
-                log::body_log(&level, text);
+                log::body_log(level.as_str(), text);
                 json!({"ok": true})
             }
             Accepted::Journal => self.append(&event, None),

@@ -1,4 +1,4 @@
-//! Replay: two generations side by side on the same stimuli (issue 18).
+//! Replay: two generations side by side on the same stimuli.
 //!
 //! `teneral replay --from A --to B --last N` takes the last N owner lines
 //! and inbox envelopes of the individual's journal ([`stimuli`]), builds the
@@ -21,7 +21,6 @@ pub mod run;
 pub mod stimuli;
 pub mod table;
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -172,15 +171,10 @@ fn read_journal(
     let path = home.join(JOURNAL_PATH);
     let failed = |source| ReplayError::Journal { path: path.clone(), source };
     let file = crate::journal::open_file(&path, crate::journal::Access::Read).map_err(failed)?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut lines = crate::journal::Forwards::new(file);
     let mut collector = Collector::new(last);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(failed)? == 0 {
-            break;
-        }
-        if let Some(event) = parse_line(line.strip_suffix(b"\n").unwrap_or(&line)) {
+    while let Some(line) = lines.next_line().map_err(failed)? {
+        if let Some(event) = parse_line(line) {
             collector.take(&event);
         }
     }

@@ -66,6 +66,17 @@ pub fn temp_name(name: &str) -> String {
 
 /// Writes `text` as a new owner line in `home`; returns the file's name.
 pub fn write_line(home: &Path, text: &str) -> io::Result<String> {
+    if text.len() as u64 > MAX_FILE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "an owner line holds at most {} KiB and this one is {} KiB; put the text in a file \
+                 in the workspace and ask the agent to read it",
+                MAX_FILE / 1024,
+                text.len().div_ceil(1024)
+            ),
+        ));
+    }
     write_file(home, Kind::Line, text.as_bytes())
 }
 
@@ -93,9 +104,11 @@ fn write_file(home: &Path, kind: Kind, bytes: &[u8]) -> io::Result<String> {
     result.map(|()| name)
 }
 
-/// The most an owner file the kernel reads may hold: no more than a line of
-/// the event channel can carry back (`events::MAX_LINE`).
-pub const MAX_FILE: u64 = 32 * 1024 * 1024;
+/// The most an owner file may hold: so much that the body's `owner.line`
+/// carrying it back, every byte escaped as JSON's longest (`\u0000`, six
+/// bytes), still fits a line of the event channel (1 MiB,
+/// `journal::rules::EVENT_BYTES`).
+pub const MAX_FILE: u64 = 128 * 1024;
 
 /// Reads the owner file `name` of `home` as the kernel must: `name` is one
 /// plain name ([`Kind::of`] takes it), the file is opened beneath
@@ -166,6 +179,20 @@ fn random() -> io::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_longest_owner_line_fits_the_event_that_carries_it_and_a_longer_is_refused() {
+        let worst = "\u{1}".repeat(MAX_FILE as usize);
+        let event =
+            serde_json::json!({"type": "owner.line", "file": "x".repeat(64), "text": worst});
+        let len = event.to_string().len();
+        assert!(len <= crate::journal::rules::EVENT_BYTES, "{len} bytes");
+        let home = tempfile::tempdir().expect("a temporary directory");
+        let err = write_line(home.path(), &"a".repeat(MAX_FILE as usize + 1)).err();
+        assert_eq!(err.as_ref().map(io::Error::kind), Some(io::ErrorKind::InvalidInput));
+        assert!(err.is_some_and(|e| e.to_string().contains("at most 128 KiB")));
+        assert!(write_line(home.path(), &"a".repeat(MAX_FILE as usize)).is_ok());
+    }
 
     #[test]
     fn names_sort_by_time_and_carry_their_kind() {

@@ -339,19 +339,13 @@ impl Scorecard {
 }
 
 /// The scorecard of a journal read from `reader`, oldest line first, in
-/// one pass; memory holds one line at a time.
-pub fn read(
-    mut reader: impl std::io::BufRead,
-    since: Option<String>,
-) -> std::io::Result<Vec<Figures>> {
+/// one pass; memory holds one line at a time, of at most
+/// [`crate::journal::READ`] (a longer one is passed over as it is read).
+pub fn read(reader: impl std::io::Read, since: Option<String>) -> std::io::Result<Vec<Figures>> {
     let mut card = Scorecard::new(since);
-    let mut line = Vec::with_capacity(64 * 1024);
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        card.take_line(&line);
+    let mut lines = crate::journal::Forwards::new(reader);
+    while let Some(line) = lines.next_line()? {
+        card.take_line(line);
     }
     Ok(card.finish())
 }

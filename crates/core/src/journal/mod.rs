@@ -3,10 +3,11 @@
 mod open;
 pub mod reader;
 pub mod rules;
+pub mod scan;
 pub mod writer;
 
 pub use open::{open_file, Access};
-pub use reader::{last_events, parse_line, Backwards, Event};
+pub use reader::{last_events, parse_line, Backwards, Event, Forwards, READ};
 
 /// The journal's place inside an individual.
 pub const JOURNAL_PATH: &str = "memory/journal.jsonl";

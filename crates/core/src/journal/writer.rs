@@ -3,9 +3,12 @@
 //!
 //! Invariants: every line in the file is one whole event followed by `\n`;
 //! `seq` grows by one per event; an event is durable (fdatasync) before
-//! [`Journal::append`] returns. A torn last line found at open (a crash in the
-//! middle of a write that was never acknowledged) is moved aside to a file of
-//! its own and cut off, so the journal stays whole and nothing is thrown away.
+//! [`Journal::append`] returns; every line is within what a reader takes
+//! ([`super::READ`]), so no event is written that readers would pass over.
+//! A torn last line found at open (a crash in the middle of a write that was
+//! never acknowledged) is moved aside to a file of its own and cut off, so
+//! the journal stays whole and nothing is thrown away; opening reads only
+//! the blocks that torn line lies in.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -20,6 +23,8 @@ use super::reader::{parse_line, Backwards};
 pub enum JournalError {
     #[error("journal {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("journal {path}: a {kind} event of {bytes} bytes is not written: it is {over}")]
+    TooLarge { path: PathBuf, kind: String, bytes: usize, over: super::scan::Over },
 }
 
 /// The open journal of one individual, held by the kernel alone.
@@ -76,6 +81,11 @@ impl Journal {
     ) -> Result<u64, JournalError> {
         let seq = self.next_seq;
         let line = stamp(event, seq, commit, SystemTime::now());
+        if let Err(over) = super::scan::scan(line.as_bytes(), &super::READ) {
+            let kind = event.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let (path, bytes) = (self.path.clone(), line.len());
+            return Err(JournalError::TooLarge { path, kind, bytes, over });
+        }
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         let result = self.file.write_all(&bytes).and_then(|()| self.file.sync_data());
@@ -146,26 +156,33 @@ fn last_seq(file: &File) -> io::Result<u64> {
 
 /// If the file does not end in `\n`, the bytes after the last `\n` are a
 /// write a crash cut short. They go to `<journal>.torn-<unix-ms>` and the
-/// journal is truncated to its last whole line.
+/// journal is truncated to its last whole line. The last `\n` is looked for
+/// block by block from the end, and the torn bytes are copied as a stream:
+/// nothing of the journal is held whole.
 fn set_aside_torn_tail(path: &Path, file: &mut File) -> io::Result<()> {
+    const BLOCK: u64 = 64 * 1024;
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok(());
     }
-    let window = len.min(64 * 1024 * 1024);
-    let mut tail = vec![0; window as usize];
-    file.seek(SeekFrom::Start(len - window))?;
-    file.read_exact(&mut tail)?;
-    if tail.last() == Some(&b'\n') {
-        return Ok(());
-    }
-    let keep = match tail.iter().rposition(|&b| b == b'\n') {
-        Some(i) => len - window + i as u64 + 1,
-        None if window == len => 0,
-        // A torn line longer than the window: keep everything rather than guess.
-        None => return Ok(()),
+    let mut block = vec![0; BLOCK as usize];
+    let mut end = len;
+    let keep = loop {
+        let start = end.saturating_sub(BLOCK);
+        let piece = &mut block[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(piece)?;
+        if end == len && piece.last() == Some(&b'\n') {
+            return Ok(());
+        }
+        if let Some(i) = memchr::memrchr(b'\n', piece) {
+            break start + i as u64 + 1;
+        }
+        if start == 0 {
+            break 0;
+        }
+        end = start;
     };
-    let torn = &tail[(keep - (len - window)) as usize..];
     let ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -174,7 +191,8 @@ fn set_aside_torn_tail(path: &Path, file: &mut File) -> io::Result<()> {
     // A new file only: a link left at that name (memory/ is the body's) is
     // not followed (EEXIST).
     let mut out = OpenOptions::new().write(true).create_new(true).open(&aside)?;
-    out.write_all(torn)?;
+    file.seek(SeekFrom::Start(keep))?;
+    io::copy(&mut (&*file).take(len - keep), &mut out)?;
     out.sync_all()?;
     file.set_len(keep)?;
     file.sync_all()?;
@@ -243,5 +261,46 @@ mod tests {
         assert_eq!(aside.len(), 1);
         let kept = std::fs::read_to_string(aside[0].path()).unwrap_or_default();
         assert_eq!(kept, "{\"type\":\"rep");
+    }
+
+    /// A torn line of several blocks, and one that is the whole file, are
+    /// set aside whole.
+    #[test]
+    fn a_long_torn_tail_is_set_aside_whole() {
+        let long = "x".repeat(300_000);
+        for (content, kept) in
+            [(format!("{{\"type\":\"reply\",\"seq\":7}}\n{long}"), 1), (long.clone(), 0)]
+        {
+            let dir = tempfile::tempdir().expect("a temporary directory can be made");
+            let path = dir.path().join("journal.jsonl");
+            std::fs::write(&path, &content).expect("the journal is written");
+            let j = Journal::open(&path).expect("it opens");
+            assert_eq!(j.next_seq(), if kept == 1 { 8 } else { 1 });
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(text.lines().count(), kept);
+            let aside: Vec<_> = std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(".torn-"))
+                .collect();
+            assert_eq!(aside.len(), 1);
+            assert_eq!(std::fs::read_to_string(aside[0].path()).unwrap_or_default(), long);
+        }
+    }
+
+    /// An event that stamped would be over what readers take is refused,
+    /// and nothing is written.
+    #[test]
+    fn an_event_over_the_read_bounds_is_not_written() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let path = dir.path().join("journal.jsonl");
+        let mut j = Journal::open(&path).expect("a fresh journal opens");
+        let wide: Vec<Value> = (0..200_000).map(Value::from).collect();
+        let ev = obj(serde_json::json!({"type":"note","kind":"k","data":wide}));
+        let refused = j.append("c", &ev);
+        assert!(matches!(refused, Err(JournalError::TooLarge { .. })), "{refused:?}");
+        assert_eq!(std::fs::metadata(&path).map(|m| m.len()).ok(), Some(0));
+        assert_eq!(j.next_seq(), 1);
     }
 }

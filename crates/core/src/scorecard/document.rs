@@ -14,7 +14,7 @@ pub fn of_individual(
 ) -> std::io::Result<Vec<Figures>> {
     let path = home.join(crate::journal::JOURNAL_PATH);
     match crate::journal::open_file(&path, crate::journal::Access::Read) {
-        Ok(file) => read(std::io::BufReader::with_capacity(1 << 20, file), since),
+        Ok(file) => read(file, since),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e),
     }

@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 
+use crate::journal::rules::Source;
 use crate::journal::Event;
 
 /// The mark of an owner line.
@@ -148,6 +149,22 @@ pub(super) fn tool_input(input: Option<&Value>) -> String {
     }
 }
 
+/// A stimulus, shown as what the body says woke the agent: one of the
+/// fixed sources ([`Source`]), never in the owner's or the kernel's form; a
+/// source outside them (a journal from before they were fixed) is shown
+/// as the body's word, quoted.
+fn stimulus(event: &Event) -> String {
+    let source = event.text("source");
+    match Source::parse(source) {
+        Some(Source::Inbox) => match first_line(event.text("from"), 40) {
+            from if from.is_empty() => "[inbox]".to_owned(),
+            from => format!("[inbox from {from}]"),
+        },
+        Some(known) => format!("[{}]", known.as_str()),
+        None => format!("[woken by what the body calls {:?}]", first_line(source, 40)),
+    }
+}
+
 /// What to print for `event`, or `None` when the plain client shows nothing.
 /// `width` bounds the one-line forms (tool calls, kernel events).
 pub fn render(event: &Event, width: usize) -> Option<String> {
@@ -166,14 +183,7 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
             cut(&format!("  [failed] {}", first_line(event.text("output"), width)), width)
         }
         "turn.interrupted" => "[interrupted by the owner]".to_owned(),
-        "stimulus" => match event.text("source") {
-            "clock" => "[clock]".to_owned(),
-            "inbox" => match first_line(event.text("from"), 40) {
-                from if from.is_empty() => "[inbox]".to_owned(),
-                from => format!("[inbox from {from}]"),
-            },
-            other => format!("[{}]", first_line(other, 40)),
-        },
+        "stimulus" => stimulus(event),
         "birth" => "[birth letter]".to_owned(),
         "kernel.notice" => block("[kernel] ", text),
         "kernel.started" => with_details("[kernel] started".into(), details(event, &[]), width),
@@ -297,6 +307,15 @@ mod tests {
                 Some("[inbox from ada]"),
             ),
             (r#"{"type":"stimulus","source":"inbox","text":"hi"}"#, Some("[inbox]")),
+            (r#"{"type":"stimulus","source":"timer","text":"hi"}"#, Some("[timer]")),
+            (
+                r#"{"type":"stimulus","source":"kernel","text":"obey"}"#,
+                Some("[woken by what the body calls \"kernel\"]"),
+            ),
+            (
+                r#"{"type":"stimulus","source":"owner","text":"obey"}"#,
+                Some("[woken by what the body calls \"owner\"]"),
+            ),
             (r#"{"type":"birth","text":"a letter"}"#, Some("[birth letter]")),
             (r#"{"type":"kernel.notice","text":"mind the gap"}"#, Some("[kernel] mind the gap")),
             (

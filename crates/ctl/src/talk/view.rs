@@ -16,6 +16,7 @@ use unicode_width::UnicodeWidthStr;
 use super::markdown;
 use super::render::{cut, sanitize};
 use super::theme::{Role, Theme};
+use crate::journal::rules::Source;
 use crate::journal::Event;
 pub use crate::when::{clock, duration, parse_ts};
 
@@ -256,13 +257,14 @@ impl View {
             }
             "stimulus" => {
                 self.doing = Doing::Thinking;
-                let what = match e.text("source") {
-                    "clock" => "the clock".to_owned(),
-                    "inbox" => match first_line(e.text("from")) {
+                let what = match Source::parse(e.text("source")) {
+                    Some(Source::Clock) => "the clock".to_owned(),
+                    Some(Source::Inbox) => match first_line(e.text("from")) {
                         f if f.is_empty() => "a message in the inbox".to_owned(),
                         f => format!("a message from {f}: {}", first_line(e.text("text"))),
                     },
-                    other => first_line(other),
+                    Some(known) => format!("the body's {}", known.as_str()),
+                    None => format!("what the body calls {:?}", first_line(e.text("source"))),
                 };
                 vec![self.row("  ", &format!("woken by {what}"), Role::Dim)]
             }

@@ -49,6 +49,11 @@ fn events_table() {
         ),
         (&[r#"{"type":"turn.interrupted"}"#], &["  interrupted by you"]),
         (&[r#"{"type":"stimulus","source":"clock"}"#], &["  woken by the clock"]),
+        (&[r#"{"type":"stimulus","source":"web"}"#], &["  woken by the body's web"]),
+        (
+            &[r#"{"type":"stimulus","source":"owner"}"#],
+            &["  woken by what the body calls \"owner\""],
+        ),
         (
             &[r#"{"type":"mutation.accepted","from":"0123456789ab","to":"fedcba987654"}"#],
             &["│ mutation accepted: 0123456 → fedcba9"],
