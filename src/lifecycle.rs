@@ -85,6 +85,17 @@ pub enum Decision {
 /// Exit status a body uses to ask for a mutation.
 pub const EXIT_MUTATE: i32 = 75;
 
+/// The counts the rules read, carried across a restart of the kernel: the
+/// crashes since the last reply and the restarts since the last long run.
+/// Each `generation.exited` journals them as they stand after its decision
+/// and each `kernel.started` as they stand when it starts, so a kill never
+/// resets them (`supervisor::counts` rebuilds them from the journal).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub crashes_in_row: u32,
+    pub restarts: u32,
+}
+
 /// The state of one generation under supervision.
 #[derive(Debug, Clone)]
 pub struct Lifecycle {
@@ -144,6 +155,16 @@ impl Lifecycle {
 
     pub fn restarts(&self) -> u32 {
         self.restarts
+    }
+
+    /// The counts as they stand, to journal.
+    pub fn counts(&self) -> RunCounts {
+        RunCounts { crashes_in_row: self.crashes_in_row, restarts: self.restarts }
+    }
+
+    /// Takes up the counts an earlier kernel left for this generation.
+    pub fn with_counts(self, counts: RunCounts) -> Self {
+        Self { crashes_in_row: counts.crashes_in_row, restarts: counts.restarts, ..self }
     }
 
     /// When the supervisor must come back with [`Input::Deadline`], if ever.

@@ -13,6 +13,7 @@
 //! what the kernel does is said through [`crate::status`] (STATUS, the file
 //! `.teneral/status`); READY=1 once the journal and owner's channel are open.
 
+mod counts;
 mod model;
 mod organ_sets;
 mod reconcile;
@@ -33,7 +34,7 @@ use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::generation;
 use crate::journal::{writer::Journal, JOURNAL_PATH};
-use crate::lifecycle::{Decision, Lifecycle, Windows};
+use crate::lifecycle::{Decision, Lifecycle, RunCounts, Windows};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::state::{State, Stopped};
@@ -139,13 +140,28 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
     // Written ahead, finished here: what the last kernel began and a kill
     // cut short is done (or answered) before anything new begins.
-    if start::reconcile_at_start(&home, &git, &mut state, &journal)? {
+    let reconciled = start::reconcile_at_start(&home, &git, &mut state, &journal)?;
+    if reconciled.hand_over {
         return Ok(crate::launcher::contract::EXIT_NEXT_KERNEL);
     }
     let commit = state.generation.clone().unwrap_or_else(|| started_at.clone());
     log::set_commit(&commit);
     status.set_generation(&commit);
-    kernel_event(&journal, &commit, "kernel.started", json!({"pid": std::process::id()}));
+    let carried = reconciled.counts;
+    kernel_event(
+        &journal,
+        &commit,
+        "kernel.started",
+        json!({
+            "pid": std::process::id(),
+            counts::CRASHES_IN_ROW: carried.crashes_in_row,
+            counts::RESTARTS: carried.restarts,
+            reconcile::CUT_TURN: reconciled.cut_line.as_ref().map(|l| l.seq),
+        }),
+    );
+    if let Some(line) = &reconciled.cut_line {
+        start::tell_cut_turn(&journal, &commit, line);
+    }
     state.save(&home)?;
     spawn::keep_groups(&home).map_err(io("cannot start the keeper of the kernel's children"))?;
     log::info(format!("supervising {} at generation {}", home.display(), short(&commit)));
@@ -176,6 +192,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         sigterm: signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?,
         sigint: signal(SignalKind::interrupt()).map_err(io("SIGINT handler"))?,
         sighup: signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?,
+        carried: Some((commit.clone(), carried)),
     };
     let (status, reason) = k.supervise().await?;
     let now = k.current();
@@ -223,6 +240,9 @@ pub(crate) struct Kernel {
     sigterm: Signal,
     sigint: Signal,
     sighup: Signal,
+    /// The counts an earlier kernel left for the generation this one
+    /// started at, taken by its first run.
+    carried: Option<(Commit, RunCounts)>,
 }
 
 /// How the generation after a decision starts.
@@ -313,6 +333,9 @@ impl Kernel {
             }
             None => Lifecycle::new(self.windows(), can_roll_back),
         };
+        if let Some((_, counts)) = self.carried.take_if(|(of, _)| *of == commit) {
+            life = life.with_counts(counts);
+        }
         for run in 1.. {
             repo::reset_live(&self.git, &self.home, oid)?;
             if run > 1 {

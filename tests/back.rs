@@ -16,11 +16,25 @@ use crate::common::*;
 
 type Lived = (Individual, Vec<String>);
 
+const LONG: Duration = Duration::from_secs(300);
+
 /// An individual with three commits, and a journal as the kernel writes it:
 /// the first generation is born, the second and third are promoted, each
 /// reports ready; replies: one, two, none.
 fn three_generations() -> Result<Lived, Box<dyn std::error::Error>> {
-    let ind = Individual::with_body(&[("body/README", "one\n")], "", &[])?;
+    lived(Individual::with_body(&[("body/README", "one\n")], "", &[])?)
+}
+
+/// The same on the fixture body, whose generations build and start, for a
+/// test that runs a real kernel afterwards.
+fn three_buildable_generations() -> Result<Lived, Box<dyn std::error::Error>> {
+    let ind = Individual::new("", &[])?;
+    std::fs::write(ind.path().join("body/README"), "one\n")?;
+    commit_all(ind.path(), "one")?;
+    lived(ind)
+}
+
+fn lived(ind: Individual) -> Result<Lived, Box<dyn std::error::Error>> {
     let mut commits = vec![ind.head()?];
     for text in ["two\n", "three\n"] {
         std::fs::write(ind.path().join("body/README"), text)?;
@@ -207,7 +221,17 @@ struct FakeKernel {
 impl FakeKernel {
     fn start(home: &Path) -> Result<FakeKernel, Box<dyn std::error::Error>> {
         let lock = teneral::lock::acquire(home)?;
-        let child = Command::new("sleep").arg("60").stdin(Stdio::null()).spawn()?;
+        let mut sleep = Command::new("sleep");
+        sleep.arg("60").stdin(Stdio::null());
+        // Whatever started the tests may ignore SIGHUP (nohup); the stand-in
+        // kernel takes it as a kernel does.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut sleep, || {
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let child = sleep.spawn()?;
         std::fs::write(home.join(teneral::lock::LOCK_PATH), format!("{}\n", child.id()))?;
         Ok(FakeKernel { _lock: lock, child })
     }
@@ -290,4 +314,43 @@ fn a_request_that_is_not_one_is_removed_and_refused() -> TestResult {
 /// SIGHUP's number on Linux.
 fn libc_sighup() -> i32 {
     1
+}
+
+#[test]
+fn back_with_the_kernel_down_killed_at_either_write_is_journaled_and_finished_by_the_next_start(
+) -> TestResult {
+    for point in ["journal.synced", "state.saved"] {
+        let (ind, c) = three_buildable_generations()?;
+        let state = State {
+            generation: Some(teneral::commit::Commit::parse(&c[2])?),
+            previous: Some(teneral::commit::Commit::parse(&c[1])?),
+            body: None,
+            stopped: None,
+            pending: None,
+            refused: None,
+            trial: None,
+        };
+        state.save(ind.path())?;
+        let out = Command::new(teneralctl())
+            .args(["back", "--dir"])
+            .arg(ind.path())
+            .env(teneral::crash::CRASH_VAR, point)
+            .output()?;
+        assert_eq!(out.status.signal(), Some(9), "killed at {point}: {out:?}");
+        assert_eq!(last_event(&ind), sent_back(10, &c[2], &c[1]), "journaled first, at {point}");
+
+        let _kernel = ind.start()?;
+        // A kernel that stops instead ends the wait at once.
+        let came = ind.wait_for("the generation gone back to", LONG, |e| {
+            e["seq"].as_u64() > Some(10)
+                && (e["type"] == "kernel.stopped"
+                    || e["type"] == "generation.ready" && e["commit"] == c[1].as_str())
+        })?;
+        assert_eq!(came["type"], "generation.ready", "at {point}: {}", ind.kernel_log());
+        let sent: Vec<Value> =
+            ind.journal().into_iter().filter(|e| e["type"] == "generation.sentback").collect();
+        assert_eq!(sent.len(), 1, "one send-back, at {point}: {sent:?}");
+        assert_eq!(State::load(ind.path())?.generation.as_deref(), Some(c[1].as_str()), "{point}");
+    }
+    Ok(())
 }

@@ -5,11 +5,13 @@
 
 mod bench;
 mod check;
+mod counts;
 pub(crate) mod handover;
 mod leftovers;
 mod locks;
 mod offer;
 mod scenario;
+mod strace;
 
 use std::path::Path;
 use std::time::Duration;
@@ -98,11 +100,23 @@ fn an_owner_line_is_journaled_once_when_the_kernel_dies_before_its_file_goes() -
     ind.wait_for("the second generation.ready", SHORT, |_| {
         ind.events("generation.ready").len() >= 2
     })?;
+    // The cut turn is named to the body, which takes it again.
+    let seq = ind.events("owner.line")[0]["seq"].clone();
+    let told = ind.wait_for("the notice of the cut turn", SHORT, |e| {
+        e["type"] == "kernel.notice" && e["cut_turn"] == seq
+    })?;
+    let reply = ind.wait_for("the reply to the cut line", SHORT, |e| {
+        e["type"] == "reply" && e["seq"].as_u64() > told["seq"].as_u64()
+    })?;
+    assert!(reply["text"].as_str().unwrap_or("").contains("are you there?"), "{reply}");
     std::thread::sleep(Duration::from_millis(500));
     let lines: Vec<Value> =
         ind.events("owner.line").into_iter().filter(|e| e["file"] == name.as_str()).collect();
     assert_eq!(lines.len(), 1, "the line once: {lines:?}");
     assert!(!ind.owner_files().contains(&name), "its file is gone");
+    let told: Vec<Value> =
+        ind.events("kernel.notice").into_iter().filter(|e| e["cut_turn"] == seq).collect();
+    assert_eq!(told.len(), 1, "told once: {told:?}");
     Ok(())
 }
 

@@ -6,8 +6,8 @@
 //! Every transition is written ahead: its journal event first, then the
 //! state, then the lineage. So the journal's last move of generation
 //! ([`Move`]) is what the state must show, unless the state has since moved
-//! elsewhere by the owner's hand (`teneralctl back` with the kernel down
-//! writes the state first). The invariants (docs/design.md, "Crashes"):
+//! elsewhere. `teneralctl back` with the kernel down writes ahead the same
+//! way: its `generation.sentback`, then the state. The invariants (docs/design.md, "Crashes"):
 //! every owner line journaled once, every `mutation.requested` answered
 //! once, state and lineage agreeing, a trial kept, and every
 //! `offer.requested` answered once (`crate::offer::reconcile`).
@@ -40,11 +40,27 @@ pub struct Request {
     pub commit: String,
 }
 
+/// An owner line whose turn a stop or a kill cut before any reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutLine {
+    /// The seq of its `owner.line`.
+    pub seq: u64,
+}
+
+/// The field, in `kernel.started` and in the `kernel.notice` journaled
+/// right after it, that names the owner line whose turn was cut (the seq of
+/// its `owner.line`), so the body takes the turn again.
+pub const CUT_TURN: &str = "cut_turn";
+
 /// What the journal says since the last `kernel.started`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tail {
     /// Owner files whose lines the journal holds.
     pub owner_files: Vec<String>,
+    /// The last owner line no reply or end of turn followed, whether it was
+    /// journaled by this kernel's body or named by this kernel's start as
+    /// cut by the one before (a kill before the body answered again).
+    pub cut_line: Option<CutLine>,
     pub open_requests: Vec<Request>,
     pub last_move: Option<Move>,
     /// The offers asked for, answered and published.
@@ -52,12 +68,27 @@ pub struct Tail {
 }
 
 impl Tail {
-    /// Takes in the events after the last `kernel.started`, oldest first.
-    pub fn of(events: &[Event]) -> Tail {
+    /// Takes in the last `kernel.started` (if the journal has one), which
+    /// names the cut turn it started with (`cut_turn`), so a kill right
+    /// after it keeps the turn cut for the next start; then the events after
+    /// it, oldest first.
+    pub fn since(started: Option<&Event>, events: &[Event]) -> Tail {
         let mut tail = Tail::default();
+        if let Some(seq) = started.and_then(|e| e.fields.get(CUT_TURN)).and_then(|v| v.as_u64()) {
+            tail.cut_line = Some(CutLine { seq });
+        }
         for event in events {
             match event.kind.as_str() {
-                "owner.line" => tail.owner_files.push(event.text("file").to_owned()),
+                "owner.line" => {
+                    tail.owner_files.push(event.text("file").to_owned());
+                    tail.cut_line = Some(CutLine { seq: event.seq });
+                }
+                "reply" | "turn.ended" | "turn.interrupted" => tail.cut_line = None,
+                "kernel.notice" => {
+                    if let Some(seq) = event.fields.get(CUT_TURN).and_then(|v| v.as_u64()) {
+                        tail.cut_line = Some(CutLine { seq });
+                    }
+                }
                 "mutation.requested" => tail.open_requests.push(Request {
                     seq: event.seq,
                     candidate: event.text("candidate").to_owned(),

@@ -130,7 +130,7 @@ fn each_half_done_transition_is_finished_or_answered() {
         ),
     ];
     for (name, events, found, want) in table {
-        let tail = Tail::of(&events);
+        let tail = Tail::since(None, &events);
         assert_eq!(reconcile(&tail, &found), want, "{name}");
     }
 }
@@ -138,7 +138,7 @@ fn each_half_done_transition_is_finished_or_answered() {
 #[test]
 fn reconciling_twice_does_nothing_more() {
     let events = vec![owner(1, "1.txt"), req(2, "B"), accepted(3, 2, "A", "B")];
-    let tail = Tail::of(&events);
+    let tail = Tail::since(None, &events);
     let first = reconcile(&tail, &found("A", None, "A", &["1.txt"]));
     assert_eq!(
         first,
@@ -156,12 +156,48 @@ fn an_offer_request_left_open_is_answered_after_the_mutations_and_only_once() {
     let events = vec![req(1, "B"), offer.clone()];
     let asked = Asked { seq: 2, name: "x".into(), commit: "A".into() };
     assert_eq!(
-        reconcile(&Tail::of(&events), &found("A", None, "A", &[])),
+        reconcile(&Tail::since(None, &events), &found("A", None, "A", &[])),
         vec![undecided(1, "B"), Action::AnswerOffer(Owed::Stopped(asked))]
     );
     // The start's answer is in the journal: a second start owes nothing.
     let answer = ev(json!({"type": "offer.answered", "seq": 3, "commit": "A", "request": 2,
                            "state": "refused"}));
     let events = vec![offer, answer];
-    assert_eq!(reconcile(&Tail::of(&events), &found("A", None, "A", &[])), vec![]);
+    assert_eq!(reconcile(&Tail::since(None, &events), &found("A", None, "A", &[])), vec![]);
+}
+
+fn plain(seq: u64, kind: &str) -> Event {
+    ev(json!({"type": kind, "seq": seq, "commit": "A"}))
+}
+
+fn told_cut(seq: u64, line: u64) -> Event {
+    ev(json!({"type": "kernel.notice", "seq": seq, "commit": "A", "cut_turn": line}))
+}
+
+#[test]
+fn the_cut_turn_is_the_last_owner_line_nothing_answered() {
+    let cut = |seq: u64| Some(CutLine { seq });
+    let cases: Vec<(&str, Vec<Event>, Option<CutLine>)> = vec![
+        ("no line", vec![], None),
+        ("a line and nothing after", vec![owner(1, "a")], cut(1)),
+        ("a line replied to", vec![owner(1, "a"), plain(2, "reply")], None),
+        ("a line whose turn ended", vec![owner(1, "a"), plain(2, "turn.ended")], None),
+        ("a line the owner interrupted", vec![owner(1, "a"), plain(2, "turn.interrupted")], None),
+        ("the second of two", vec![owner(1, "a"), plain(2, "reply"), owner(3, "b")], cut(3)),
+        ("named by the last start, not yet answered", vec![told_cut(5, 1)], cut(1)),
+        ("named by the last start and answered", vec![told_cut(5, 1), plain(6, "reply")], None),
+        ("a notice that names none", vec![owner(1, "a"), plain(2, "kernel.notice")], cut(1)),
+    ];
+    for (name, events, want) in cases {
+        assert_eq!(Tail::since(None, &events).cut_line, want, "{name}");
+    }
+    // A start that named a cut turn and was killed before its notice.
+    let started = ev(json!({"type": "kernel.started", "seq": 4, "commit": "A", "cut_turn": 1}));
+    let since = |events: &[Event]| Tail::since(Some(&started), events).cut_line;
+    assert_eq!(since(&[]), cut(1), "named by the start alone");
+    assert_eq!(since(&[plain(5, "reply")]), None, "answered after it");
+    assert_eq!(since(&[owner(6, "b")]), cut(6), "a later line");
+    let plain_start =
+        ev(json!({"type": "kernel.started", "seq": 4, "commit": "A", "cut_turn": null}));
+    assert_eq!(Tail::since(Some(&plain_start), &[]).cut_line, None, "a start that names none");
 }

@@ -122,9 +122,16 @@ impl Kernel {
                     }
                     self.keep_trial(life, &mut kept_due)?;
                     let exit = ended.exit;
-                    kernel_event(&self.journal, commit, "generation.exited", json!({"status": exit.to_string(), "result": ended.result}));
                     let code = match exit { spawn::Exit::Code(c) => Some(c), spawn::Exit::Signal(_) => None };
                     let decision = life.on(Input::Exited { code }, Instant::now());
+                    // Journaled with the counts its decision left, before it is acted on.
+                    let counts = life.counts();
+                    kernel_event(&self.journal, commit, "generation.exited", json!({
+                        "status": exit.to_string(), "result": ended.result,
+                        super::counts::CRASHES_IN_ROW: counts.crashes_in_row,
+                        super::counts::RESTARTS: counts.restarts,
+                    }));
+                    crate::crash::point("exited.journaled");
                     // A cage step that failed says which, before the body's own words.
                     let cage = ended.cage_step().map(|d| format!("{d}\n")).unwrap_or_default();
                     break RunEnd::Decided { decision, requested: requested.take(), tail: format!("{cage}{}", body.stderr_tail()) };

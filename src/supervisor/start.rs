@@ -8,36 +8,118 @@ use std::path::Path;
 use git2::{BranchType, Repository};
 use serde_json::json;
 
-use super::reconcile::{reconcile, Action, Found, MoveKind, Tail};
+use super::reconcile::{reconcile, Action, CutLine, Found, MoveKind, Tail, CUT_TURN};
 use super::verdict::answer_undecided;
 use super::{io, KernelError};
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::journal::reader::{parse_line, Backwards, Event};
 use crate::journal::JOURNAL_PATH;
+use crate::lifecycle::RunCounts;
 use crate::owner::OWNER_DIR;
 use crate::state::{Refused, State, Trial};
 use crate::{crash, log, repo};
 
-/// The journal's events after its last `kernel.started`, oldest first.
-fn since_last_start(home: &Path) -> Result<Vec<Event>, KernelError> {
+/// Types the start never reads: a body's own words, which it may journal
+/// by the thousand between two starts.
+const PASSED_AT_START: &[&str] = &[
+    "note",
+    "reply",
+    "reasoning",
+    "tool.call",
+    "tool.result",
+    "birth",
+    "stimulus",
+    "usage",
+    "model.retry",
+    "generation.ready",
+];
+
+/// Types that only say a turn was answered or over: a run of them between
+/// two events the start keeps is kept as one, a `reply` if any of the run is
+/// one (`reconcile::Tail`'s cut turn and `counts::carried` read no more).
+const ANSWERED: &[&str] = &["reply", "turn.ended", "turn.interrupted"];
+
+/// The fields the start reads of an event it keeps (`reconcile::Tail`,
+/// `offer::reconcile::Offers`, `lifecycle::journaled_row`); a string is
+/// kept up to [`FIELD_KEPT`] bytes. So what a body journaled since the last
+/// start costs the start a few hundred bytes an event, whatever it sent.
+const READ_AT_START: &[&str] = &[
+    "file",
+    "candidate",
+    "to",
+    "from",
+    "request",
+    "refusals",
+    "name",
+    "offer",
+    "branch",
+    "pull",
+    "number",
+    super::reconcile::CUT_TURN,
+    super::counts::CRASHES_IN_ROW,
+    super::counts::RESTARTS,
+];
+const FIELD_KEPT: usize = 4096;
+
+/// `event` with only the fields the start reads.
+fn slim(mut event: Event) -> Event {
+    event.fields.retain(|name, value| {
+        READ_AT_START.contains(&name.as_str())
+            && match value {
+                serde_json::Value::String(text) => text.len() <= FIELD_KEPT,
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
+                _ => false,
+            }
+    });
+    event
+}
+
+/// The journal's last `kernel.started`, if any, and the events after it,
+/// oldest first, each as much as the start reads of it ([`slim`]; the
+/// body's words are passed over, a run of [`ANSWERED`] kept as one).
+fn since_last_start(home: &Path) -> Result<(Option<Event>, Vec<Event>), KernelError> {
     let path = home.join(JOURNAL_PATH);
     let file = match crate::journal::open_file(&path, crate::journal::Access::Read) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
         Err(e) => return Err(io("the journal")(e)),
     };
     let mut lines = Backwards::new(file).map_err(io("the journal"))?;
     let mut events = Vec::new();
+    let mut started = None;
     while let Some(line) = lines.next_line().map_err(io("the journal"))? {
         let Some(event) = parse_line(&line) else { continue };
         if event.kind == "kernel.started" {
+            started = Some(event);
             break;
         }
-        events.push(event);
+        if ANSWERED.contains(&event.kind.as_str()) {
+            // Read backwards: the last kept is the next one in time.
+            if let Some(next) = events.last_mut().filter(|n: &&mut Event| {
+                ANSWERED.contains(&n.kind.as_str()) && n.commit == event.commit
+            }) {
+                if event.kind == "reply" {
+                    next.kind = event.kind;
+                }
+                continue;
+            }
+        }
+        if !PASSED_AT_START.contains(&event.kind.as_str()) {
+            events.push(slim(event));
+        }
+    }
+    if lines.skipped() > 0 {
+        log::warn(format!(
+            "passed over {} journal lines over what a reader takes ({} bytes, {} deep, {} elements)",
+            lines.skipped(),
+            crate::journal::READ.bytes,
+            crate::journal::READ.depth,
+            crate::journal::READ.elements
+        ));
     }
     events.reverse();
-    Ok(events)
+    Ok((started, events))
 }
 
 fn waiting_owner_files(home: &Path) -> Vec<String> {
@@ -55,22 +137,33 @@ fn lineage_head(git: &Repository) -> Option<String> {
     branch.get().target().map(|o| o.to_string())
 }
 
+/// What the start found that the rest of the start acts on.
+#[derive(Debug, Default)]
+pub(super) struct Reconciled {
+    /// A move it finished brought the individual to a generation another
+    /// kernel runs: the kernel then ends with exit 85 (the trial file of a
+    /// promotion written before the state, as a switch does).
+    pub hand_over: bool,
+    /// The owner line whose turn the last kernel's end cut, for
+    /// [`tell_cut_turn`] once `kernel.started` is journaled.
+    pub cut_line: Option<CutLine>,
+    /// The lifecycle's counts of the generation to start, as the journal
+    /// left them.
+    pub counts: RunCounts,
+}
+
 /// Finishes or undoes what the last kernel left half done, with `state`
 /// naming the generation to start from, and journals what it did (one
 /// `kernel.notice` holding `reconciled`). Call before `kernel.started`.
-///
-/// Returns whether a move it finished brought the individual to a
-/// generation another kernel runs: the kernel then ends with exit 85 (the
-/// trial file of a promotion written before the state, as a switch does).
 pub(super) fn reconcile_at_start(
     home: &Path,
     git: &Repository,
     state: &mut State,
     journal: &SharedJournal,
-) -> Result<bool, KernelError> {
+) -> Result<Reconciled, KernelError> {
     let mut hand_over = false;
-    let events = since_last_start(home)?;
-    let tail = Tail::of(&events);
+    let (started, events) = since_last_start(home)?;
+    let tail = Tail::since(started.as_ref(), &events);
     let found = Found {
         generation: state.generation.as_ref().map(Commit::to_string).unwrap_or_default(),
         trial: state.trial.as_ref().map(|t| t.commit.to_string()),
@@ -170,7 +263,25 @@ pub(super) fn reconcile_at_start(
     if let (true, Some(to)) = (hand_over, &state.generation) {
         log::info(format!("generation {} runs another kernel: handing over", short(to)));
     }
-    Ok(hand_over)
+    let generation = state.generation.as_ref().map(Commit::to_string).unwrap_or_default();
+    let counts = super::counts::carried(started.as_ref(), &events, &generation);
+    Ok(Reconciled { hand_over, cut_line: tail.cut_line, counts })
+}
+
+/// Tells the agent and its owner that the turn of an owner line was cut by
+/// the kernel's end before any reply: one `kernel.notice` naming the line's
+/// seq in `cut_turn`, journaled after `kernel.started` so that the next
+/// start finds it again if this kernel too ends before the body answers.
+/// The body reads it from the journal and takes the turn again.
+pub(super) fn tell_cut_turn(journal: &SharedJournal, commit: &Commit, line: &CutLine) {
+    let text = format!(
+        "the kernel restarted before the agent answered the owner's line (seq {}); \
+         the agent is asked to take that turn again",
+        line.seq
+    );
+    log::info(&text);
+    let fields = json!({"text": text, CUT_TURN: line.seq});
+    kernel_event(journal, commit, "kernel.notice", fields);
 }
 
 /// Takes the refusals in a row from the journal when a kill fell between

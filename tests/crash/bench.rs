@@ -16,11 +16,13 @@
 //! try (40 unless set); `TENERAL_BENCH_CRASH_SEED=0` leaves the seed body out.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
 use super::born;
 use super::check::{check, Counts};
 use super::scenario::{count, drive, leave_a_request, Run, Scenario};
+use super::strace::{self, Strace};
 use crate::common::*;
 
 /// A number from the clock, for random moments (no need for more).
@@ -70,6 +72,10 @@ enum Kill {
     Random,
     /// None: the dry run, tracing points to this file.
     Trace(std::path::PathBuf),
+    /// The `n`th invocation of durability call `call` (system-call mode).
+    Call(String, u32),
+    /// None: the system-call mode's dry run, recording calls to this file.
+    CallTrace(std::path::PathBuf),
 }
 
 fn round(
@@ -102,7 +108,7 @@ fn round(
     let vars: Vec<(&str, String)> = match kill {
         Kill::At(spec) => vec![(teneral::crash::CRASH_VAR, spec.clone())],
         Kill::Trace(file) => vec![(teneral::crash::TRACE_VAR, file.display().to_string())],
-        Kill::Random => Vec::new(),
+        Kill::Random | Kill::Call(..) | Kill::CallTrace(_) => Vec::new(),
     };
     let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let log_before = ind.kernel_log().len();
@@ -112,12 +118,19 @@ fn round(
         let ms = length.as_millis() as u64;
         started + Duration::from_millis(ms / 20 + random_below(ms * 13 / 20))
     });
-    let kernel = ind.start_with(&vars)?;
-    let pid = kernel.pid();
-    let mut run = Run::new(kernel, kill_at);
+    let (kernel, pid) = match kill {
+        Kill::Call(call, n) => strace::start(ind, &Strace::Kill { call, n: *n })?,
+        Kill::CallTrace(file) => strace::start(ind, &Strace::Record { file })?,
+        _ => {
+            let kernel = ind.start_with(&vars)?;
+            let pid = kernel.pid();
+            (kernel, pid)
+        }
+    };
+    let mut run = Run::of(kernel, pid, kill_at);
     drive(scenario, ind, &mut run, readies, &mut written);
     let took = started.elapsed();
-    if let Kill::At(_) = kill {
+    if let Kill::At(_) | Kill::Call(..) = kill {
         // A point passed just after what the scenario waited for.
         run.until(Duration::from_secs(3), || false);
     }
@@ -125,14 +138,16 @@ fn round(
         let log = ind.kernel_log();
         log.get(log_before.min(log.len())..).is_some_and(|l| l.contains("crash point "))
     };
+    // strace ends as its tracee did: by SIGKILL only at the injected call.
+    let killed_by_call = !run.alive() && run.status.and_then(|s| s.signal()) == Some(libc::SIGKILL);
     let mid_action = match kill {
         Kill::At(_) => !run.alive() && died_at_point(),
         Kill::Random => run.killed,
-        Kill::Trace(_) => false,
+        Kill::Call(..) => killed_by_call,
+        Kill::Trace(_) | Kill::CallTrace(_) => false,
     };
     if run.alive() {
-        run.kernel.signal(9);
-        let _ = run.kernel.wait(Duration::from_secs(10));
+        run.kill();
     }
     if let Kill::Trace(file) = kill {
         let text = std::fs::read_to_string(file).unwrap_or_default();
@@ -141,6 +156,26 @@ fn round(
             *passes.entry(name.to_owned()).or_default() += 1;
         }
         let _ = std::fs::remove_file(file);
+    } else if let Kill::CallTrace(file) = kill {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.is_empty() {
+            let said: Vec<String> = ind
+                .kernel_log()
+                .lines()
+                .filter(|l| l.starts_with("strace"))
+                .map(str::to_owned)
+                .collect();
+            eprintln!("{what}: strace recorded nothing ({:?}): {said:?}", run.status);
+        }
+        c.calls.insert(scenario, strace::most_per_thread(&text, ind.path()));
+        let _ = std::fs::remove_file(file);
+    } else if let Kill::Call(..) = kill {
+        c.tried += 1;
+        if mid_action {
+            c.mid_action += 1;
+        } else {
+            c.not_mid_action.push(what.clone());
+        }
     } else {
         c.tried += 1;
         if mid_action {
@@ -165,10 +200,11 @@ fn round(
         let log = ind.kernel_log();
         let tail: Vec<&str> = log.lines().rev().take(12).collect();
         eprintln!("{what}: the restart did not become ready; its log ends:\n{tail:#?}");
+        c.unstartable += 1;
     }
     if again.alive() {
-        again.kernel.signal(15);
-        let _ = again.kernel.wait(Duration::from_secs(30));
+        again.signal(15);
+        again.until(Duration::from_secs(30), || false);
     }
     check(ind, &written, c, &what);
     Ok((took, run.killed))
@@ -275,5 +311,185 @@ fn kill_nine_suite() -> TestResult {
         eprintln!("bench-crash: {}/{} done ({:?})", i + 1, rounds.len(), t0.elapsed());
     }
     c.report(t0.elapsed());
+    Ok(())
+}
+
+/// A comma-separated list from `var`, or `default` when it is unset.
+fn list_var(var: &str, default: &[&str]) -> Vec<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect()
+        }
+        _ => default.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// Which invocations of a call made `seen` times (most per thread) to kill
+/// at, `most` at most: all when they fit; else the first half of `most`, and
+/// the rest spread evenly up to the last, so late transitions are met too.
+fn invocations(seen: u32, most: u32) -> Vec<u32> {
+    if seen <= most {
+        return (1..=seen).collect();
+    }
+    let first = (most / 2).max(1);
+    let rest = most - first;
+    let mut ns: Vec<u32> = (1..=first).collect();
+    for k in 1..=rest {
+        ns.push(first + (seen - first) * k / rest);
+    }
+    ns.dedup();
+    ns
+}
+
+/// One point's line of the table, from the counts before and after it.
+fn outcome(before: &Counts, after: &Counts) -> String {
+    if after.mid_action == before.mid_action {
+        return "not reached".to_owned();
+    }
+    let broke: Vec<String> = [
+        ("lost", after.lines_lost - before.lines_lost),
+        ("duplicated", after.lines_duplicated - before.lines_duplicated),
+        ("unanswered mutations", after.unanswered_or_twice - before.unanswered_or_twice),
+        ("unanswered lines", after.lines_unanswered - before.lines_unanswered),
+        ("contradictions", after.disagreements - before.disagreements),
+        ("leftover processes", after.leftover_processes - before.leftover_processes),
+        ("leftover files", after.leftover_files - before.leftover_files),
+        ("unstartable", after.unstartable - before.unstartable),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(what, n)| format!("{n} {what}"))
+    .collect();
+    if broke.is_empty() {
+        "killed, ok".to_owned()
+    } else {
+        format!("killed, {}", broke.join(", "))
+    }
+}
+
+/// A copy of the figures the table's outcomes are the difference of.
+fn figures(c: &Counts) -> Counts {
+    Counts {
+        mid_action: c.mid_action,
+        lines_lost: c.lines_lost,
+        lines_duplicated: c.lines_duplicated,
+        unanswered_or_twice: c.unanswered_or_twice,
+        lines_unanswered: c.lines_unanswered,
+        disagreements: c.disagreements,
+        leftover_processes: c.leftover_processes,
+        leftover_files: c.leftover_files,
+        unstartable: c.unstartable,
+        ..Counts::default()
+    }
+}
+
+/// The system-call mode (`scripts/bench-crash --syscalls`): each scenario's
+/// kernel runs under `strace`, killed at the Nth invocation of one
+/// durability call (rename, renameat2, fsync, fdatasync, unlink, unlinkat,
+/// a write to the journal or the state), then started again normally and
+/// checked as a kill -9 round is. A dry run per scenario records how many
+/// of each call one kernel thread makes, and the points are drawn from it.
+/// `TENERAL_BENCH_SYSCALLS` (the calls, comma-separated; all unless set),
+/// `TENERAL_BENCH_SYSCALLS_N` (invocations per call and scenario, at most;
+/// 3 unless set), `TENERAL_BENCH_SYSCALLS_SCENARIOS` (Talk, Trial,
+/// Promoted, Undecided, Seed; all unless set).
+#[test]
+#[ignore = "the kill -9 suite's system-call mode; scripts/bench-crash --syscalls runs it"]
+fn syscall_suite() -> TestResult {
+    let calls = list_var("TENERAL_BENCH_SYSCALLS", &strace::CALLS);
+    let most: u32 =
+        std::env::var("TENERAL_BENCH_SYSCALLS_N").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
+    let all =
+        [Scenario::Talk, Scenario::Trial, Scenario::Promoted, Scenario::Undecided, Scenario::Seed];
+    let names: Vec<String> = all.iter().map(|s| format!("{s:?}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let wanted = list_var("TENERAL_BENCH_SYSCALLS_SCENARIOS", &names);
+    let scenarios: Vec<Scenario> =
+        all.iter().copied().filter(|s| wanted.contains(&format!("{s:?}"))).collect();
+    for call in &calls {
+        if !strace::CALLS.contains(&call.as_str()) {
+            return Err(format!("{call} is not one of {:?}", strace::CALLS).into());
+        }
+    }
+    let t0 = Instant::now();
+    let subjects = Subjects {
+        talk: Individual::with_mode("mutate", "", &[])?,
+        trial: trial_individual()?,
+        seed: if scenarios.contains(&Scenario::Seed) {
+            Some(Individual::seed("", &[])?)
+        } else {
+            None
+        },
+    };
+    let mut c = Counts::default();
+    let records = tempfile::tempdir()?;
+    let mut rounds = Vec::new();
+    for scenario in &scenarios {
+        // Twice: the first builds what the scenario runs; a count is the
+        // smaller of the two.
+        let mut seen: Vec<BTreeMap<String, u32>> = Vec::new();
+        for time in 0..2 {
+            let file = records.path().join(format!("{scenario:?}-{time}"));
+            round(&Kill::CallTrace(file), *scenario, &subjects, Duration::ZERO, &mut c)?;
+            seen.push(c.calls.remove(scenario).unwrap_or_default());
+        }
+        let both: BTreeMap<String, u32> = seen[0]
+            .iter()
+            .filter_map(|(name, n)| Some((name.clone(), (*n).min(*seen[1].get(name)?))))
+            .collect();
+        eprintln!("bench-crash --syscalls: dry runs of {scenario:?}: {both:?}");
+        for call in &calls {
+            let seen = both.get(call).copied().unwrap_or(0);
+            let ns = invocations(seen, most).into_iter().enumerate();
+            rounds.extend(ns.map(|(k, n)| (k, *scenario, call.clone(), n)));
+        }
+        c.calls.insert(*scenario, both);
+    }
+    // Each scenario's and call's first invocation first, then the second,
+    // and so on: a run cut short has met every transition.
+    rounds.sort_by_key(|(k, ..)| *k);
+    let rounds: Vec<(Scenario, String, u32)> =
+        rounds.into_iter().map(|(_, scenario, call, n)| (scenario, call, n)).collect();
+    let mut table = Vec::new();
+    for (i, (scenario, call, n)) in rounds.iter().enumerate() {
+        let before = figures(&c);
+        round(&Kill::Call(call.clone(), *n), *scenario, &subjects, Duration::ZERO, &mut c)?;
+        let outcome = outcome(&before, &c);
+        eprintln!(
+            "bench-crash --syscalls: {}/{} done ({:?}): {scenario:?} {call} {n}: {outcome}",
+            i + 1,
+            rounds.len(),
+            t0.elapsed()
+        );
+        table.push((*scenario, call.clone(), *n, outcome));
+    }
+    println!("{:<10} {:<10} {:>5}  outcome", "scenario", "call", "N");
+    for (scenario, call, n, outcome) in &table {
+        println!("{:<10} {call:<10} {n:>5}  {outcome}", format!("{scenario:?}"));
+    }
+    println!("calls each scenario's kernel made (most per thread): {:?}", c.calls);
+    let reached = c.mid_action;
+    println!(
+        "points run: {} (killed at their call: {reached}; not reached: {})",
+        c.tried,
+        c.tried - reached
+    );
+    println!("lost: {}", c.lines_lost);
+    println!("duplicated: {}", c.lines_duplicated);
+    println!("unanswered mutations: {}", c.unanswered_or_twice);
+    println!("unanswered owner lines: {}", c.lines_unanswered);
+    println!("contradictions: {}", c.disagreements);
+    println!("leftovers: {} processes, {} files", c.leftover_processes, c.leftover_files);
+    println!("unstartable: {}", c.unstartable);
+    println!("time: {:?}", t0.elapsed());
+    let bad = c.lines_lost
+        + c.lines_duplicated
+        + c.unanswered_or_twice
+        + c.lines_unanswered
+        + c.disagreements
+        + c.leftover_processes
+        + c.leftover_files
+        + c.unstartable;
+    assert_eq!(bad, 0, "{c:?}");
     Ok(())
 }

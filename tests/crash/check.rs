@@ -25,10 +25,17 @@ pub struct Counts {
     pub disagreements: usize,
     pub leftover_processes: usize,
     pub leftover_files: usize,
+    /// Lines journaled with no answer after them and no word of a cut turn.
+    pub lines_unanswered: usize,
+    /// Individuals whose restart did not become ready.
+    pub unstartable: usize,
     /// The named points the kernel died at.
     pub reached: BTreeSet<String>,
     /// The dry run's passes of each point, by scenario.
     pub passes: BTreeMap<Scenario, BTreeMap<String, u32>>,
+    /// The system-call mode's dry run: the most calls of each durability
+    /// call one kernel thread made, by scenario.
+    pub calls: BTreeMap<Scenario, BTreeMap<String, u32>>,
 }
 
 impl Counts {
@@ -70,6 +77,8 @@ impl Counts {
         println!("state/lineage disagreements: {}", self.disagreements);
         println!("leftover processes: {}", self.leftover_processes);
         println!("leftover files: {}", self.leftover_files);
+        println!("owner lines unanswered, with no word of a cut turn: {}", self.lines_unanswered);
+        println!("restarts that did not become ready: {}", self.unstartable);
         println!("time: {took:?}");
         let bad = self.lines_lost
             + self.lines_duplicated
@@ -110,6 +119,24 @@ pub fn after_kill(ind: &Individual, c: &mut Counts, what: &str) {
     }
 }
 
+/// What answers an owner line: a reply, the end or interruption of a turn,
+/// or a verdict, journaled after it; or the start's word that its turn was
+/// cut.
+const ANSWERS: &[&str] =
+    &["reply", "turn.ended", "turn.interrupted", "mutation.accepted", "mutation.rejected"];
+
+fn answered(journal: &[serde_json::Value], name: &str) -> bool {
+    let Some(at) = journal.iter().position(|e| e["type"] == "owner.line" && e["file"] == name)
+    else {
+        return false;
+    };
+    let seq = &journal[at]["seq"];
+    journal[at + 1..].iter().any(|e| {
+        ANSWERS.iter().any(|t| e["type"] == *t)
+            || (e["type"] == "kernel.notice" && &e["cut_turn"] == seq)
+    })
+}
+
 /// Checks the invariants over a quiet individual (its kernel stopped).
 pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     std::thread::sleep(Duration::from_millis(300));
@@ -133,6 +160,10 @@ pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
         if n == 0 && !waiting.contains(name) {
             c.lines_lost += 1;
             eprintln!("{what}: line {name} lost");
+        }
+        if n == 1 && !answered(&journal, name) {
+            c.lines_unanswered += 1;
+            eprintln!("{what}: line {name} journaled, never answered, no word of a cut turn");
         }
     }
     for request in journal.iter().filter(|e| e["type"] == "mutation.requested") {

@@ -12,14 +12,41 @@ use crate::common::*;
 /// A kernel being driven, and the moment to kill it at (random kills).
 pub struct Run {
     pub kernel: Kernel,
+    /// The kernel's own process: the child itself, or the tracee of the
+    /// `strace` that is the child (system-call mode).
+    pub pid: u32,
     pub kill_at: Option<Instant>,
     /// The random kill was made while the scenario ran.
     pub killed: bool,
+    /// How the child ended, once it has.
+    pub status: Option<std::process::ExitStatus>,
 }
 
 impl Run {
     pub fn new(kernel: Kernel, kill_at: Option<Instant>) -> Self {
-        Run { kernel, kill_at, killed: false }
+        let pid = kernel.pid();
+        Run::of(kernel, pid, kill_at)
+    }
+
+    /// A run whose kernel is process `pid`, below the child `kernel`.
+    pub fn of(kernel: Kernel, pid: u32, kill_at: Option<Instant>) -> Self {
+        Run { kernel, pid, kill_at, killed: false, status: None }
+    }
+
+    /// Sends signal number `sig` to the kernel's own process.
+    pub fn signal(&self, sig: i32) {
+        if self.kernel.child.is_some() {
+            send(self.pid, sig);
+        }
+    }
+
+    /// Kills the kernel and waits for the child to end (reaped).
+    pub fn kill(&mut self) {
+        self.signal(9);
+        let end = Instant::now() + Duration::from_secs(10);
+        while self.alive() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Polls until `pred` holds (true), or the kernel exits, the random
@@ -34,9 +61,8 @@ impl Run {
                 return false;
             }
             if self.kill_at.is_some_and(|at| Instant::now() >= at) {
-                self.kernel.signal(9);
                 self.killed = true;
-                let _ = self.kernel.wait(Duration::from_secs(10));
+                self.kill();
                 return false;
             }
             std::thread::sleep(Duration::from_millis(25));
@@ -47,7 +73,8 @@ impl Run {
     /// Whether the kernel still runs (reaps it when not).
     pub fn alive(&mut self) -> bool {
         let Some(child) = self.kernel.child.as_mut() else { return false };
-        if let Ok(Some(_)) = child.try_wait() {
+        if let Ok(Some(status)) = child.try_wait() {
+            self.status = Some(status);
             self.kernel.child = None;
             return false;
         }
@@ -57,7 +84,7 @@ impl Run {
     /// A clean stop (SIGTERM), waited for.
     fn stop(&mut self) {
         if self.alive() {
-            self.kernel.signal(15);
+            self.signal(15);
             self.until(Duration::from_secs(30), || false);
         }
     }
@@ -223,8 +250,7 @@ pub fn leave_a_request(ind: &Individual, written: &mut Vec<String>) -> TestResul
         run.until(Duration::from_secs(30), || false);
     }
     if run.alive() {
-        run.kernel.signal(9);
-        let _ = run.kernel.wait(Duration::from_secs(10));
+        run.kill();
     }
     Ok(())
 }

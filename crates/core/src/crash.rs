@@ -42,6 +42,10 @@ pub const POINTS: &[(&str, &str)] = &[
     ("undecided.journaled", "a mutation was answered \"nothing decided\""),
     ("trial.saved", "a trial's deadline was written to state.json"),
     ("trial.ended", "a trial's end (the first reply) was written to state.json"),
+    (
+        "exited.journaled",
+        "a generation.exited, with the counts its decision left, is in the journal",
+    ),
     ("body.recorded", "the running body's process is recorded in state.json"),
     ("children.recorded", "the list of the kernel's process groups was replaced"),
     ("socket.bound", "a run's event socket was bound and renamed into place"),

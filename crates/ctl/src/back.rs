@@ -3,9 +3,10 @@
 //!
 //! - `--list` prints the generations of the journal, oldest first.
 //! - With no kernel running, `back` takes the individual's lock itself for
-//!   the change, writes `.teneral/state.json` (the target, no step back) and
-//!   journals `generation.sentback` stamped with the generation it leaves.
-//!   The agent stays down.
+//!   the change, journals `generation.sentback` stamped with the generation
+//!   it leaves, then writes `.teneral/state.json` (the target, no step
+//!   back); a kill between is finished by the next start. The agent stays
+//!   down.
 //! - With a kernel running, `back` writes its request to [`BACK_REQUEST`]
 //!   and sends the kernel SIGHUP; the kernel stops the body, switches,
 //!   journals `generation.sentback` and starts the target. `back` waits for
@@ -145,13 +146,17 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
         other => BackError::Lock(other),
     })?;
     let (from, to) = choose(home, target)?;
-    let mut state = State::load(home)?;
-    state.generation = Some(crate::commit::Commit::parse(&to)?);
-    state.previous = None;
-    state.save(home)?;
+    let generation = crate::commit::Commit::parse(&to)?;
+    // Written ahead, as the kernel writes its own moves: the journal first,
+    // then the state. A kill between leaves the move in the journal, and
+    // the next start makes the state show it.
     let mut journal = Journal::open(&home.join(JOURNAL_PATH))?;
     let fields = json!({"from": from, "to": to, "by": "owner"});
     journal.append_kernel(&from, "generation.sentback", fields)?;
+    let mut state = State::load(home)?;
+    state.generation = Some(generation);
+    state.previous = None;
+    state.save(home)?;
     let text = format!(
         "sent back from {from} to {to}. The agent was down and stays down; it starts on {} \
          at the next start (systemctl --user start teneral, or teneral run)",
