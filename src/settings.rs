@@ -13,7 +13,6 @@
 
 mod interpret;
 mod limits;
-mod parse;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use interpret::build;
+use teneral_core::dotenv;
 
 /// Where the model comes from (`TENERAL_PROVIDER`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,31 +174,7 @@ pub struct Settings {
 }
 
 /// Why the settings cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
-    #[error(
-        "there are no settings at {}: run `teneralctl setup -d {}`, or copy .env.example to .env and fill it in",
-        path.display(),
-        path.parent().unwrap_or(path).display()
-    )]
-    Missing { path: PathBuf },
-    #[error("cannot read the settings at {}: {source}; make the file readable by this user", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{shown} in {file} line {line}: {problem}; {fix}")]
-    Value { file: String, line: usize, shown: String, problem: String, fix: String },
-    #[error(
-        "{name} in {file} line {line} is not a setting teneral knows; did you mean {nearest}?"
-    )]
-    Unknown { file: String, line: usize, name: String, nearest: &'static str },
-    #[error("{name} is set twice in {file}, on lines {first} and {line}; keep one of them")]
-    Twice { file: String, name: &'static str, first: usize, line: usize },
-    #[error("{name} is not set in {file}: {problem}; {fix}")]
-    Absent { file: String, name: &'static str, problem: String, fix: String },
-}
+pub use teneral_core::dotenv::SettingsError;
 
 impl Settings {
     /// Reads `home/.env`.
@@ -211,12 +187,12 @@ impl Settings {
             }
             Err(source) => return Err(SettingsError::Read { path, source }),
         };
-        build(&parse::read(&text, &path.display().to_string())?)
+        build(&dotenv::read(&text, &path.display().to_string())?)
     }
 
     /// Reads the text of a `.env`; messages call it `.env`.
     pub fn parse(text: &str) -> Result<Settings, SettingsError> {
-        build(&parse::read(text, ".env")?)
+        build(&dotenv::read(text, ".env")?)
     }
 }
 

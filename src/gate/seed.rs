@@ -1,5 +1,5 @@
 //! The gate on a commit as on a fresh seed: an offer to the species
-//! (issue 17) is judged on its own tree, not as a step from the running
+//! is judged on its own tree, not as a step from the running
 //! generation, so the species rule and the path rule (which say what a
 //! generation may change of itself) are left out. Everything else is the
 //! mutation's gate: a fresh checkout, the organs, the planned checks in the

@@ -1,4 +1,4 @@
-//! The mutation gate's checks on an offer (issue 17): the offer's head
+//! The mutation gate's checks on an offer: the offer's head
 //! judged by the gate as on a fresh seed ([`crate::gate::Gate::judge_as_seed`]:
 //! organs, the type check, the body's format and lints, the kernel's tests,
 //! the body's tests, the build and the smoke run, in the cage; no species

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::parse::{self, Entries, Entry};
 use super::{Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species, Timing};
+use teneral_core::dotenv::{self as parse, Entries, Entry};
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
 const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];

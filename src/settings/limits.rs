@@ -6,8 +6,8 @@
 //! so small that nothing could run under it (below 16 MiB, below 8 tasks) is
 //! refused too, with what to write instead.
 
-use super::parse::Entries;
 use super::{Quota, SettingsError};
+use teneral_core::dotenv::Entries;
 
 const LEAST_MEMORY: u64 = 16 << 20;
 const LEAST_TASKS: u64 = 8;

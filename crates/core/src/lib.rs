@@ -7,6 +7,7 @@ pub mod back_request;
 pub mod chatgpt;
 pub mod commit;
 pub mod crash;
+pub mod dotenv;
 pub mod fsutil;
 pub mod generations;
 pub mod journal;

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use teneral_core::commit::Commit;
 
-use crate::secrets::dotenv;
 use crate::OFFERS_DIR;
 
 /// `TENERAL_PUBLISH`.
@@ -28,6 +27,10 @@ pub enum Mode {
 pub enum Refused {
     #[error("TENERAL_PUBLISH={0:?} in .env is none of ask, auto, off; write one of them")]
     BadMode(String),
+    /// `.env` itself cannot be read by the kernel's rules (the message says
+    /// what to write instead).
+    #[error("{0}")]
+    Settings(String),
     #[error("TENERAL_PUBLISH is off in .env: nothing goes out, approved or not; set it to ask to publish what you approve")]
     Off,
     #[error("{0} has no passed check: run teneralctl offer check on its branch and put right what it marks")]
@@ -46,12 +49,11 @@ pub fn mode_of(value: Option<&str>) -> Result<Mode, Refused> {
     }
 }
 
-/// `TENERAL_PUBLISH` of the `.env` at `home`, read now.
+/// `TENERAL_PUBLISH` of the `.env` at `home`, read now by the kernel's rules.
 pub fn mode(home: &Path) -> Result<Mode, Refused> {
-    let text = std::fs::read_to_string(home.join(".env")).unwrap_or_default();
-    let pairs = dotenv(&text);
-    let value = pairs.iter().rev().find(|(n, _)| n == "TENERAL_PUBLISH").map(|(_, v)| v.as_str());
-    mode_of(value)
+    let value = teneral_core::dotenv::value_in(home, "TENERAL_PUBLISH")
+        .map_err(|e| Refused::Settings(e.to_string()))?;
+    mode_of(value.as_deref())
 }
 
 /// Whether `commit` may go out now.
@@ -121,5 +123,27 @@ mod tests {
         assert_eq!(mode(home.path()), Ok(Mode::Off));
         std::fs::write(home.path().join(".env"), "TENERAL_PUBLISH=auto\n").expect("written");
         assert_eq!(mode(home.path()), Ok(Mode::Auto));
+    }
+
+    /// The kernel's rules, not a lenient reading: what the kernel refuses
+    /// never quietly takes effect here.
+    #[test]
+    fn the_setting_is_read_by_the_kernels_rules() {
+        let home = tempfile::tempdir().expect("a temporary directory");
+        let cases = [
+            ("TENERAL_PUBLISH=\"auto\"\n", "the value is in quotes"),
+            ("export TENERAL_PUBLISH=auto\n", "not written exactly as the setting's name"),
+            ("TENERAL_PUBLISH=auto\nTENERAL_PUBLISH=off\n", "set twice"),
+            ("TENERAL_PUBLISH=auto # yes\n", "a comment follows the value"),
+        ];
+        for (text, why) in cases {
+            std::fs::write(home.path().join(".env"), text).expect("written");
+            match mode(home.path()) {
+                Err(Refused::Settings(message)) => {
+                    assert!(message.contains(why), "{text}: {message}")
+                }
+                other => panic!("{text:?} was taken: {other:?}"),
+            }
+        }
     }
 }

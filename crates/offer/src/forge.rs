@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::secrets::dotenv;
 use crate::token::Token;
 
 /// Where the species lives and its API.
@@ -44,6 +43,8 @@ pub enum ForgeError {
     Refused { status: u16, message: String },
     #[error("the forge answered {status} to {what}: {message}")]
     Answer { what: &'static str, status: u16, message: String },
+    #[error(transparent)]
+    Settings(#[from] teneral_core::dotenv::SettingsError),
 }
 
 /// Owner and repository from a remote's address (`https://host/o/r.git`,
@@ -59,9 +60,8 @@ pub fn owner_repo(url: &str) -> Option<(String, String)> {
 
 /// The species of the individual at `home`, from `.env` and its git remotes.
 pub fn species(home: &Path) -> Result<Species, ForgeError> {
-    let env = dotenv(&std::fs::read_to_string(home.join(".env")).unwrap_or_default());
-    let get = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let upstream = get("TENERAL_UPSTREAM").unwrap_or_else(|| "origin/main".to_owned());
+    let get = |name: &str| teneral_core::dotenv::value_in(home, name);
+    let upstream = get("TENERAL_UPSTREAM")?.unwrap_or_else(|| "origin/main".to_owned());
     // A local branch as the species: its namesake on `origin`.
     let (remote, branch) = upstream.split_once('/').unwrap_or(("origin", upstream.as_str()));
     let url = git2::Repository::open(home)
@@ -70,7 +70,7 @@ pub fn species(home: &Path) -> Result<Species, ForgeError> {
         .flatten()
         .ok_or_else(|| ForgeError::NoRemote(format!("no remote {remote:?}")))?;
     let (owner, repo) = owner_repo(&url).ok_or_else(|| ForgeError::BadUrl(url.clone()))?;
-    let api = match get("TENERAL_FORGE_API").filter(|v| !v.is_empty()) {
+    let api = match get("TENERAL_FORGE_API")? {
         Some(api) => api.trim_end_matches('/').to_owned(),
         None if url.contains("github.com") => "https://api.github.com".to_owned(),
         None => return Err(ForgeError::NoApi(url)),

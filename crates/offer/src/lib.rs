@@ -1,4 +1,4 @@
-//! Offering a change to the species (issue 17): the scan, the
+//! Offering a change to the species: the scan, the
 //! individual's key and the check, shared by the kernel and `teneralctl`.
 //!
 //! A check reads an `offer/<name>` branch since the species' head
@@ -49,6 +49,8 @@ pub enum OfferError {
     NoBase,
     #[error("cannot keep the report in {path}: {source}; the directory must be the individual's, writable by you")]
     Keep { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Settings(#[from] teneral_core::dotenv::SettingsError),
 }
 
 /// The outcome of a check.
@@ -97,12 +99,7 @@ pub fn base_ref(home: &Path, base: Option<&str>) -> Result<String, OfferError> {
     if let Some(base) = base {
         return Ok(base.to_owned());
     }
-    let text = std::fs::read_to_string(home.join(".env")).unwrap_or_default();
-    secrets::dotenv(&text)
-        .into_iter()
-        .find(|(name, value)| name == "TENERAL_UPSTREAM" && !value.is_empty())
-        .map(|(_, value)| value)
-        .ok_or(OfferError::NoBase)
+    teneral_core::dotenv::value_in(home, "TENERAL_UPSTREAM")?.ok_or(OfferError::NoBase)
 }
 
 /// Checks the offer `branch` of the individual at `home` against `base`.

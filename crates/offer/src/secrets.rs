@@ -19,8 +19,11 @@ pub fn env_name_is_secret(name: &str) -> bool {
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"].iter().any(|w| upper.contains(w))
 }
 
-/// `KEY=value` lines of a `.env` text (`export` and quotes taken off).
-pub fn dotenv(text: &str) -> Vec<(String, String)> {
+/// `KEY=value` lines of a `.env` text (`export` and quotes taken off), for
+/// finding secrets only: leniently, so that a value any tool would take
+/// from the file (the owner's own lines beside teneral's) is found and kept
+/// out of an offer. Settings are read by `teneral_core::dotenv`, strictly.
+pub(crate) fn dotenv(text: &str) -> Vec<(String, String)> {
     let mut pairs = Vec::new();
     for line in text.lines() {
         let line = line.trim();

@@ -1,5 +1,6 @@
 //! Reading `.env` text into `NAME -> value` entries, before any value is
-//! interpreted.
+//! interpreted: the one reader of `.env` for every crate (the kernel's
+//! settings, the client's, the offer's), so a file means the same to each.
 //!
 //! Invariants: a known name appears at most once; a value is taken exactly as
 //! written after the first `=` (quotes and trailing comments are refused, not
@@ -8,11 +9,50 @@
 //! ignored. The API key's value never appears in a message.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
-use super::SettingsError;
+/// Why the settings cannot be read, each with what to write instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(
+        "there are no settings at {}: run `teneralctl setup -d {}`, or copy .env.example to .env and fill it in",
+        path.display(),
+        path.parent().unwrap_or(path).display()
+    )]
+    Missing { path: PathBuf },
+    #[error("cannot read the settings at {}: {source}; make the file readable by this user", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{shown} in {file} line {line}: {problem}; {fix}")]
+    Value { file: String, line: usize, shown: String, problem: String, fix: String },
+    #[error(
+        "{name} in {file} line {line} is not a setting teneral knows; did you mean {nearest}?"
+    )]
+    Unknown { file: String, line: usize, name: String, nearest: &'static str },
+    #[error("{name} is set twice in {file}, on lines {first} and {line}; keep one of them")]
+    Twice { file: String, name: &'static str, first: usize, line: usize },
+    #[error("{name} is not set in {file}: {problem}; {fix}")]
+    Absent { file: String, name: &'static str, problem: String, fix: String },
+}
+
+/// The value of one setting in `home/.env`, read by the same rules as the
+/// kernel's; `None` when the file or the setting is absent or empty.
+pub fn value_in(home: &Path, name: &str) -> Result<Option<String>, SettingsError> {
+    let path = home.join(".env");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(SettingsError::Read { path, source }),
+    };
+    let entries = read(&text, &path.display().to_string())?;
+    Ok(entries.get(name).map(|e| e.value.to_owned()))
+}
 
 /// Every name teneral reads from `.env`.
-pub(super) const NAMES: &[&str] = &[
+pub const NAMES: &[&str] = &[
     "TENERAL_PROVIDER",
     "TENERAL_BASE_URL",
     "TENERAL_API_KEY",
@@ -47,11 +87,11 @@ pub(super) const NAMES: &[&str] = &[
 ];
 
 /// The one name whose value is a secret.
-pub(super) const SECRET_NAME: &str = "TENERAL_API_KEY";
+pub const SECRET_NAME: &str = "TENERAL_API_KEY";
 
 /// One setting as written: its line number and its value (never empty).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Entry<'a> {
+pub struct Entry<'a> {
     pub line: usize,
     pub value: &'a str,
 }
@@ -59,7 +99,7 @@ pub(super) struct Entry<'a> {
 /// The known settings of one file. A setting written with an empty value is
 /// remembered (so a second line for it is still refused) but reads as unset.
 #[derive(Debug)]
-pub(super) struct Entries<'a> {
+pub struct Entries<'a> {
     pub file: String,
     map: HashMap<&'static str, (usize, &'a str)>,
 }
@@ -86,7 +126,7 @@ impl<'a> Entries<'a> {
 }
 
 /// Splits `text` into known settings. `file` names the file in messages.
-pub(super) fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError> {
+pub fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError> {
     let mut entries = Entries { file: file.to_owned(), map: HashMap::new() };
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
@@ -180,7 +220,7 @@ fn check_as_written(name: &str, value: &str, line: usize, file: &str) -> Result<
 
 /// `NAME=value` as it may appear in a message: the key is hidden and a long
 /// value is cut short.
-pub(super) fn shown(name: &str, value: &str) -> String {
+pub fn shown(name: &str, value: &str) -> String {
     if name == SECRET_NAME {
         return format!("{name}=<redacted>");
     }
@@ -192,7 +232,7 @@ pub(super) fn shown(name: &str, value: &str) -> String {
 }
 
 /// The known name closest to `candidate` by edit distance.
-pub(super) fn nearest(candidate: &str) -> &'static str {
+pub fn nearest(candidate: &str) -> &'static str {
     NAMES.iter().copied().min_by_key(|known| distance(candidate, known)).unwrap_or(NAMES[0])
 }
 
