@@ -18,7 +18,7 @@
 //! by the cage's zygote, as the direct and cgroup runners do) and as a
 //! transient unit (the helper executed inside the unit: the manager starts
 //! the process). The cage's cost is a caged case's "start to end" less the
-//! plain one of the same runner (issue 11's goal: at most 2 ms for a gate
+//! plain one of the same runner (the goal: at most 2 ms for a gate
 //! check). Each timed unit follows an untimed one (a manager idle for tens
 //! of milliseconds is 12 to 15 ms slower to start the next unit, whatever
 //! it runs), and each zygote case by an untimed pause ([`SETTLE`]).

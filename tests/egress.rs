@@ -1,4 +1,4 @@
-//! A generation's network goes through the kernel (issue 11, principle 4):
+//! A generation's network goes through the kernel:
 //! a probe body (`tests/egress/probe/`) runs real attempts inside a real
 //! caged generation under `teneral run`. A service on the host's loopback
 //! is unreachable directly (nothing listens on the namespace's loopback:

@@ -242,7 +242,7 @@ fn an_owner_line_is_journaled_only_as_the_owner_wrote_it() -> TestResult {
 /// owner's line and the agent's reply. A system test (it needs tmux).
 #[test]
 fn the_full_client_in_a_terminal_talks_with_a_running_kernel() -> TestResult {
-    if !system_tests("the_full_client_in_a_terminal_talks_with_a_running_kernel") {
+    if !system_tests() {
         return Ok(());
     }
     let ind = Individual::new(SCRIPT, &[])?;

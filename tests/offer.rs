@@ -121,7 +121,7 @@ const SCRIPT: &str = r#"{"reply": "Hello."}
 #[test]
 fn the_seed_bodys_offer_tool_is_answered_once_through_the_channel() -> crate::common::TestResult {
     use crate::common::*;
-    if !system_tests("the_seed_bodys_offer_tool") {
+    if !system_tests() {
         return Ok(());
     }
     let long = std::time::Duration::from_secs(900);

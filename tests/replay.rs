@@ -1,5 +1,5 @@
 //! `teneralctl replay`: two real generations of a test individual on the
-//! same five stimuli, side by side (issue 18).
+//! same five stimuli, side by side.
 //!
 //! Generation A, the fixture body, answers directly. It asks for generation
 //! B, the same body in `tool-first` mode, which runs its `number` tool

@@ -19,7 +19,7 @@ const SCRIPT: &str = r#"{"reply": "Hello. I have read my code."}
 
 #[test]
 fn the_seed_body_rewrites_itself_and_the_next_generation_runs_the_change() -> TestResult {
-    if !system_tests("the_seed_body_rewrites_itself") {
+    if !system_tests() {
         return Ok(());
     }
     let ind = Individual::seed(SCRIPT, &["TENERAL_STANDIN_LOG=standin.jsonl"])?;

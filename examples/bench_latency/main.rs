@@ -1,6 +1,6 @@
 //! Benchmark behind `scripts/bench-latency`: owner line to journal latency,
 //! idle wake-ups and idle memory of the kernel and the seed body, each
-//! printed beside issue 19's goal.
+//! printed beside its goal (docs/speed.md).
 //!
 //! It makes a temporary individual holding this repository's body, runs the
 //! release `teneral run` on it with the stand-in model, and measures:
@@ -29,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use journal::{still_running, JournalWatch};
 use smaps::{body_process, child_running, mb, rss_mb, Smaps};
 
-/// Issue 19's goals.
+/// The goals (docs/speed.md).
 const P99_GOAL_MS: f64 = 5.0;
 const KERNEL_GOAL_MB: f64 = 8.0;
 const BODY_GOAL_MB: f64 = 5.0;

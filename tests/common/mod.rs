@@ -11,6 +11,9 @@ use git2::Repository;
 use serde_json::Value;
 
 mod procs;
+pub mod skip;
+pub use skip::skip;
+mod skip_tests;
 pub use procs::{alive, processes_naming, processes_under, send};
 
 mod tree;
@@ -337,13 +340,11 @@ impl Drop for Kernel {
 /// Whether system tests run: `scripts/test` sets `TENERAL_SYSTEM_TESTS=1`.
 /// They are left out of a gate's check (whose environment is bare) because
 /// they read what a gate keeps apart (the seed body) or need what a check
-/// cannot have (a user manager). Prints why when they do not run.
-pub fn system_tests(name: &str) -> bool {
+/// cannot have (a user manager). Anywhere else each [`skip`]s.
+pub fn system_tests() -> bool {
     let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
     if !on {
-        eprintln!(
-            "{name}: skipped, a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)"
-        );
+        skip("a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)");
     }
     on
 }

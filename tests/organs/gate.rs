@@ -300,7 +300,9 @@ fn a_start_unpacks_a_missing_tree_and_stops_only_without_the_archive() -> TestRe
 #[test]
 fn a_caged_check_cannot_change_the_shared_tree() -> TestResult {
     if std::env::var_os("TENERAL_TEST_NO_CAGE").is_some() {
-        eprintln!("skipped: cages do not nest, and TENERAL_TEST_NO_CAGE says this runs in one (or without one)");
+        crate::common::skip(
+            "cages do not nest, and TENERAL_TEST_NO_CAGE says this runs in one (or without one)",
+        );
         return Ok(());
     }
     let home = Home::new()?;

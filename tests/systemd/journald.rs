@@ -31,10 +31,10 @@ fn a_body_cannot_write_to_journald() -> TestResult {
     }
     let socket = std::path::Path::new("/run/systemd/journal/socket");
     if !socket.exists() {
-        eprintln!(
-            "skipped: no journald socket at {}; run through scripts/with-systemd",
+        crate::common::skip(&format!(
+            "no journald socket at {}; run through scripts/with-systemd",
             socket.display()
-        );
+        ));
         return Ok(());
     }
     let outside = Command::new("/usr/bin/python3").args(["-c", PROBE]).output()?;

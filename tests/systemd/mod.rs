@@ -29,10 +29,7 @@ pub(super) fn manager() -> Option<String> {
     match (std::env::var("TENERAL_TEST_SYSTEMD").as_deref(), runtime) {
         (Ok("1"), Some(runtime)) => Some(runtime),
         _ => {
-            eprintln!(
-                "skipped: no user manager for this test; run it through scripts/with-systemd \
-                 (scripts/test does)"
-            );
+            skip("no user manager for this test; run it through scripts/with-systemd (scripts/test does)");
             None
         }
     }

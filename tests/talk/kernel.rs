@@ -189,7 +189,7 @@ fn images_sent(home: &Path, protocol: &str) -> Vec<String> {
 #[test]
 fn the_full_client_sends_images_to_the_model_and_interrupts_a_slow_turn() -> TestResult {
     use base64::Engine;
-    if !system_tests("the_full_client_sends_images_to_the_model_and_interrupts_a_slow_turn") {
+    if !system_tests() {
         return Ok(());
     }
     let files = tempfile::tempdir()?;

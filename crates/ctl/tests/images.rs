@@ -8,7 +8,7 @@ use common::*;
 
 #[test]
 fn images_by_a_pasted_path_and_by_the_image_command() {
-    if !system_tests("images_by_a_pasted_path_and_by_the_image_command") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -65,7 +65,7 @@ fn images_by_a_pasted_path_and_by_the_image_command() {
 
 #[test]
 fn ctrl_v_without_a_display_says_what_to_do() {
-    if !system_tests("ctrl_v_without_a_display_says_what_to_do") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -77,7 +77,7 @@ fn ctrl_v_without_a_display_says_what_to_do() {
 
 #[test]
 fn the_plain_client_attaches_images_too() {
-    if !system_tests("the_plain_client_attaches_images_too") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);

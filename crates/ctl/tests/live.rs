@@ -11,7 +11,7 @@ use common::*;
 
 #[test]
 fn a_failing_model_is_shown_at_once_in_both_clients() {
-    if !system_tests("a_failing_model_is_shown_at_once_in_both_clients") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -42,7 +42,7 @@ fn a_failing_model_is_shown_at_once_in_both_clients() {
 
 #[test]
 fn the_gate_shows_each_step_and_the_mutation_exit_is_no_crash() {
-    if !system_tests("the_gate_shows_each_step_and_the_mutation_exit_is_no_crash") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -74,7 +74,7 @@ fn the_gate_shows_each_step_and_the_mutation_exit_is_no_crash() {
 
 #[test]
 fn two_clients_see_each_others_lines() {
-    if !system_tests("two_clients_see_each_others_lines") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -114,7 +114,7 @@ fn two_clients_see_each_others_lines() {
 
 #[test]
 fn a_resize_redraws_the_live_region_and_history_prints_again() {
-    if !system_tests("a_resize_redraws_the_live_region_and_history_prints_again") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -141,7 +141,7 @@ fn a_resize_redraws_the_live_region_and_history_prints_again() {
 
 #[test]
 fn a_vanished_terminal_is_noticed_within_half_a_minute() {
-    if !system_tests("a_vanished_terminal_is_noticed_within_half_a_minute") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -163,7 +163,7 @@ fn a_vanished_terminal_is_noticed_within_half_a_minute() {
 
 #[test]
 fn true_colour_with_256_and_16_colour_fallbacks() {
-    if !system_tests("true_colour_with_256_and_16_colour_fallbacks") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -188,7 +188,7 @@ fn true_colour_with_256_and_16_colour_fallbacks() {
 
 #[test]
 fn the_plain_client_prints_the_history_again() {
-    if !system_tests("the_plain_client_prints_the_history_again") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);

@@ -7,6 +7,8 @@
 mod forge;
 #[path = "offer/publish.rs"]
 mod publish;
+#[path = "../../../tests/common/skip.rs"]
+mod skip;
 #[path = "offer/witness.rs"]
 mod witness;
 

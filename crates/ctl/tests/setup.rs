@@ -75,7 +75,11 @@ fn setup(home: &Path, args: &[&str], answers: &str) -> (Output, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("teneralctl runs");
-    child.stdin.take().expect("stdin").write_all(answers.as_bytes()).expect("the answers");
+    // A setup that refuses before its first question never reads them.
+    match child.stdin.take().expect("stdin").write_all(answers.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written.expect("the answers"),
+    }
     let out = child.wait_with_output().expect("it ends");
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -244,7 +248,7 @@ fn declining_or_running_out_of_answers_writes_nothing() {
 /// `--plain` at a terminal: the line questions, the key still read unseen.
 #[test]
 fn at_a_terminal_the_key_is_typed_unseen() {
-    if !common::system_tests("at_a_terminal_the_key_is_typed_unseen") {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start(WORDS_THEN_CALL);

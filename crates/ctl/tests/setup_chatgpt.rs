@@ -258,7 +258,7 @@ fn a_taken_port_names_the_variable() {
 /// `--plain` at a terminal: Esc still gives up the wait.
 #[test]
 fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
-    if !common::system_tests("at_a_terminal_esc_gives_up_and_the_terminal_is_restored") {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start();

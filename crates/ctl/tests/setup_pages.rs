@@ -139,7 +139,7 @@ fn address_and_key(tmux: &common::Tmux, url: &str, key: &str) {
 
 #[test]
 fn compatible_chosen_with_the_arrows_tested_then_written_after_yes() {
-    if !common::system_tests("compatible_chosen_with_the_arrows_tested_then_written_after_yes") {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start(WORDS_THEN_CALL);
@@ -174,7 +174,7 @@ fn compatible_chosen_with_the_arrows_tested_then_written_after_yes() {
 
 #[test]
 fn openai_by_number_into_a_new_env_from_the_example() {
-    if !common::system_tests("openai_by_number_into_a_new_env_from_the_example") {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start(WORDS_THEN_CALL);
@@ -202,7 +202,7 @@ fn openai_by_number_into_a_new_env_from_the_example() {
 
 #[test]
 fn standin_for_a_running_kernel_under_systemd_gives_the_restart_line() {
-    if !common::system_tests("standin_for_a_running_kernel_under_systemd_gives_the_restart_line") {
+    if !common::system_tests() {
         return;
     }
     let (_dir, home) = home(Some(
@@ -225,9 +225,7 @@ fn standin_for_a_running_kernel_under_systemd_gives_the_restart_line() {
 
 #[test]
 fn a_failing_test_request_shows_the_status_and_message_and_writes_nothing() {
-    if !common::system_tests(
-        "a_failing_test_request_shows_the_status_and_message_and_writes_nothing",
-    ) {
+    if !common::system_tests() {
         return;
     }
     let server_error = "{\"error\":{\"status\":500,\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n";

@@ -14,7 +14,7 @@ use common::*;
 
 #[test]
 fn the_panel_a_markdown_reply_and_a_tool_line() {
-    if !system_tests("the_panel_a_markdown_reply_and_a_tool_line") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -41,7 +41,7 @@ fn the_panel_a_markdown_reply_and_a_tool_line() {
 
 #[test]
 fn the_command_list_filters_and_completes() {
-    if !system_tests("the_command_list_filters_and_completes") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -71,7 +71,7 @@ fn the_command_list_filters_and_completes() {
 
 #[test]
 fn two_slashes_send_a_slash_line_and_an_unknown_command_is_refused() {
-    if !system_tests("two_slashes_send_a_slash_line_and_an_unknown_command_is_refused") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -94,7 +94,7 @@ fn two_slashes_send_a_slash_line_and_an_unknown_command_is_refused() {
 
 #[test]
 fn no_color_and_an_ascii_locale() {
-    if !system_tests("no_color_and_an_ascii_locale") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -118,7 +118,7 @@ fn no_color_and_an_ascii_locale() {
 
 #[test]
 fn hostile_text_is_shown_inert() {
-    if !system_tests("hostile_text_is_shown_inert") {
+    if !system_tests() {
         return;
     }
     let dir = individual(&[
@@ -148,7 +148,7 @@ fn hostile_text_is_shown_inert() {
 
 #[test]
 fn leaving_leaves_the_conversation_in_the_scrollback() {
-    if !system_tests("leaving_leaves_the_conversation_in_the_scrollback") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);
@@ -169,7 +169,7 @@ fn leaving_leaves_the_conversation_in_the_scrollback() {
 
 #[test]
 fn new_events_are_printed_and_esc_interrupts_a_turn() {
-    if !system_tests("new_events_are_printed_and_esc_interrupts_a_turn") {
+    if !system_tests() {
         return;
     }
     let dir = individual(CONVERSATION);

@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+#[path = "../../../../tests/common/skip.rs"]
+pub mod skip;
+pub use skip::skip;
+
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
 /// One tmux server running one client.
@@ -119,13 +123,11 @@ impl Drop for Tmux {
 
 /// An individual with a soul, settings and a journal of `events` (JSON
 /// objects without `ts`, `seq` and `commit`, which are added).
-/// Whether system tests run; says why not when they do not.
-pub fn system_tests(name: &str) -> bool {
+/// Whether system tests run; each [`skip`]s when they do not.
+pub fn system_tests() -> bool {
     let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
     if !on {
-        eprintln!(
-            "{name}: skipped, a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)"
-        );
+        skip("a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)");
     }
     on
 }

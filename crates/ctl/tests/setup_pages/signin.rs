@@ -6,7 +6,7 @@ use super::*;
 
 #[test]
 fn chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env() {
-    if !common::system_tests("chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env") {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start(WORDS_THEN_CALL);
@@ -42,7 +42,7 @@ fn chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env() {
 
 #[test]
 fn esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing() {
-    if !common::system_tests("esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing") {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start(WORDS_THEN_CALL);
@@ -145,9 +145,7 @@ fn browser_opens(address: &str) -> String {
 
 #[test]
 fn a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing() {
-    if !common::system_tests(
-        "a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing",
-    ) {
+    if !common::system_tests() {
         return;
     }
     let standin = Standin::start(WORDS_THEN_CALL);
