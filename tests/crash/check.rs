@@ -125,7 +125,7 @@ pub fn after_kill(ind: &Individual, c: &mut Counts, what: &str) {
 const ANSWERS: &[&str] =
     &["reply", "turn.ended", "turn.interrupted", "mutation.accepted", "mutation.rejected"];
 
-fn answered(journal: &[serde_json::Value], name: &str) -> bool {
+pub fn answered(journal: &[serde_json::Value], name: &str) -> bool {
     let Some(at) = journal.iter().position(|e| e["type"] == "owner.line" && e["file"] == name)
     else {
         return false;
