@@ -16,7 +16,9 @@
 //!
 //! Ignored by default. `TENERAL_BENCH_POWER_STATES` (states checked per
 //! transition, 24 unless set), `TENERAL_BENCH_POWER_SCENARIOS` (Intake,
-//! Rollback, Promotion; all unless set).
+//! Rollback, Promotion; all unless set); `TENERAL_BENCH_POWER_KEEP` keeps
+//! the records and the copy of every state that did not start, and prints
+//! where.
 
 mod record;
 mod states;

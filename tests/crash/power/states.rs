@@ -605,6 +605,26 @@ mod tests {
     }
 
     #[test]
+    fn a_ref_moved_as_libgit2_moves_it_can_be_left_empty_unless_synced() {
+        // A lock file written, renamed over the ref; libgit2 syncs neither
+        // unless asked to (GIT_OPT_ENABLE_FSYNC_GITDIR).
+        let moved = |synced: bool| {
+            let mut ops = vec![
+                Op::Open { path: "d/f.lock".into(), create: true, truncate: false },
+                Op::Write { path: "d/f.lock".into(), offset: None, data: b"new".to_vec() },
+                Op::Rename { from: "d/f.lock".into(), to: "d/f".into() },
+            ];
+            if synced {
+                ops.insert(2, Op::Sync { path: "d/f.lock".into() });
+                ops.push(Op::Sync { path: "d".into() });
+            }
+            outcomes(&ops, "d/f")
+        };
+        assert!(moved(false).contains(&Some(String::new())), "{:?}", moved(false));
+        assert_eq!(moved(true), set(&[Some("new")]));
+    }
+
+    #[test]
     fn a_removal_is_durable_only_once_its_directory_is_synced() {
         let remove = Op::Remove { path: "d/f".into() };
         assert_eq!(outcomes(std::slice::from_ref(&remove), "d/f"), set(&[Some("old"), None]));
