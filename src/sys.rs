@@ -285,6 +285,26 @@ pub fn one_malloc_arena() {
     }
 }
 
+/// Makes libgit2 sync what it writes into a git directory (a ref's lock
+/// file before it takes the ref's place, a loose object, a pack and its
+/// index) and the directory it lands in, so that a power cut leaves a ref
+/// whole and every object a ref, the state or the journal names
+/// (`GIT_OPT_ENABLE_FSYNC_GITDIR`; git2 offers no safe call for it).
+/// Called first thing in `main`, before any thread uses libgit2.
+pub fn sync_git_writes() {
+    // libgit2 takes options only once initialised; git2 initialises it in
+    // any of its calls, this one included (it sets what is already the
+    // default).
+    git2::opts::strict_hash_verification(true);
+    // SAFETY: git_libgit2_opts with GIT_OPT_ENABLE_FSYNC_GITDIR reads one
+    // int argument, given, and sets a global flag; no other thread uses
+    // libgit2 yet. It fails only for an option the library does not know,
+    // and the libgit2 git2 builds knows this one.
+    unsafe {
+        libgit2_sys::git_libgit2_opts(libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int, 1);
+    }
+}
+
 /// `SO_PEERPIDFD`: asm-generic's number, which all but SPARC use.
 #[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
 const SO_PEERPIDFD: libc::c_int = 77;

@@ -144,6 +144,7 @@ fn main() -> ExitCode {
     // Before any thread: one malloc arena for all (an arena per thread keeps
     // its own pages resident in an idle kernel).
     teneral::sys::one_malloc_arena();
+    teneral::sys::sync_git_writes();
     let cli = Cli::parse();
     match &cli.command {
         Command::KeepChildren { file, kernel } => {

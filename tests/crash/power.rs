@@ -7,8 +7,9 @@
 //! kernel is started on it, stopped, and the invariants of the kill -9
 //! suite ([`super::check`]) are checked. A table gives, for each
 //! transition: the calls recorded, the crash points, the states the model
-//! allows, the distinct ones, how many were checked, and the failures by
-//! invariant.
+//! allows, the distinct ones, those among them that hold an empty ref file
+//! (every one of them is counted, not only those checked: none may), how
+//! many were checked, and the failures by invariant.
 //!
 //! The check proves it can fail: the intake's record is checked again with
 //! the journal's syncs taken as never made, a deliberately broken rule,
@@ -219,6 +220,18 @@ struct Found {
     allowed: u128,
     points: usize,
     kill_like: BTreeSet<usize>,
+    /// Distinct states holding a ref file that is empty (git cannot read
+    /// it, and the start cannot move the lineage past it).
+    empty_refs: usize,
+}
+
+/// Whether `tree` holds an empty ref file under `.git/refs/`.
+fn holds_an_empty_ref(tree: &BTreeMap<String, Entry>) -> bool {
+    tree.iter().any(|(path, entry)| {
+        path.starts_with(".git/refs/")
+            && !path.ends_with(".lock")
+            && matches!(entry, Entry::File(bytes, _) if bytes.is_empty())
+    })
 }
 
 fn find_states(rec: &Recorded, skip_sync_of: Option<&str>) -> Result<Found, std::io::Error> {
@@ -231,6 +244,7 @@ fn find_states(rec: &Recorded, skip_sync_of: Option<&str>) -> Result<Found, std:
         allowed: 0,
         points: 0,
         kill_like: BTreeSet::new(),
+        empty_refs: 0,
     };
     for k in 0..=rec.ops.len() {
         if k > 0 {
@@ -242,10 +256,12 @@ fn find_states(rec: &Recorded, skip_sync_of: Option<&str>) -> Result<Found, std:
         found.allowed = found.allowed.saturating_add(total);
         let most: Vec<usize> = counts.iter().map(|c| c - 1).collect();
         for choice in choices {
-            let print = states::fingerprint(&fs.crash(&choice));
+            let tree = fs.crash(&choice);
+            let print = states::fingerprint(&tree);
             let index = *seen.entry(print).or_insert_with(|| {
                 found.states.push((k, choice.clone()));
                 found.prints.push(print);
+                found.empty_refs += usize::from(holds_an_empty_ref(&tree));
                 found.states.len() - 1
             });
             if choice == most {
@@ -400,8 +416,8 @@ fn check_record(
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<34} {:>6} {:>7} {:>12} {:>9} {:>8}  failures by invariant",
-        "transition", "calls", "points", "states", "distinct", "checked"
+        "{:<34} {:>6} {:>7} {:>12} {:>9} {:>10} {:>8}  failures by invariant",
+        "transition", "calls", "points", "states", "distinct", "empty ref", "checked"
     );
     for row in rows {
         let broke: Vec<String> = failures(&row.counts)
@@ -415,12 +431,13 @@ fn print_table(rows: &[Row]) {
             row.found.allowed.to_string()
         };
         println!(
-            "{:<34} {:>6} {:>7} {:>12} {:>9} {:>8}  {}",
+            "{:<34} {:>6} {:>7} {:>12} {:>9} {:>10} {:>8}  {}",
             row.name,
             row.calls,
             row.found.points,
             states,
             row.found.states.len(),
+            row.found.empty_refs,
             row.checked,
             if broke.is_empty() { "none".to_owned() } else { broke.join(", ") }
         );
@@ -485,6 +502,8 @@ fn power_cut_suite() -> TestResult {
         .map(|r| failures(&r.counts).iter().map(|(_, n)| n).sum::<usize>())
         .sum();
     assert_eq!(sound, 0, "a state a power cut could leave is not recovered (see above)");
+    let empty: usize = rows.iter().map(|r| r.found.empty_refs).sum();
+    assert_eq!(empty, 0, "a power cut could leave a ref empty: libgit2 wrote it unsynced");
     if let Some(caught) = proof {
         assert!(caught > 0, "the broken rule (journal syncs skipped) went unreported");
     }
