@@ -489,6 +489,13 @@ fn power_cut_suite() -> TestResult {
             check_record(&rec, name, journal, budget.clamp(2, 6), Some(&sound), &mut rows)?;
             proof = rows.last().map(|r| failures(&r.counts).iter().map(|(_, n)| n).sum::<usize>());
         }
+        if std::env::var_os("TENERAL_BENCH_POWER_KEEP").is_some() {
+            eprintln!(
+                "bench-crash --power: {transition:?}: its base is kept in {}",
+                rec.base.path().display()
+            );
+            std::mem::forget(rec.base);
+        }
     }
     if std::env::var_os("TENERAL_BENCH_POWER_KEEP").is_some() {
         eprintln!("bench-crash --power: the records are kept in {}", records.path().display());

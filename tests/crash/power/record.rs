@@ -160,10 +160,13 @@ fn calls(record: &str) -> Vec<(String, String)> {
     done
 }
 
+/// A completed call's text: `name(args) = result`, strace padding the
+/// space before `=` to line results up.
 fn parse(text: &str) -> Option<Call<'_>> {
     let (name, rest) = text.split_once('(')?;
-    let close = rest.rfind(") = ")?;
-    Some(Call { name, args: arguments(&rest[..close]), result: rest[close + 4..].trim() })
+    let eq = rest.rfind(" = ")?;
+    let args = rest[..eq].trim_end().strip_suffix(')')?;
+    Some(Call { name, args: arguments(args), result: rest[eq + 3..].trim() })
 }
 
 /// What the record says the kernel did to the files below `home`, as the
@@ -329,7 +332,8 @@ fn a_record_reads_back_as_operations() {
         format!("7 write(3<{}>, \"{}\", 2 <unfinished ...>", p("/h/.s.tmp-7"), p("{}")),
         "8 close(4<\\x2f\\x78>) = 0".to_owned(),
         "7 <... write resumed>) = 2".to_owned(),
-        format!("7 fsync(3<{}>) = 0", p("/h/.s.tmp-7")),
+        format!("7 fsync(3<{}> <unfinished ...>", p("/h/.s.tmp-7")),
+        "7 <... fsync resumed>)              = 0".to_owned(),
         format!("7 rename(\"{}\", \"{}\") = 0", p("/h/.s.tmp-7"), p("/h/s")),
         format!(
             "7 openat(AT_FDCWD<{}>, \"{}\", O_RDONLY|O_CLOEXEC) = 5<{}>",
