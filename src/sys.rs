@@ -1,8 +1,8 @@
 //! The kernel's only `unsafe` code: what must run in a forked child before it
 //! executes its program, and the few system calls of the confinement helper
 //! ([`crate::confine`]) that no safe wrapper offers (leaving namespaces,
-//! raising loopback, asking Linux for its Landlock ABI), and the pidfd of a
-//! socket's peer.
+//! raising loopback, asking Linux for its Landlock ABI), the pidfd of a
+//! socket's peer, and libgit2's option to sync what it writes.
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
