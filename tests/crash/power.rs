@@ -472,6 +472,8 @@ fn power_cut_suite() -> TestResult {
     let mut rows = Vec::new();
     let mut proof = None;
     for transition in &transitions {
+        // The individual lives on while its states are checked: the copies'
+        // workspaces and checkouts name it as their origin.
         let (rec, _ind) = record_transition(*transition, records.path())?;
         eprintln!(
             "bench-crash --power: {transition:?} recorded ({} calls on the individual's files, \
