@@ -55,8 +55,10 @@ pub(crate) fn species_commit(
     let parent = repo.head()?.peel_to_commit()?;
     let commit =
         repo.commit(Some("HEAD"), &sig, &sig, "the kernel gains a binary", &tree, &[&parent])?;
-    let out = Command::new("git")
-        .arg("-C")
+    give_to_individual(ind.path(), &workspace)?;
+    // The workspace is the individual's identity's (a root kernel's).
+    let out = Command::new("timeout")
+        .args(["120", "git", "-c", "safe.directory=*", "-C"])
         .arg(ind.path())
         .args(["fetch", "-q"])
         .arg(&workspace)

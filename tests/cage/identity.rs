@@ -1,10 +1,147 @@
-//! Who a cage is on the host, and what the kernel talks to: run directly,
-//! the kernel never connects to a session bus.
+//! Who a cage is on the host, and what the kernel talks to: a root
+//! kernel's body and checks run as their individual's own identity, which
+//! owns what they write and which no other individual shares; run
+//! directly, the kernel never connects to a session bus.
 
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use teneral::confine::identity::{self, Identity};
+use teneral::confine::Profile;
+use teneral::runner::{Launch, Limits, Runner};
+use teneral::spawn::Spec;
+
 use super::*;
+
+/// The individual the child half serves.
+const HOME_VAR: &str = "TENERAL_TEST_IDENTITY_HOME";
+
+/// What the body and the check write, beneath the individual.
+const WRITTEN: [&str; 7] = [
+    "soul",
+    "soul/made",
+    "soul/deep/er/file",
+    ".teneral/gate/checkout",
+    ".teneral/gate/checkout/made",
+    ".teneral/gate/target",
+    ".teneral/gate/target/artifact",
+];
+
+/// The child's half, a kernel process of its own: for the individual at
+/// `HOME_VAR`, through the kernel's runner (direct, caged, for that
+/// individual), a body (generation profile) writes in `soul/` and a check
+/// (gate profile) in its checkout and the gate's target; prints the
+/// identity the machine's record gives the individual.
+#[test]
+fn child_writes_as_its_individual() {
+    let Some(home) = std::env::var_os(HOME_VAR).map(PathBuf::from) else {
+        return; // Run by a parent test only.
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let rt = rt.expect("a current-thread runtime builds");
+    rt.block_on(async {
+        teneral::spawn::start_reaper_of_own_children().expect("the reaper starts");
+        let cage = teneral::runner::Cage::On { exe: teneral(), pretend_missing: vec![] };
+        let runner = Runner::direct(cage).for_individual(&home);
+        let limits =
+            Limits::none(Duration::from_secs(5)).with_runtime_max(Some(Duration::from_secs(120)));
+        let sh = |cwd: &Path, script: &str| {
+            let mut spec = Spec::new("/bin/sh", cwd).arg("-c").arg(script);
+            spec.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+            spec
+        };
+        let body = sh(
+            &home,
+            "echo body > soul/made && mkdir -p soul/deep/er && echo x > soul/deep/er/file",
+        );
+        let profile = Profile::Generation { home: home.clone(), forward: vec![] };
+        let (ended, run) = runner
+            .run("teneral-gen-identity.service", Launch::new(body, limits).caged(profile))
+            .await
+            .expect("the body starts");
+        assert!(ended.exit.success(), "the body wrote: {}", run.output_tail());
+
+        let checkout = home.join(".teneral/gate/checkout");
+        let target = home.join(".teneral/gate/target");
+        for dir in [&checkout, &target] {
+            std::fs::create_dir_all(dir).expect("the gate's places are made");
+        }
+        let script = format!("echo check > made && echo t > {}/artifact", target.display());
+        let profile = Profile::Gate { checkout: checkout.clone(), writable: vec![target] };
+        let check = Launch::new(sh(&checkout, &script), limits).caged(profile);
+        let (ended, run) =
+            runner.run("teneral-gate-identity.service", check).await.expect("the check starts");
+        assert!(ended.exit.success(), "the check wrote: {}", run.output_tail());
+        let id = identity::of(&home).expect("the individual's identity");
+        println!("\nIDENTITY {}", id.to_arg());
+    });
+}
+
+/// Runs the child half for `home` in a process of its own (a kernel
+/// started anew), with the test individuals' shared name unset; the
+/// identity it printed.
+fn kernel_writes(home: &Path) -> Result<Identity, Box<dyn std::error::Error>> {
+    let out = std::process::Command::new("timeout")
+        .arg("300")
+        .arg(std::env::current_exe()?)
+        .args(["cage::identity::child_writes_as_its_individual", "--exact", "--nocapture"])
+        .arg("--test-threads=1")
+        .env(HOME_VAR, home)
+        .env_remove(identity::TEST_KEY_VAR)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find_map(|l| l.strip_prefix("IDENTITY "));
+    let id = line.and_then(Identity::from_arg);
+    Ok(id.ok_or_else(|| format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)))?)
+}
+
+/// A fresh individual: a repository with one tracked file.
+fn bare_individual(root: &Path, name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let home = root.join(name);
+    std::fs::create_dir_all(&home)?;
+    std::fs::write(home.join("BIRTH.md"), "Hello.\n")?;
+    commit_all(&home, "birth")?;
+    Ok(home.canonicalize()?)
+}
+
+/// Under a root kernel, what a body and a check write is owned on the host
+/// by their individual's identity, never root nor nobody; a second
+/// individual has an identity of its own, and a kernel started again for
+/// the first finds the same one. The kernel's journal stays its own.
+#[test]
+fn what_a_body_and_a_check_write_is_their_individuals_own() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        crate::common::skip("an individual's own identity is a root kernel's");
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-identity").tempdir()?;
+    let (a, b) = (bare_individual(dir.path(), "a")?, bare_individual(dir.path(), "b")?);
+    let first = kernel_writes(&a)?;
+    let again = kernel_writes(&a)?;
+    let other = kernel_writes(&b)?;
+    assert_eq!(first, again, "a kernel started again keeps its individual's identity");
+    assert!(first.uid != other.uid && first.gid != other.gid, "{first:?} and {other:?}");
+    for (home, id) in [(&a, first), (&b, other)] {
+        assert!(![0, teneral::confine::BODY_ID].contains(&id.uid), "{id:?}");
+        for rel in WRITTEN {
+            let meta = std::fs::symlink_metadata(home.join(rel))?;
+            assert_eq!((meta.uid(), meta.gid()), (id.uid, id.gid), "{}", home.join(rel).display());
+        }
+        let journal = std::fs::symlink_metadata(home.join("memory/journal.jsonl"))?;
+        assert_eq!(journal.uid(), 0, "the kernel's journal stays the kernel's");
+    }
+    let record = std::fs::read_to_string(identity::REGISTRY)?;
+    for (home, id) in [(&a, first), (&b, other)] {
+        let line = format!("{} {} {}", id.uid, id.gid, home.display());
+        assert!(record.lines().any(|l| l == line), "{line} in {record}");
+    }
+    Ok(())
+}
 
 const SCRIPT: &str = r#"{"reply": "Hello. I have just been born."}
 "#;
