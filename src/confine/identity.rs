@@ -81,7 +81,7 @@ pub const TEST_KEY_VAR: &str = "TENERAL_TEST_IDENTITY";
 pub enum IdentityError {
     #[error("cannot {what} {}: {source}; the kernel keeps it as root, check that {} is a directory root may write", path.display(), Path::new(REGISTRY).parent().unwrap_or(Path::new("/")).display())]
     Io { what: &'static str, path: PathBuf, source: io::Error },
-    #[error("{} line {line} is not `UID GID DIRECTORY`: {text:?}; mend or remove that line (no cage runs as an id it cannot read)", path.display())]
+    #[error("{} line {line} is not `UID GID DIRECTORY`: {text:?}; mend or remove that line (an unread line could hand its id to a second individual)", path.display())]
     Malformed { path: PathBuf, line: usize, text: String },
     #[error("every id of the range {first} to {last} is taken by another individual; give root a larger range in /etc/subuid and /etc/subgid, or remove the lines of individuals that are gone from {registry}", last = range.first.saturating_add(range.count.saturating_sub(1)), first = range.first, registry = REGISTRY)]
     Exhausted { range: Range },
@@ -289,21 +289,95 @@ pub fn of(home: &Path) -> Result<Identity, IdentityError> {
     Ok(id)
 }
 
+/// How many links [`resolve_for`] follows before it gives up (as Linux).
+const MAX_LINKS: usize = 40;
+
+/// `path` made absolute and free of links, as `canonicalize` makes it, but
+/// following no link that `id` may have made or replaced: one it owns, or
+/// one in a directory it owns (or may write as its group). A root kernel
+/// resolves its grants so: a body or a check, writing its own trees, must
+/// not turn the place a grant of the kernel's leads to (a link to a cache,
+/// the sockets' link into the gate's target) into a path of its choosing.
+pub fn resolve_for(path: &Path, id: Identity) -> io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Component;
+    let start =
+        if path.is_absolute() { path.to_owned() } else { std::env::current_dir()?.join(path) };
+    let mut todo: Vec<std::ffi::OsString> =
+        start.components().rev().map(|c| c.as_os_str().to_owned()).collect();
+    let mut done = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = todo.pop() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir) | Some(Component::CurDir) | None => continue,
+            Some(Component::ParentDir) => {
+                done.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let next = done.join(&part);
+        let meta = std::fs::symlink_metadata(&next)?;
+        if !meta.file_type().is_symlink() {
+            done = next;
+            continue;
+        }
+        links += 1;
+        let parent = std::fs::symlink_metadata(&done)?;
+        let group_writes = parent.gid() == id.gid && parent.mode() & 0o020 != 0;
+        if meta.uid() == id.uid || parent.uid() == id.uid || group_writes {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is a link in a place the cage's identity {} writes; the kernel follows \
+                     no link a body or a check may have made (remove it, or grant the place it \
+                     leads to)",
+                    next.display(),
+                    id.to_arg()
+                ),
+            ));
+        }
+        if links > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        let target = std::fs::read_link(&next)?;
+        if target.is_absolute() {
+            done = PathBuf::from("/");
+        }
+        todo.extend(target.components().rev().map(|c| c.as_os_str().to_owned()));
+    }
+    Ok(done)
+}
+
+/// An `O_PATH` descriptor of the absolute, link-free `path`: a link found
+/// anywhere on it (one swapped in since it was resolved) is refused.
+pub fn open_resolved(path: &Path) -> io::Result<OwnedFd> {
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    Ok(rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        resolve,
+    )?)
+}
+
 /// Deeper than this, a walk gives nothing more away (each level holds two
 /// descriptors open).
 const MAX_DEPTH: usize = 256;
 
-/// Gives the tree at `top` to `id`: `top` itself may be reached through a
-/// link (the kernel's own, such as a shared cache); nothing beneath it is.
+/// Gives the tree at `top` to `id`: `top` is a path resolved already (by
+/// [`resolve_for`]), and a link on it now is refused; nothing beneath it
+/// is followed either.
 /// A top that `id` owns already is the individual's since an earlier
 /// start: only its entries owned by someone else (made by the kernel
 /// since) are given, each whole. Otherwise the whole tree is, `top` last,
 /// so a walk cut short is done again at the next start. `keep` (the
 /// kernel's read-only files beneath) stay as they are.
 pub fn own(top: &Path, id: Identity, keep: &[PathBuf]) -> io::Result<()> {
-    let handle = rustix::fs::open(top, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let handle = open_resolved(top)?;
     let stat = rustix::fs::fstat(&handle)?;
-    let real = top.canonicalize()?;
+    let real = top.to_owned();
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => {
             give(&handle, &stat, id, false)?;

@@ -57,11 +57,16 @@ pub fn build(plan: &Plan, owner: Option<Identity>) -> Result<PathBuf, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     // What each path names is resolved here, in the old root: a link there
     // may point anywhere by an absolute path, which means nothing later.
+    // A root kernel's cage follows no link its identity may have made.
     let resolve = |path: &Path| -> Result<PathBuf, String> {
         if path == Path::new("/proc") {
             return Ok(path.to_owned());
         }
-        path.canonicalize().map_err(|e| format!("cannot grant {}: {e}", path.display()))
+        let real = match owner {
+            Some(id) => identity::resolve_for(path, id),
+            None => path.canonicalize(),
+        };
+        real.map_err(|e| format!("cannot grant {}: {e}", path.display()))
     };
     let mut grants: Vec<(PathBuf, PathBuf, Access, bool)> = Vec::new();
     for rule in &plan.rules {
@@ -70,8 +75,12 @@ pub fn build(plan: &Plan, owner: Option<Identity>) -> Result<PathBuf, String> {
     for dir in &plan.socket_dirs {
         grants.push((dir.clone(), resolve(dir)?, Access::Read, true));
     }
-    let readonly: Vec<PathBuf> =
-        plan.readonly.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    // A read-only file that is not there is left out; one that cannot be
+    // resolved (a link the identity may have made) fails the launch.
+    let mut readonly: Vec<PathBuf> = Vec::new();
+    for path in plan.readonly.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()) {
+        readonly.push(resolve(path)?);
+    }
     steps::mark("resolve the grants");
     if let Some(id) = owner {
         for (_, real, access, socket) in &grants {
@@ -82,7 +91,10 @@ pub fn build(plan: &Plan, owner: Option<Identity>) -> Result<PathBuf, String> {
             };
             given.map_err(|e| {
                 format!(
-                    "cannot give {} to the cage's identity {}: {e}",
+                    "cannot give {} to the cage's identity {}: {e}; what a cage writes is its \
+                     individual's identity's, so its file system must let root change owners \
+                     to ids of root's range (/etc/subuid and /etc/subgid; docs/cage.md, \
+                     \"Identities\")",
                     real.display(),
                     id.to_arg()
                 )

@@ -19,15 +19,20 @@ pub enum Attrs {
     Writable,
 }
 
-/// Copies the tree at `source` and mounts the copy at `target`: one
-/// `open_tree`, one `mount_setattr`, one `move_mount`. `attrs` apply to it
+/// Copies the tree at `source` (an absolute path without links) and mounts
+/// the copy at `target`: one `open_tree`, one `mount_setattr`, one
+/// `move_mount`. `attrs` apply to it
 /// with every mount beneath it (recursively: a mount nested below a
 /// read-only grant is read-only as well).
 pub fn attach_tree(source: &Path, target: &Path, attrs: Attrs) -> io::Result<()> {
+    // `source` is resolved already: a link on it now (swapped in since)
+    // is refused, never mounted where it leads.
+    let source = super::identity::open_resolved(source)?;
     let flags = OpenTreeFlags::OPEN_TREE_CLONE
         | OpenTreeFlags::OPEN_TREE_CLOEXEC
-        | OpenTreeFlags::AT_RECURSIVE;
-    let tree = open_tree(rustix::fs::CWD, source, flags)?;
+        | OpenTreeFlags::AT_RECURSIVE
+        | OpenTreeFlags::AT_EMPTY_PATH;
+    let tree = open_tree(&source, "", flags)?;
     let set = match attrs {
         Attrs::ReadOnly => libc::MOUNT_ATTR_RDONLY,
         Attrs::Writable => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,

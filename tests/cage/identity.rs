@@ -196,3 +196,65 @@ fn a_kernel_run_directly_never_connects_to_the_session_bus() -> TestResult {
     assert!(asked, "an auto kernel looks for a manager on the bus:\n{}", auto.kernel_log());
     Ok(())
 }
+
+/// A check replaces the sockets' directory in the gate's target by a link
+/// to a directory of root's elsewhere; the next check of a root kernel,
+/// whose grant leads there through the kernel's own link, is refused at its
+/// `root` step: the directory is neither given to the identity nor mounted,
+/// and nothing is written in it.
+#[test]
+fn a_link_a_check_plants_where_a_grant_leads_is_not_followed() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    use teneral::confine::{host, plan};
+    if !require_cage()? {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        crate::common::skip("an individual's own identity is a root kernel's");
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-planted").tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    let root = dir.path().canonicalize()?;
+    let (checkout, target, outside) =
+        (root.join("checkout"), root.join("target"), root.join("outside"));
+    for d in [&checkout, &target, &outside] {
+        std::fs::create_dir(d)?;
+    }
+    std::fs::write(outside.join("file"), "root's\n")?;
+    let (uids, gids) = identity::ranges();
+    let id = identity::Registry::machine().identity_of(&checkout, uids, gids)?;
+    // What an earlier check left: the target its identity's, the sockets'
+    // directory a link of its own to a place of root's.
+    std::os::unix::fs::chown(&target, Some(id.uid), Some(id.gid))?;
+    let planted = target.join("sockets");
+    std::os::unix::fs::symlink(&outside, &planted)?;
+    std::os::unix::fs::lchown(&planted, Some(id.uid), Some(id.gid))?;
+    // The kernel's own link to the sockets' directory.
+    let link = root.join("g-link");
+    std::os::unix::fs::symlink(&planted, &link)?;
+    let writable = [target.clone(), link.clone()];
+    let mut plan = plan::gate(&checkout, &writable, &host::host(&[&checkout, &target]));
+    plan.identity = Some(id);
+    let mut args = plan.to_args();
+    args.push("--".into());
+    let out = std::process::Command::new("timeout")
+        .arg("60")
+        .arg(teneral())
+        .arg("confine")
+        .args(args)
+        .args(["/bin/sh", "-c", "echo written > \"$0\"/made"])
+        .arg(&link)
+        .current_dir(&checkout)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(teneral::confine::EXIT_NAMESPACES), "{err}");
+    assert!(err.contains("teneral confine: root:") && err.contains("is a link"), "{err}");
+    assert!(!outside.join("made").exists(), "the check wrote through the link: {err}");
+    for p in [&outside, &outside.join("file")] {
+        assert_eq!(std::fs::metadata(p)?.uid(), 0, "{} was given away", p.display());
+    }
+    Ok(())
+}
