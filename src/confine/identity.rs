@@ -398,9 +398,11 @@ pub fn own(top: &Path, id: Identity, keep: &[PathBuf]) -> io::Result<()> {
 /// Gives the directory of sockets at `dir` and each socket in it to `id`
 /// (a socket is connected to only by who may write it), nothing deeper.
 pub fn own_sockets(dir: &Path, id: Identity) -> io::Result<()> {
-    let handle =
-        rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let handle = open_resolved(dir)?;
     let stat = rustix::fs::fstat(&handle)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
     give(&handle, &stat, id, true)?;
     for entry in listing(&handle)? {
         let entry = entry?;

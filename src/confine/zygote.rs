@@ -12,9 +12,8 @@
 //! - The spare: one launch made ahead, which has made its own network
 //!   namespace (loopback up), the user namespace (not root) or the one
 //!   its task limit counts in (root) and a PID namespace, and has forked
-//!   into it: the
-//!   helper supervises outside ([`super::init`]), and the cage's first
-//!   process waits for one request on a socket of its own. The zygote
+//!   into it: the helper supervises outside ([`super::init`]), and the
+//!   cage's first process waits for one request on a socket of its own. The zygote
 //!   hands that socket and the helper's pid to the kernel, which sends a
 //!   request that fits straight to the spare (one hand-off, not two), moves
 //!   the helper into the launch's cgroups first, and asks for the next

@@ -180,3 +180,57 @@ fn the_walk_gives_the_tree_and_nothing_a_link_leads_to() {
     assert_eq!(owner(&top.join("made/inside")), theirs);
     assert_eq!(owner(&top.join("a/b/c/file")), (0, 0), "beneath an owned directory: not walked");
 }
+
+/// Grants are resolved as `canonicalize` does, following the kernel's own
+/// links, but never a link the identity owns or one in a directory it
+/// owns or may write as its group.
+#[test]
+fn a_grant_follows_no_link_the_identity_may_have_made() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: making links of another identity needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let root = dir.path().canonicalize().expect("its real path");
+    let me = id(2_000_000_081, 2_000_000_082);
+    let (cache, theirs, shared) = (root.join("cache"), root.join("theirs"), root.join("shared"));
+    for d in [&cache, &theirs, &shared, &root.join("kernel")] {
+        std::fs::create_dir(d).expect("a directory");
+    }
+    std::os::unix::fs::chown(&theirs, Some(me.uid), Some(me.gid)).expect("chown");
+    std::os::unix::fs::chown(&shared, Some(0), Some(me.gid)).expect("chown");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+    let link = |at: &Path, to: &str| std::os::unix::fs::symlink(to, at).expect("a link");
+    // The kernel's own links: absolute, relative, through `..`.
+    link(&root.join("kernel/abs"), cache.to_str().expect("UTF-8"));
+    link(&root.join("kernel/rel"), "../cache");
+    link(&root.join("kernel/to-theirs"), "../theirs/planted");
+    // A body's: in its own directory, in one its group may write, and one
+    // it owns in a directory of root's.
+    link(&theirs.join("planted"), "/etc");
+    link(&shared.join("planted"), "/etc");
+    link(&root.join("kernel/owned"), "/etc");
+    std::os::unix::fs::lchown(root.join("kernel/owned"), Some(me.uid), Some(me.gid))
+        .expect("lchown");
+    let table: [(&str, Option<PathBuf>); 8] = [
+        ("cache", Some(cache.clone())),
+        ("kernel/abs", Some(cache.clone())),
+        ("kernel/rel", Some(cache.clone())),
+        ("kernel/./rel/../theirs", Some(theirs.clone())),
+        ("theirs/planted", None),
+        ("kernel/to-theirs", None),
+        ("shared/planted", None),
+        ("kernel/owned", None),
+    ];
+    for (rel, want) in table {
+        let got = resolve_for(&root.join(rel), me);
+        match want {
+            Some(want) => assert_eq!(got.ok(), Some(want), "{rel}"),
+            None => {
+                let e = got.expect_err(rel);
+                assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{rel}: {e}");
+            }
+        }
+    }
+}
