@@ -289,16 +289,22 @@ pub fn of(home: &Path) -> Result<Identity, IdentityError> {
     Ok(id)
 }
 
-/// How many links [`resolve_for`] follows before it gives up (as Linux).
+/// How many links [`resolve_grant`] follows before it gives up (as Linux).
 const MAX_LINKS: usize = 40;
 
 /// `path` made absolute and free of links, as `canonicalize` makes it, but
-/// following no link that `id` may have made or replaced: one it owns, or
-/// one in a directory it owns (or may write as its group). A root kernel
-/// resolves its grants so: a body or a check, writing its own trees, must
-/// not turn the place a grant of the kernel's leads to (a link to a cache,
-/// the sockets' link into the gate's target) into a path of its choosing.
-pub fn resolve_for(path: &Path, id: Identity) -> io::Result<PathBuf> {
+/// following no link a body or a check may have made or replaced: none
+/// that lies beneath one of `writable` (the real paths of the plan's
+/// writable grants), and for a root kernel's cage (`id`) none that the
+/// identity owns or that lies in a directory it owns (or may write as its
+/// group). A grant of the kernel's may lead through its own links (to a
+/// cache, the sockets' link into the gate's target); what a cage writes
+/// must not turn that into a path of its choosing.
+pub fn resolve_grant(
+    path: &Path,
+    id: Option<Identity>,
+    writable: &[PathBuf],
+) -> io::Result<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     use std::path::Component;
     let start =
@@ -323,17 +329,22 @@ pub fn resolve_for(path: &Path, id: Identity) -> io::Result<PathBuf> {
             continue;
         }
         links += 1;
-        let parent = std::fs::symlink_metadata(&done)?;
-        let group_writes = parent.gid() == id.gid && parent.mode() & 0o020 != 0;
-        if meta.uid() == id.uid || parent.uid() == id.uid || group_writes {
+        let beneath_writable = writable.iter().any(|w| next.starts_with(w) && next != *w);
+        let identitys = match id {
+            Some(id) => {
+                let parent = std::fs::symlink_metadata(&done)?;
+                let group_writes = parent.gid() == id.gid && parent.mode() & 0o020 != 0;
+                meta.uid() == id.uid || parent.uid() == id.uid || group_writes
+            }
+            None => false,
+        };
+        if beneath_writable || identitys {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
-                    "{} is a link in a place the cage's identity {} writes; the kernel follows \
-                     no link a body or a check may have made (remove it, or grant the place it \
-                     leads to)",
+                    "{} is a link in a place a cage writes; the kernel follows no link a body \
+                     or a check may have made (remove it, or grant the place it leads to)",
                     next.display(),
-                    id.to_arg()
                 ),
             ));
         }
@@ -367,7 +378,7 @@ pub fn open_resolved(path: &Path) -> io::Result<OwnedFd> {
 const MAX_DEPTH: usize = 256;
 
 /// Gives the tree at `top` to `id`: `top` is a path resolved already (by
-/// [`resolve_for`]), and a link on it now is refused; nothing beneath it
+/// [`resolve_grant`]), and a link on it now is refused; nothing beneath it
 /// is followed either.
 /// A top that `id` owns already is the individual's since an earlier
 /// start: only its entries owned by someone else (made by the kernel

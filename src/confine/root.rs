@@ -57,16 +57,20 @@ pub fn build(plan: &Plan, owner: Option<Identity>) -> Result<PathBuf, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     // What each path names is resolved here, in the old root: a link there
     // may point anywhere by an absolute path, which means nothing later.
-    // A root kernel's cage follows no link its identity may have made.
+    // No grant leads through a link a cage may have made: none beneath a
+    // writable grant, and for a root kernel none its identity may have made.
+    let writable: Vec<PathBuf> = plan
+        .rules
+        .iter()
+        .filter(|r| matches!(r.access, Access::Write | Access::Consume))
+        .filter_map(|r| r.path.canonicalize().ok())
+        .collect();
     let resolve = |path: &Path| -> Result<PathBuf, String> {
         if path == Path::new("/proc") {
             return Ok(path.to_owned());
         }
-        let real = match owner {
-            Some(id) => identity::resolve_for(path, id),
-            None => path.canonicalize(),
-        };
-        real.map_err(|e| format!("cannot grant {}: {e}", path.display()))
+        identity::resolve_grant(path, owner, &writable)
+            .map_err(|e| format!("cannot grant {}: {e}", path.display()))
     };
     let mut grants: Vec<(PathBuf, PathBuf, Access, bool)> = Vec::new();
     for rule in &plan.rules {

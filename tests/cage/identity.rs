@@ -258,3 +258,55 @@ fn a_link_a_check_plants_where_a_grant_leads_is_not_followed() -> TestResult {
     }
     Ok(())
 }
+
+/// The same through a kernel that is not root (the helper run as `nobody`,
+/// whose own files the check's and the owner's alike are): a link planted
+/// beneath the gate's target, through which the kernel's own link leads,
+/// is refused at the `root` step, and the owner's directory it points at
+/// is neither mounted nor written.
+#[test]
+fn a_link_planted_beneath_a_writable_grant_is_not_followed_by_any_kernel() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    if !require_cage()? {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        crate::common::skip("the test becomes nobody through setpriv, which needs root");
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-planted2").tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    let root = dir.path().canonicalize()?;
+    let (checkout, target, secret) = (root.join("checkout"), root.join("target"), root.join("ssh"));
+    for d in [&checkout, &target, &secret] {
+        std::fs::create_dir(d)?;
+        std::os::unix::fs::chown(d, Some(65534), Some(65534))?;
+    }
+    let planted = target.join("sockets");
+    std::os::unix::fs::symlink(&secret, &planted)?;
+    std::os::unix::fs::lchown(&planted, Some(65534), Some(65534))?;
+    let link = root.join("g-link");
+    std::os::unix::fs::symlink(&planted, &link)?;
+    let out = std::process::Command::new("timeout")
+        .args(["60", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(teneral())
+        .args(["confine", "--profile", "gate", "--net", "loopback"])
+        .args(["--exec", "/usr", "--exec", "/bin", "--exec", "/lib", "--read", "/etc"])
+        .args(["--read-write", "/dev/null", "--write"])
+        .arg(&checkout)
+        .arg("--write")
+        .arg(&target)
+        .arg("--write")
+        .arg(&link)
+        .args(["--", "/bin/sh", "-c", "echo written > \"$0\"/made"])
+        .arg(&link)
+        .current_dir(&checkout)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(teneral::confine::EXIT_NAMESPACES), "{err}");
+    assert!(err.contains("teneral confine: root:") && err.contains("is a link"), "{err}");
+    assert!(!secret.join("made").exists(), "the check wrote through the link: {err}");
+    Ok(())
+}

@@ -183,7 +183,8 @@ fn the_walk_gives_the_tree_and_nothing_a_link_leads_to() {
 
 /// Grants are resolved as `canonicalize` does, following the kernel's own
 /// links, but never a link the identity owns or one in a directory it
-/// owns or may write as its group.
+/// owns or may write as its group, nor, whoever the kernel is, one beneath
+/// a writable grant.
 #[test]
 fn a_grant_follows_no_link_the_identity_may_have_made() {
     use std::os::unix::fs::PermissionsExt;
@@ -224,7 +225,7 @@ fn a_grant_follows_no_link_the_identity_may_have_made() {
         ("kernel/owned", None),
     ];
     for (rel, want) in table {
-        let got = resolve_for(&root.join(rel), me);
+        let got = resolve_grant(&root.join(rel), Some(me), &[]);
         match want {
             Some(want) => assert_eq!(got.ok(), Some(want), "{rel}"),
             None => {
@@ -233,4 +234,13 @@ fn a_grant_follows_no_link_the_identity_may_have_made() {
             }
         }
     }
+    // Whoever the kernel is: a link beneath a writable grant is refused,
+    // the grant's own path (a link of the kernel's to it) is not.
+    let writable = [shared.clone()];
+    let refused = resolve_grant(&shared.join("planted"), None, &writable);
+    assert_eq!(refused.map_err(|e| e.kind()), Err(io::ErrorKind::PermissionDenied));
+    link(&root.join("kernel/to-shared"), "../shared");
+    let own = resolve_grant(&root.join("kernel/to-shared"), None, &writable);
+    assert_eq!(own.ok(), Some(shared.clone()));
+    assert_eq!(resolve_grant(&root.join("kernel/abs"), None, &writable).ok(), Some(cache));
 }
