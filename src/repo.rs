@@ -219,10 +219,13 @@ pub fn move_lineage(repo: &Repository, home: &Path, commit: Oid) -> Result<(), R
 }
 
 /// Makes the agent's workspace if it is not there: a clone of the main
-/// repository on `lineage/local`. An existing workspace is left as it is.
+/// repository on `lineage/local`. An existing workspace is left as it is,
+/// and never opened: it is the body's (a root kernel's body owns it, and
+/// libgit2 refuses a repository of another owner), so a `.git/HEAD` that
+/// is a regular file is taken for a clone.
 pub fn ensure_candidate(home: &Path) -> Result<PathBuf, RepoError> {
     let dir = home.join(CANDIDATE_DIR);
-    if Repository::open(&dir).is_ok() {
+    if std::fs::symlink_metadata(dir.join(".git/HEAD")).is_ok_and(|m| m.is_file()) {
         return Ok(dir);
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -191,6 +191,7 @@ fn an_accepted_mutation_stays_accepted_when_the_kernel_dies_after_its_verdict() 
             .replace("const REPLY_PREFIX: &str = \"\";", "const REPLY_PREFIX: &str = \"v2: \";");
         std::fs::write(&main, text)?;
         v2 = commit_all(&workspace, "v2")?;
+        give_to_individual(ind.path(), &workspace)?;
         teneral::owner::write_line(ind.path(), &v2)?;
         Ok(())
     })?;
@@ -240,6 +241,7 @@ fn no_compiler_of_a_gate_check_outlives_the_kernel() -> TestResult {
         "fn main() {\n    std::thread::sleep(std::time::Duration::from_secs(600));\n}\n",
     )?;
     let candidate = commit_all(&workspace, "a slow build script")?;
+    give_to_individual(ind.path(), &workspace)?;
     teneral::owner::write_line(ind.path(), &candidate)?;
     let end = std::time::Instant::now() + LONG;
     let sleeper = loop {

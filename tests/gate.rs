@@ -33,7 +33,9 @@ fn candidate(
     let tree = repo.find_tree(index.write_tree()?)?;
     let sig = Signature::now("agent", "agent@localhost")?;
     let parent = repo.head()?.peel_to_commit()?;
-    Ok(repo.commit(Some("HEAD"), &sig, &sig, "a mutation", &tree, &[&parent])?.to_string())
+    let commit = repo.commit(Some("HEAD"), &sig, &sig, "a mutation", &tree, &[&parent])?;
+    give_to_individual(ind.path(), &workspace)?;
+    Ok(commit.to_string())
 }
 
 /// The first line of the fixture body's one test, after which a test's

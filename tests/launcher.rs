@@ -55,10 +55,13 @@ pub(crate) fn species_commit(
     let parent = repo.head()?.peel_to_commit()?;
     let commit =
         repo.commit(Some("HEAD"), &sig, &sig, "the kernel gains a binary", &tree, &[&parent])?;
-    let out = Command::new("git")
-        .arg("-C")
+    give_to_individual(ind.path(), &workspace)?;
+    // The workspace is the individual's identity's (a root kernel's): the
+    // git that reads it is told to trust it.
+    let out = Command::new("timeout")
+        .args(["120", "git", "-C"])
         .arg(ind.path())
-        .args(["fetch", "-q"])
+        .args(["fetch", "-q", "--upload-pack", "git -c safe.directory=* upload-pack"])
         .arg(&workspace)
         .arg(format!("+{commit}:refs/heads/species"))
         .output()?;

@@ -58,7 +58,9 @@ fn candidate(home: &Path, mode: &str) -> Result<String, Box<dyn std::error::Erro
     let tree = repo.find_tree(index.write_tree()?)?;
     let sig = git2::Signature::now("agent", "agent@localhost")?;
     let parent = repo.head()?.peel_to_commit()?;
-    Ok(repo.commit(Some("HEAD"), &sig, &sig, "run a tool first", &tree, &[&parent])?.to_string())
+    let commit = repo.commit(Some("HEAD"), &sig, &sig, "run a tool first", &tree, &[&parent])?;
+    crate::common::give_to_individual(home, &workspace)?;
+    Ok(commit.to_string())
 }
 
 #[test]

@@ -60,39 +60,23 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
             "this Linux lets no namespace be made (pretended by TENERAL_TEST_PRETEND_MISSING)",
         );
     }
-    // Root's bodies run as nobody: the paths they may write are mounted
-    // with their ids mapped (see root.rs), through a user namespace made
-    // here, while this process's children still see the machine's /proc.
+    // Root's cages run as the individual's own identity (the plan's, or
+    // nobody when it names none), and what they may write is given to it
+    // (root.rs): nothing a body writes is root's on disk.
     steps::mark("plan read");
     if let Some(e) = &ahead.failed {
         return fail(EXIT_NAMESPACES, "namespaces", e);
     }
-    let identity = if let Some(fd) = ahead.identity {
-        Some(fd)
-    } else if rustix::process::getuid().is_root() {
-        match super::sys::user_namespace_fd(0, super::BODY_ID) {
-            Ok(fd) => Some(fd),
-            Err(e) => {
-                return fail(
-                    EXIT_NAMESPACES,
-                    "namespaces",
-                    &format!("cannot make the id mapping for the body's identity: {e}"),
-                )
-            }
-        }
-    } else {
-        None
-    };
-    if identity.is_some() {
-        steps::mark("id-mapping user namespace");
-    }
+    let body = rustix::process::getuid()
+        .is_root()
+        .then(|| plan.identity.unwrap_or(super::identity::Identity::NOBODY));
     // With a task limit, root's body counts its processes in a user
     // namespace of its cage's own (RLIMIT_NPROC counts per user namespace),
-    // not among every process nobody has on the machine.
-    let counted = match (&identity, plan.limits.tasks, ahead.counted) {
+    // not among every process its identity has on the machine.
+    let counted = match (body, plan.limits.tasks, ahead.counted) {
         (Some(_), Some(_), Some(made)) => Some(made),
         (Some(_), Some(_), None) => {
-            match super::sys::user_namespace_fd(super::BODY_ID, super::BODY_ID) {
+            match super::sys::user_namespace_fd(super::identity::EVERY_ID_BUT_ROOT) {
                 Ok(fd) => Some(fd),
                 Err(e) => {
                     return fail(
@@ -121,14 +105,12 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
             Err(e) => return fail(EXIT_NAMESPACES, "namespaces", &e),
         },
     };
-    let cwd = match root::build(&plan, identity.as_ref()) {
+    let cwd = match root::build(&plan, body) {
         Ok(cwd) => cwd,
         Err(e) => return fail(EXIT_NAMESPACES, "root", &e),
     };
-    let become_body = identity.is_some();
-    drop(identity);
     init::run(inside, root::finish, move |ready| {
-        confine_and_exec(&plan, &argv, become_body, counted, &cwd, ready)
+        confine_and_exec(&plan, &argv, body, counted, &cwd, ready)
     })
 }
 
@@ -171,7 +153,7 @@ fn enter_cgroups() -> Result<(), String> {
 fn confine_and_exec(
     plan: &Plan,
     argv: &[OsString],
-    become_body: bool,
+    body: Option<super::identity::Identity>,
     counted: Option<std::os::fd::OwnedFd>,
     cwd: &std::path::Path,
     ready: init::RootReady,
@@ -197,8 +179,8 @@ fn confine_and_exec(
         }
         steps::mark("the task limit's user namespace");
     }
-    if become_body {
-        if let Err(e) = drop_bounding().and_then(|()| become_nobody()) {
+    if let Some(id) = body {
+        if let Err(e) = drop_bounding().and_then(|()| become_identity(id)) {
             return fail(EXIT_CAPABILITIES, "identity", &e);
         }
         steps::mark("identity");
@@ -285,13 +267,13 @@ fn drop_bounding() -> Result<(), String> {
     Ok(())
 }
 
-/// Root's body becomes nobody ([`super::BODY_ID`]): no supplementary
+/// Root's body becomes `id`, its individual's identity: no supplementary
 /// group, and real, effective and saved ids all changed, which also
 /// empties its capabilities. Single-threaded, so the thread's ids are the
 /// process's.
-fn become_nobody() -> Result<(), String> {
+fn become_identity(id: super::identity::Identity) -> Result<(), String> {
     use rustix::process::{Gid, Uid};
-    let (uid, gid) = (Uid::from_raw(super::BODY_ID), Gid::from_raw(super::BODY_ID));
+    let (uid, gid) = (Uid::from_raw(id.uid), Gid::from_raw(id.gid));
     rustix::thread::set_thread_groups(&[]).map_err(|e| format!("setgroups: {e}"))?;
     rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(|e| format!("setresgid: {e}"))?;
     rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(|e| format!("setresuid: {e}"))?;

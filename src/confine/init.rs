@@ -225,7 +225,7 @@ pub fn run(
     let _ = rustix::io::write(&ready_write, &[1]);
     drop(ready_write);
     // Of the capabilities only the one to kill what the program leaves
-    // behind is of use from here (root's body is nobody).
+    // behind is of use from here (root's body is its individual's identity).
     let _ = super::helper::keep_only(CapabilitySet::KILL);
     loop {
         let sig = match crate::sys::wait_signal() {

@@ -29,6 +29,7 @@
 mod filter;
 mod helper;
 pub mod host;
+pub mod identity;
 mod init;
 mod namespaces;
 pub mod plan;
@@ -74,8 +75,9 @@ pub const EXIT_LIMITS: i32 = 119;
 /// zygote defines it, since it moves a spare's helper into them).
 pub use crate::spawn::zygote::CGROUP_PROCS;
 
-/// The user and group a body runs as when the kernel is root (`nobody`):
-/// the paths it may write are mounted with root's files shown as its own.
+/// The user and group (`nobody`) a root kernel's cage runs as when its
+/// launch names no individual; an individual's cages run as its own
+/// identity ([`identity`]).
 pub const BODY_ID: u32 = 65534;
 
 /// The Landlock ABI the cage needs: 3 for truncation rights, 6 for keeping
@@ -196,22 +198,33 @@ impl Cage {
     /// it is; a body's places are still made, and the log says it runs
     /// unconfined (`name` names it).
     /// `limits` are the resource limits the program gets inside (those a
-    /// runner without cgroups applies, see [`plan::Rlimits`]).
+    /// runner without cgroups applies, see [`plan::Rlimits`]). When the
+    /// kernel is root, the program runs as the identity of `individual`
+    /// (the directory of the individual it serves), recorded machine-wide
+    /// ([`identity::of`]); with none, as nobody.
     pub fn wrap(
         &self,
         name: &str,
         profile: &Profile,
         spec: Spec,
         limits: plan::Rlimits,
+        individual: Option<&std::path::Path>,
     ) -> io::Result<Spec> {
         match self {
             Cage::On { exe, pretend_missing } => {
+                let identity = match individual {
+                    Some(home) if rustix::process::getuid().is_root() => {
+                        Some(identity::of(home).map_err(io::Error::other)?)
+                    }
+                    _ => None,
+                };
                 let options = Options {
                     forward: Vec::new(),
                     socket_dirs: Vec::new(),
                     pretend_missing: pretend_missing.clone(),
                     exe: Some(exe.clone()),
                     limits,
+                    identity,
                 };
                 wrap(profile, &options, spec)
             }
@@ -322,6 +335,8 @@ pub struct Options {
     pub exe: Option<PathBuf>,
     /// The resource limits of the program inside.
     pub limits: plan::Rlimits,
+    /// Who the program is when the kernel is root; `None` is nobody.
+    pub identity: Option<identity::Identity>,
 }
 
 /// The argv that runs `argv` confined by `profile`:
@@ -394,6 +409,7 @@ pub fn wrap_with(
     plan.socket_dirs = options.socket_dirs.clone();
     plan.pretend_missing = options.pretend_missing.clone();
     plan.limits = options.limits;
+    plan.identity = options.identity;
     Ok(host::helper_argv(exe, plan.to_args(), argv))
 }
 

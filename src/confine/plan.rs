@@ -11,6 +11,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::identity::Identity;
+
 /// Rights one rule grants beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -84,6 +86,10 @@ pub struct Plan {
     pub fds: Vec<i32>,
     /// Resource limits the program's process gets before it executes.
     pub limits: Rlimits,
+    /// Who the program is on the host when the kernel is root (the
+    /// individual's own identity); `None` is [`Identity::NOBODY`]. A kernel
+    /// that is not root keeps its own.
+    pub identity: Option<Identity>,
 }
 
 /// The resource limits of a cage run without a service manager (under
@@ -247,6 +253,7 @@ impl Plan {
             pretend_missing: Vec::new(),
             fds: Vec::new(),
             limits: Rlimits::default(),
+            identity: None,
         }
     }
 
@@ -288,6 +295,10 @@ impl Plan {
                 args.push(flag.into());
                 args.push(limit.to_string().into());
             }
+        }
+        if let Some(id) = self.identity {
+            args.push("--identity".into());
+            args.push(id.to_arg().into());
         }
         args
     }
@@ -339,6 +350,9 @@ impl Plan {
             } else if flag == "--tasks-max" {
                 plan.limits.tasks =
                     Some(text()?.parse().map_err(|_| "--tasks-max takes a number")?);
+            } else if flag == "--identity" {
+                let id = Identity::from_arg(&text()?);
+                plan.identity = Some(id.ok_or("--identity takes UID:GID, neither of them 0")?);
             } else if flag == "--address-space-max" {
                 plan.limits.address_space =
                     Some(text()?.parse().map_err(|_| "--address-space-max takes bytes")?);

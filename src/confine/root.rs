@@ -18,7 +18,6 @@
 //! `.teneral`) exists in the tmpfs and holds only those.
 
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::Mode;
@@ -27,6 +26,7 @@ use rustix::mount::{
     MountPropagationFlags, UnmountFlags,
 };
 
+use super::identity::{self, Identity};
 use super::plan::{Access, Plan};
 use super::steps;
 use super::sys::{attach_tree, Attrs};
@@ -50,16 +50,27 @@ const TOP_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx
 /// Replaces this process's root by a new one holding only `plan`'s grants,
 /// with the old root still hanging at [`OLD`]: [`finish`] detaches it.
 /// Returns the working directory to keep ([`enter_workdir`]). Runs in a
-/// fresh mount namespace, in the cage's PID namespace.
-pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<PathBuf, String> {
+/// fresh mount namespace, in the cage's PID namespace. With `owner` (the
+/// kernel is root), every writable grant and socket directory is given to
+/// that identity first ([`identity::own`]).
+pub fn build(plan: &Plan, owner: Option<Identity>) -> Result<PathBuf, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     // What each path names is resolved here, in the old root: a link there
     // may point anywhere by an absolute path, which means nothing later.
+    // No grant leads through a link a cage may have made: none beneath a
+    // writable grant, and for a root kernel none its identity may have made.
+    let writable: Vec<PathBuf> = plan
+        .rules
+        .iter()
+        .filter(|r| matches!(r.access, Access::Write | Access::Consume))
+        .filter_map(|r| r.path.canonicalize().ok())
+        .collect();
     let resolve = |path: &Path| -> Result<PathBuf, String> {
         if path == Path::new("/proc") {
             return Ok(path.to_owned());
         }
-        path.canonicalize().map_err(|e| format!("cannot grant {}: {e}", path.display()))
+        identity::resolve_grant(path, owner, &writable)
+            .map_err(|e| format!("cannot grant {}: {e}", path.display()))
     };
     let mut grants: Vec<(PathBuf, PathBuf, Access, bool)> = Vec::new();
     for rule in &plan.rules {
@@ -68,9 +79,33 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<PathBuf, String> {
     for dir in &plan.socket_dirs {
         grants.push((dir.clone(), resolve(dir)?, Access::Read, true));
     }
-    let readonly: Vec<PathBuf> =
-        plan.readonly.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    // A read-only file that is not there is left out; one that cannot be
+    // resolved (a link the identity may have made) fails the launch.
+    let mut readonly: Vec<PathBuf> = Vec::new();
+    for path in plan.readonly.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()) {
+        readonly.push(resolve(path)?);
+    }
     steps::mark("resolve the grants");
+    if let Some(id) = owner {
+        for (_, real, access, socket) in &grants {
+            let given = match (socket, access) {
+                (true, _) => identity::own_sockets(real, id),
+                (false, Access::Write | Access::Consume) => identity::own(real, id, &readonly),
+                _ => continue,
+            };
+            given.map_err(|e| {
+                format!(
+                    "cannot give {} to the cage's identity {}: {e}; what a cage writes is its \
+                     individual's identity's, so its file system must let root change owners \
+                     to ids of root's range (/etc/subuid and /etc/subgid; docs/cage.md, \
+                     \"Identities\")",
+                    real.display(),
+                    id.to_arg()
+                )
+            })?;
+        }
+        steps::mark("ownership of the writable grants");
+    }
     mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
         .map_err(|e| format!("cannot make the mounts private: {e}"))?;
     steps::mark("mounts private");
@@ -91,7 +126,7 @@ pub fn build(plan: &Plan, idmap: Option<&OwnedFd>) -> Result<PathBuf, String> {
         if proc {
             steps::mark("grants");
         }
-        grant(real, *access, *socket, idmap)
+        grant(real, *access, *socket)
             .map_err(|e| format!("cannot grant {}: {e}", real.display()))?;
         if proc {
             steps::mark("/proc");
@@ -162,10 +197,8 @@ fn old(path: &Path) -> PathBuf {
 
 /// Brings `path` into the new root with what `access` needs: nothing more
 /// than an empty directory for a listing, a fresh proc for `/proc`, else a
-/// bind mount of the old root's, read-only unless it may be written. With
-/// `idmap` (the kernel is root, the body nobody) what may be written, and a
-/// `socket` directory, is mounted with root's ids shown as nobody's.
-fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> io::Result<()> {
+/// bind mount of the old root's, read-only unless it may be written.
+fn grant(path: &Path, access: Access, socket: bool) -> io::Result<()> {
     if access == Access::List {
         return std::fs::create_dir_all(path);
     }
@@ -186,34 +219,18 @@ fn grant(path: &Path, access: Access, socket: bool, idmap: Option<&OwnedFd>) -> 
             std::fs::File::create(path)?;
         }
     }
-    // A socket's directory too: nobody connects only to a socket it may
-    // write, in a directory it may search.
     let writable = socket || matches!(access, Access::Write | Access::Consume);
     let read_only = matches!(access, Access::Read | Access::Exec);
     // What may be written is nosuid,nodev: a set-id file or a device made
-    // or found there means nothing inside.
-    let attrs = if read_only { Attrs::ReadOnly } else { Attrs::Writable };
-    match idmap {
-        // Root's body is nobody: what it may write shows root's files as
-        // its own, and what it makes is root's on disk.
-        Some(userns) if writable => {
-            attach_tree(&source, path, attrs, Some(userns)).map_err(without_idmap)
-        }
-        _ if writable || read_only => attach_tree(&source, path, attrs, None),
+    // or found there means nothing inside. A socket's directory is
+    // read-only (connecting writes nothing on the file system).
+    if writable || read_only {
+        let attrs = if read_only { Attrs::ReadOnly } else { Attrs::Writable };
+        attach_tree(&source, path, attrs)
+    } else {
         // A device file read and written (`/dev/null`): a plain bind.
-        _ => Ok(mount_bind_recursive(&source, path)?),
+        Ok(mount_bind_recursive(&source, path)?)
     }
-}
-
-/// What Linux's `EINVAL` to an id-mapped mount means, and what to do.
-fn without_idmap(e: io::Error) -> io::Error {
-    if e.raw_os_error() != Some(libc::EINVAL) {
-        return e;
-    }
-    let why = "its filesystem cannot show root's files as the body's (an id-mapped mount; \
-               overlayfs, FUSE and NFS cannot): keep the individual's directory and TMPDIR \
-               on ext4, xfs, btrfs or tmpfs, or run the kernel as a user other than root";
-    io::Error::new(e.kind(), format!("{e}: {why}"))
 }
 
 /// Mounts `path` on itself read-only, and every mount beneath it (a file
@@ -223,7 +240,7 @@ fn read_only(path: &Path) -> io::Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    attach_tree(path, path, Attrs::ReadOnly, None)
+    attach_tree(path, path, Attrs::ReadOnly)
 }
 
 /// The links of a minimal `/dev` (its device files are grants of the plan).

@@ -19,35 +19,26 @@ pub enum Attrs {
     Writable,
 }
 
-/// Copies the tree at `source` and mounts the copy at `target`: one
-/// `open_tree`, one `mount_setattr`, one `move_mount`. `attrs` apply to it
+/// Copies the tree at `source` (an absolute path without links) and mounts
+/// the copy at `target`: one `open_tree`, one `mount_setattr`, one
+/// `move_mount`. `attrs` apply to it
 /// with every mount beneath it (recursively: a mount nested below a
-/// read-only grant is read-only as well). `idmap` shows its ids through
-/// that user namespace (root's files as the body's own); such a copy is of
-/// the top mount alone, as Linux maps no tree whose mounts it cannot all map.
-pub fn attach_tree(
-    source: &Path,
-    target: &Path,
-    attrs: Attrs,
-    idmap: Option<&OwnedFd>,
-) -> io::Result<()> {
-    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
-    if idmap.is_none() {
-        flags |= OpenTreeFlags::AT_RECURSIVE;
-    }
-    let tree = open_tree(rustix::fs::CWD, source, flags)?;
-    let mut set = match attrs {
+/// read-only grant is read-only as well).
+pub fn attach_tree(source: &Path, target: &Path, attrs: Attrs) -> io::Result<()> {
+    // `source` is resolved already: a link on it now (swapped in since)
+    // is refused, never mounted where it leads.
+    let source = super::identity::open_resolved(source)?;
+    let flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_RECURSIVE
+        | OpenTreeFlags::AT_EMPTY_PATH;
+    let tree = open_tree(&source, "", flags)?;
+    let set = match attrs {
         Attrs::ReadOnly => libc::MOUNT_ATTR_RDONLY,
         Attrs::Writable => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
     };
-    let mut userns = 0u64;
-    if let Some(fd) = idmap {
-        set |= libc::MOUNT_ATTR_IDMAP;
-        userns = u64::try_from(fd.as_raw_fd()).map_err(io::Error::other)?;
-    }
-    let recursive = idmap.is_none();
-    let attr = libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: userns };
-    let at = libc::AT_EMPTY_PATH | if recursive { libc::AT_RECURSIVE } else { 0 };
+    let attr = libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    let at = libc::AT_EMPTY_PATH | libc::AT_RECURSIVE;
     // SAFETY: `attr` lives across the call and its size is passed with it;
     // the path is a valid empty C string; the fd is open.
     let rc = unsafe {
@@ -95,16 +86,16 @@ pub fn kill_namespace() {
     let _ = unsafe { libc::kill(-1, libc::SIGKILL) };
 }
 
-/// A user namespace whose only mapping is `inside` to `outside` (uid and
-/// gid alike), as a file descriptor for an id-mapped mount. The caller must
-/// be root of the machine's user namespace.
+/// A user namespace whose uid and gid maps are both `map` (the text of a
+/// `uid_map`: `inside outside count` lines), as a file descriptor to join
+/// with `setns`. The caller must be root of the machine's user namespace.
 ///
 /// A child is cloned straight into a new user namespace (`clone` with
 /// CLONE_NEWUSER makes it before the child ever runs), so this process
 /// writes its maps and opens its namespace without waiting for it to be
 /// scheduled; then it is killed. It is left for the caller to reap (its
 /// exit status means nothing).
-pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
+pub fn user_namespace_fd(map: &str) -> io::Result<OwnedFd> {
     // SAFETY: getpid takes nothing and touches no memory.
     let parent = unsafe { libc::getpid() };
     // SAFETY: a fork-like clone (no CLONE_VM: the child has its own copy of
@@ -138,9 +129,8 @@ pub fn user_namespace_fd(inside: u32, outside: u32) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     let made = (|| {
-        let map = format!("{inside} {outside} 1");
-        std::fs::write(format!("/proc/{child}/uid_map"), &map)?;
-        std::fs::write(format!("/proc/{child}/gid_map"), &map)?;
+        std::fs::write(format!("/proc/{child}/uid_map"), map)?;
+        std::fs::write(format!("/proc/{child}/gid_map"), map)?;
         let ns = std::fs::File::open(format!("/proc/{child}/ns/user"))?;
         Ok(OwnedFd::from(ns))
     })();

@@ -10,10 +10,10 @@
 //!   kernel, in a process group of its own, with SIGKILL as its
 //!   parent-death signal; so no cage outlives the kernel, as before.
 //! - The spare: one launch made ahead, which has made its own network
-//!   namespace (loopback up), the user namespace (not root) or the id
-//!   mapping (root) and a PID namespace, and has forked into it: the
-//!   helper supervises outside ([`super::init`]), and the cage's first
-//!   process waits for one request on a socket of its own. The zygote
+//!   namespace (loopback up), the user namespace (not root) or the one
+//!   its task limit counts in (root) and a PID namespace, and has forked
+//!   into it: the helper supervises outside ([`super::init`]), and the
+//!   cage's first process waits for one request on a socket of its own. The zygote
 //!   hands that socket and the helper's pid to the kernel, which sends a
 //!   request that fits straight to the spare (one hand-off, not two), moves
 //!   the helper into the launch's cgroups first, and asks for the next
@@ -44,8 +44,6 @@ use crate::spawn::zygote::{answer, recv, send, spare_message, Request, SPARE};
 /// What a spare made ahead of its launch.
 #[derive(Default)]
 pub struct Ahead {
-    /// The id-mapping user namespace of root's body.
-    pub identity: Option<OwnedFd>,
     /// The user namespace root's body counts its task limit in.
     pub counted: Option<OwnedFd>,
     /// This process is in a user namespace of its own already.
@@ -62,8 +60,7 @@ pub struct Ahead {
 impl Ahead {
     /// The descriptors this holds, which the launch keeps to itself.
     pub fn fds(&self) -> Vec<i32> {
-        let mut fds: Vec<i32> =
-            [&self.identity, &self.counted].into_iter().flatten().map(AsRawFd::as_raw_fd).collect();
+        let mut fds: Vec<i32> = self.counted.iter().map(AsRawFd::as_raw_fd).collect();
         fds.extend(self.inside.as_ref().map(init::Inside::fd));
         fds
     }
@@ -83,10 +80,7 @@ impl Ahead {
 
     fn fill(&mut self) -> Result<(), String> {
         if rustix::process::getuid().is_root() {
-            let fd = sys::user_namespace_fd(0, super::BODY_ID)
-                .map_err(|e| format!("cannot make the id mapping for the body's identity: {e}"))?;
-            self.identity = Some(fd);
-            let fd = sys::user_namespace_fd(super::BODY_ID, super::BODY_ID)
+            let fd = sys::user_namespace_fd(super::identity::EVERY_ID_BUT_ROOT)
                 .map_err(|e| format!("cannot make the user namespace of the task limit: {e}"))?;
             self.counted = Some(fd);
         }

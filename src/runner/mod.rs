@@ -123,6 +123,8 @@ enum Backend {
 pub struct Runner {
     backend: Backend,
     cage: Cage,
+    /// The individual whose identity confined launches take (root kernel).
+    individual: Option<std::path::PathBuf>,
 }
 
 impl Runner {
@@ -141,7 +143,7 @@ impl Runner {
                 log::info(
                     "running each generation and check as a transient unit of the user manager",
                 );
-                Ok(Runner { backend: Backend::Systemd(systemd), cage })
+                Ok(Runner { backend: Backend::Systemd(systemd), cage, individual: None })
             }
             Err(e) if choice == RunnerChoice::Systemd => Err(RunError::NeedSystemd(e)),
             Err(e) => match cgroup::Delegated::find() {
@@ -166,13 +168,15 @@ impl Runner {
     }
 
     /// The same, with every unit started for the individual in `home`
-    /// (named in its description, so [`Runner::sweep_units`] finds it).
+    /// (named in its description, so [`Runner::sweep_units`] finds it), and
+    /// every confined launch run as that individual's identity when the
+    /// kernel is root.
     pub fn for_individual(self, home: &std::path::Path) -> Runner {
         let backend = match self.backend {
             Backend::Systemd(systemd) => Backend::Systemd(systemd.for_individual(home)),
             direct => direct,
         };
-        Runner { backend, ..self }
+        Runner { backend, individual: Some(home.to_owned()), ..self }
     }
 
     /// Stops the gate, build and generation units a killed kernel of this
@@ -196,12 +200,12 @@ impl Runner {
 
     /// Children as the kernel's own, with `cage`.
     pub fn direct(cage: Cage) -> Runner {
-        Runner { backend: Backend::Direct, cage }
+        Runner { backend: Backend::Direct, cage, individual: None }
     }
 
     /// Children as the kernel's own, limited through cgroups below `delegated`.
     pub fn cgroup(delegated: cgroup::Delegated, cage: Cage) -> Runner {
-        Runner { backend: Backend::Cgroup(std::sync::Arc::new(delegated)), cage }
+        Runner { backend: Backend::Cgroup(std::sync::Arc::new(delegated)), cage, individual: None }
     }
 
     /// The resource limits the cage applies itself: `TasksMax` and
@@ -236,7 +240,8 @@ impl Runner {
         let spec = match &cage {
             Some(profile) => {
                 let rlimits = self.rlimits(&limits);
-                self.cage.wrap(unit, profile, spec, rlimits).map_err(spawn_err)?
+                let individual = self.individual.as_deref();
+                self.cage.wrap(unit, profile, spec, rlimits, individual).map_err(spawn_err)?
             }
             None => spec,
         };

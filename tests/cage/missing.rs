@@ -80,6 +80,11 @@ fn the_unsafe_setting_runs_the_body_unconfined_and_says_so() -> TestResult {
         "TENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=0\nTENERAL_UNSAFE_UNCONFINED=1\n\
                TENERAL_TEST_PRETEND_MISSING=landlock\n";
     let ind = hostile_individual(env)?;
+    // A kernel without capabilities cannot write the shared build cache,
+    // which the test individuals' identity owns: this one builds its own.
+    let target = ind.path().join(".teneral/target");
+    std::fs::remove_file(&target)?;
+    std::fs::create_dir(&target)?;
     std::fs::write(ind.path().join("soul/harmless"), "")?;
     let log = std::fs::File::create(ind.path().join("kernel.log"))?;
     let child = Command::new("setpriv")

@@ -2,12 +2,13 @@
 //! its starter holds and the launch does not name is not open inside (the
 //! executed helper and the zygote alike), a set-id `chmod` is refused and
 //! every writable grant is `nosuid,nodev`, of `~/.config/git` only its
-//! plain configuration files are there, and a fork bomb ends in EAGAIN
-//! inside its own cage.
+//! plain configuration files are there, what a cage leaves is its
+//! individual's and gives no one root, and a fork bomb ends in EAGAIN
+//! inside its own cage and individual.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -22,7 +23,7 @@ type Outcome<T> = Result<T, Box<dyn std::error::Error>>;
 /// Runs each probe given as `name[:path]` and prints one line for it:
 /// `<name> OK <detail>` or `<name> ERRNO <n>`.
 const PROBE: &str = r#"
-import os, sys, time
+import os, shutil, sys, time
 def fork(n):
     kids, err = [], None
     for _ in range(int(n)):
@@ -72,6 +73,8 @@ probes = {
     "nodev": lambda p: int(bool(os.statvfs(p).f_flag & os.ST_NODEV)),
     "fork": fork,
     "bomb": bomb,
+    "uid": lambda p: os.geteuid(),
+    "copy": lambda p: os.chmod(shutil.copy("/usr/bin/id", p), 0o755),
 }
 for arg in sys.argv[1:]:
     name, _, path = arg.partition(":")
@@ -342,5 +345,107 @@ fn a_fork_bomb_ends_in_eagain_inside_its_cage() -> TestResult {
     let _ = bomb.wait();
     assert!(seen.iter().any(|l| l.starts_with(&format!("bomb ERRNO {EAGAIN} "))), "{seen:?}");
     assert_eq!(line(&later?, "fork"), "fork OK 8", "a cage beside a bomb that holds {seen:?}");
+    Ok(())
+}
+
+/// The identity the machine's record gives a directory made for the test
+/// (as a kernel would for an individual there).
+fn recorded(dir: &Path) -> Outcome<teneral::confine::identity::Identity> {
+    use teneral::confine::identity::{ranges, Registry};
+    let (uids, gids) = ranges();
+    Ok(Registry::machine().identity_of(&dir.canonicalize()?, uids, gids)?)
+}
+
+/// A program a body or a check copies into what it may write (`id`) is
+/// owned on the host by its individual's identity: made set-uid afterwards
+/// (the step the seccomp profile refuses inside) and run by an
+/// unprivileged host user, it runs as that identity, never as root.
+#[test]
+fn what_a_cage_leaves_gives_no_one_root() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        crate::common::skip("running a file as another host user (setpriv) needs root");
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-leaves").tempdir()?;
+    let secret = secret(dir.path())?;
+    let (home, mut body, checkout, mut gate) = plans(dir.path())?;
+    let id = recorded(&home)?;
+    body.identity = Some(id);
+    gate.identity = Some(id);
+    for (name, plan, cwd, place) in
+        [("body", &body, &home, home.join("soul")), ("check", &gate, &checkout, checkout.clone())]
+    {
+        let left = place.join("id");
+        let out = through_helper(plan, cwd, &secret, &probes(&[("copy", &left)]))?;
+        assert!(line(&out, "copy").starts_with("copy OK"), "{name}: {out}");
+        let meta = std::fs::metadata(&left)?;
+        assert_eq!((meta.uid(), meta.gid()), (id.uid, id.gid), "{name}: the host's owner");
+        std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o4755))?;
+        let ran = Command::new("timeout")
+            .args(["60", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&left)
+            .arg("-u")
+            .output()?;
+        let euid = String::from_utf8_lossy(&ran.stdout).trim().to_owned();
+        assert_eq!(euid, id.uid.to_string(), "{name}: {}", String::from_utf8_lossy(&ran.stderr));
+        assert_ne!(euid, "0", "{name}: what a cage left made a user root");
+    }
+    Ok(())
+}
+
+/// Under the direct runner's task limit, a fork bomb in one individual's
+/// check holds every process it may have, and a body of a second
+/// individual, started afterwards as its own identity, forks as before.
+#[test]
+fn a_fork_bomb_in_one_individual_leaves_another_able_to_fork() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    use std::io::BufRead;
+    let root = rustix::process::geteuid().is_root();
+    let dir = tempfile::Builder::new().prefix("tnl-nproc2").tempdir()?;
+    let secret = secret(dir.path())?;
+    let (home, mut body, checkout, mut gate) = plans(dir.path())?;
+    let limits = Rlimits { tasks: Some(24), address_space: Some(2 << 30) };
+    gate.limits = limits;
+    body.limits = limits;
+    if root {
+        gate.identity = Some(recorded(&checkout)?);
+        body.identity = Some(recorded(&home)?);
+        assert_ne!(gate.identity, body.identity, "two individuals, two identities");
+    }
+    let mut helper = gate.to_args();
+    helper.push("--".into());
+    // Killed by the test (with its cage) once the second cage has run.
+    let mut bomb = Command::new(teneral())
+        .arg("confine")
+        .args(helper)
+        .args([PYTHON, "-c", PROBE, "bomb:1000"])
+        .current_dir(&checkout)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let stdout = bomb.stdout.take().ok_or("the bomb's stdout")?;
+    let mut seen = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line?;
+        seen.push(line.clone());
+        if line.starts_with("holding") {
+            break;
+        }
+    }
+    let later = through_helper(&body, &home, &secret, &["fork:8".into(), "uid:".into()]);
+    let _ = bomb.kill();
+    let _ = bomb.wait();
+    assert!(seen.iter().any(|l| l.starts_with(&format!("bomb ERRNO {EAGAIN} "))), "{seen:?}");
+    let later = later?;
+    assert_eq!(line(&later, "fork"), "fork OK 8", "beside another individual's bomb {seen:?}");
+    if let Some(id) = body.identity {
+        assert_eq!(line(&later, "uid"), format!("uid OK {}", id.uid), "{later}");
+    }
     Ok(())
 }

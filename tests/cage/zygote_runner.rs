@@ -33,7 +33,7 @@ fn the_kernels_spawn_sends_confined_launches_through_the_zygote() -> TestResult 
             .arg("echo inside; ls /proc | grep -c '^[0-9]'; echo oops >&2; exit 3");
         spec.stdout = Output::Pipe;
         spec.stderr = Output::Pipe;
-        let spec = cage.wrap("zygote-test", &profile, spec, Default::default())?;
+        let spec = cage.wrap("zygote-test", &profile, spec, Default::default(), None)?;
         let mut child = spawn::spawn(spec)?;
         let mut out = String::new();
         let mut err = String::new();

@@ -65,6 +65,47 @@ pub fn shared_body_target() -> PathBuf {
     target_root().join("test-bodies")
 }
 
+/// The name the test individuals' identity is recorded under
+/// (`TENERAL_TEST_IDENTITY`): they share the build caches above, which one
+/// identity must own, so a root kernel runs them all as one.
+pub const TEST_IDENTITY: &str = "teneral-test-individuals";
+
+/// Sets `TENERAL_TEST_IDENTITY` for this process and every kernel it
+/// starts, once, before the first test individual exists. The tests act as
+/// a body in its workspace, which a root kernel gives to the individual's
+/// identity: libgit2 may open repositories of another owner here.
+pub fn share_test_identity() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var(teneral::confine::identity::TEST_KEY_VAR, TEST_IDENTITY);
+        // SAFETY: called once, before this process opens any repository of
+        // a test individual; it sets a flag of libgit2's global options.
+        let _ = unsafe { git2::opts::set_verify_owner_validation(false) };
+    });
+}
+
+/// Gives `path` (beneath the individual at `home`) and everything in it,
+/// links themselves not followed, to the individual's identity, as if the
+/// body had written what the test (root) just wrote there. Nothing to do
+/// for a kernel that is not root.
+pub fn give_to_individual(home: &Path, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let id = teneral::confine::identity::of(home)?;
+    let mut pending = vec![path.to_owned()];
+    while let Some(p) = pending.pop() {
+        let meta = std::fs::symlink_metadata(&p)?;
+        std::os::unix::fs::lchown(&p, Some(id.uid), Some(id.gid))?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&p)? {
+                pending.push(entry?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The same for the gate's checks of every test individual.
 pub fn shared_gate_target() -> PathBuf {
     target_root().join("test-gate")
@@ -147,6 +188,7 @@ impl Individual {
     }
 
     fn finish(&self, script: &str, env: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
+        share_test_identity();
         let home = self.path();
         for (path, content) in STUB_KERNEL {
             let p = home.join(path);

@@ -175,6 +175,8 @@ fn what_a_check_leaves_in_the_gate_target_carries_no_privilege_out() -> TestResu
             &format!(
                 "{MODE_TEST}        let target = std::env::var(\"CARGO_TARGET_DIR\").unwrap_or_default();\n        \
                  let _ = std::os::unix::fs::symlink(\"/etc/shadow\", format!(\"{{target}}/shadow-link\"));\n        \
+                 let _ = std::fs::remove_file(format!(\"{{target}}/left-by-a-check\"));\n        \
+                 let _ = std::fs::write(format!(\"{{target}}/left-by-a-check\"), \"x\");\n        \
                  assert_eq!(super::MODE, \"never\", \"failing on purpose\");\n"
             ),
         )
@@ -187,5 +189,21 @@ fn what_a_check_leaves_in_the_gate_target_carries_no_privilege_out() -> TestResu
         .filter(|p| p.file_name().is_some_and(|n| n == "shadow-link"))
         .collect();
     assert!(links.is_empty(), "a link out of the target is removed: {links:?}");
+    // What the check wrote there is its individual's identity's on the
+    // host (a root kernel's), neither root's nor nobody's.
+    if rustix::process::geteuid().is_root() {
+        use std::os::unix::fs::MetadataExt;
+        let id = teneral::confine::identity::of(ind.path())?;
+        let left: Vec<_> = entries(&target)
+            .into_iter()
+            .filter(|p| p.file_name().is_some_and(|n| n == "left-by-a-check"))
+            .collect();
+        assert!(!left.is_empty(), "the check wrote in the target");
+        for path in left {
+            let meta = std::fs::symlink_metadata(&path)?;
+            assert_eq!((meta.uid(), meta.gid()), (id.uid, id.gid), "{}", path.display());
+            assert!(![0, teneral::confine::BODY_ID].contains(&meta.uid()), "{id:?}");
+        }
+    }
     Ok(())
 }

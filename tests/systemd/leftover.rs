@@ -56,6 +56,7 @@ fn a_killed_kernels_gate_unit_is_stopped_at_the_next_start_and_no_one_elses() ->
         "fn main() {\n    std::thread::sleep(std::time::Duration::from_secs(600));\n}\n",
     )?;
     let candidate = commit_all(&workspace, "a slow build script")?;
+    give_to_individual(ind.path(), &workspace)?;
     teneral::owner::write_line(ind.path(), &candidate)?;
     let end = Instant::now() + LONG;
     let sleeper = loop {

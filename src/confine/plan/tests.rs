@@ -137,6 +137,8 @@ fn a_plan_survives_the_command_line() {
     plan.forward.push(8080);
     plan.fds.push(9);
     plan.limits = Rlimits { tasks: Some(64), address_space: Some(1 << 30) };
+    plan.identity =
+        Some(crate::confine::identity::Identity { uid: 2_000_000_001, gid: 2_000_000_001 });
     let mut args = plan.to_args();
     args.extend(["--".into(), "/bin/true".into(), "x".into()]);
     let (back, argv) = Plan::from_args(&args).unwrap_or_else(|e| unreachable!("{e}"));
@@ -159,6 +161,8 @@ fn malformed_command_lines_are_refused() {
         &["--profile", "gate", "--keep-fd", "2", "--", "true"],
         &["--profile", "gate", "--keep-fd", "x", "--", "true"],
         &["--profile", "gate", "--tasks-max", "-1", "--", "true"],
+        &["--profile", "gate", "--identity", "0:5", "--", "true"],
+        &["--profile", "gate", "--identity", "5", "--", "true"],
         &["--profile"],
     ];
     for args in bad {
