@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use std::os::unix::fs::DirBuilderExt;
 
 use super::pins::Pin;
-use super::staged::{self, StagedError};
+use super::staged::{self, Found, StagedError};
 use super::unpack::gzip::GzipReader;
 use super::unpack::{self, Limits, Summary, UnpackError};
 use super::unpacker::{self, Outcome, RunFailed, Unpacker};
@@ -208,9 +208,9 @@ pub async fn make_tree(
         .mode(0o755)
         .create(&staging)
         .map_err(io_err("cannot make", &staging))?;
-    let result = stage(cache, sha256, archive, unpacker, &staging, &tree).await;
+    let result = unpack_and_check(cache, sha256, archive, unpacker, &staging, &tree).await;
     let result = match result {
-        Ok(()) => {
+        Ok(_) => {
             let (from, to, trees) = (staging.clone(), tree.clone(), trees.clone());
             tokio::task::spawn_blocking(move || install(&from, &to, &trees))
                 .await
@@ -224,15 +224,19 @@ pub async fn make_tree(
     result.map(|()| tree)
 }
 
-/// The caged unpacking into `staging` and the kernel's check of it.
-async fn stage(
+/// The first half of [`make_tree`]: `archive` (pinned as `sha256`)
+/// unpacked into `staging` (an empty directory of the cache's individual)
+/// by the caged `unpacker`, then the kernel's check of what it left, for a
+/// tree that will be used at `tree`. Nothing is synced or renamed.
+/// Returns what the check found.
+pub async fn unpack_and_check(
     cache: &Cache,
     sha256: &str,
     archive: File,
     unpacker: &Unpacker<'_>,
     staging: &Path,
     tree: &Path,
-) -> Result<(), TreeError> {
+) -> Result<Found, TreeError> {
     let individual = unpacker::individual_of_cache(&cache.root);
     let root_len = tree.as_os_str().len();
     let unit = unpacker::unit_name(staging);
@@ -251,10 +255,10 @@ async fn stage(
         Outcome::Failed { how, said } => return Err(TreeError::Unpacker { how, said }),
     }
     let staged = staging.to_owned();
-    tokio::task::spawn_blocking(move || staged::check(&staged, root_len))
+    let found = tokio::task::spawn_blocking(move || staged::check(&staged, root_len))
         .await
         .map_err(|e| io_err("cannot check", staging)(io::Error::other(e)))??;
-    Ok(())
+    Ok(found)
 }
 
 /// Syncs the checked `staging` and renames it to `tree` in `trees`.

@@ -37,10 +37,11 @@ pub use unpacker::Unpacker;
 /// How long an organ's check may run.
 pub const CHECK_LIMIT: Duration = Duration::from_secs(60);
 /// How long unpacking one organ's archive may take, at the gate and at a
-/// generation's start (hashing the archive before is not counted). The
-/// largest archive allowed (256 MiB, at most 1 GiB and 20,000 entries
-/// unpacked) takes a few seconds on an ordinary disk; a hostile archive is
-/// stopped here, naming the entry it reached.
+/// generation's start: the caged unpacker's own deadline (the runner stops
+/// it [`unpacker::STOP_AFTER`] later). The largest archive allowed
+/// (256 MiB, at most 1 GiB and 20,000 entries unpacked) takes a few
+/// seconds on an ordinary disk; a hostile archive is stopped here, naming
+/// the entry it reached.
 pub const UNPACK_LIMIT: Duration = Duration::from_secs(60);
 
 /// Why a commit's organs cannot be used. Every message says what to do.

@@ -171,20 +171,20 @@ fn liar(dir: &Path, plant: &str) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
-/// `make_tree` with `program` as the unpacker, in a cache of its own.
-fn make_tree_with(
-    program: &Path,
-    archive: &[u8],
-) -> Result<(Cache, Result<PathBuf, TreeError>), std::io::Error> {
-    let home = tempfile::Builder::new().prefix("tnl-liar").tempdir()?.keep();
-    let cache = Cache::new(&home);
+/// `make_tree` with `program` as the unpacker, in a cache of its own (in
+/// the temp directory returned).
+fn make_tree_with(program: &Path, archive: &[u8]) -> Result<Made, std::io::Error> {
+    let home = tempfile::Builder::new().prefix("tnl-liar").tempdir()?;
+    let cache = Cache::new(home.path());
     let sha = cache::hash(archive)?;
     let (_dir, file) = archive_file(archive)?;
     let runner = Runner::direct(cage());
     let unpacker = Unpacker::new(&runner, program);
     let made = block_on(cache::make_tree(&cache, &sha, file, &unpacker));
-    Ok((cache, made))
+    Ok((home, cache, made))
 }
+
+type Made = (tempfile::TempDir, Cache, Result<PathBuf, TreeError>);
 
 fn trees_left(cache: &Cache) -> Vec<String> {
     std::fs::read_dir(cache.root.join("trees"))
@@ -198,7 +198,7 @@ fn an_unpacker_that_lies_is_refused_by_the_kernels_check() -> TestResult {
     let scripts = tempfile::tempdir()?;
     // Says it succeeded, leaves a fifo.
     let program = liar(scripts.path(), "mkfifo pipe || exit 8")?;
-    let (cache, made) = make_tree_with(&program, &archive)?;
+    let (_home, cache, made) = make_tree_with(&program, &archive)?;
     match made {
         Err(TreeError::Staged(StagedError::Kind { name, kind })) => {
             assert_eq!((name.as_str(), kind), ("pipe", "fifo"));
@@ -209,7 +209,7 @@ fn an_unpacker_that_lies_is_refused_by_the_kernels_check() -> TestResult {
     // Reports a hash that is not the one of what the kernel sent.
     let zeros = "0".repeat(64);
     let program = liar(scripts.path(), &format!("h={zeros}"))?;
-    let (cache, made) = make_tree_with(&program, &archive)?;
+    let (_home, cache, made) = make_tree_with(&program, &archive)?;
     match made {
         Err(TreeError::Misreported { said, sent }) => {
             assert_eq!((said, sent), (zeros, cache::hash(&archive[..])?));
@@ -219,7 +219,7 @@ fn an_unpacker_that_lies_is_refused_by_the_kernels_check() -> TestResult {
     assert_eq!(trees_left(&cache), Vec::<String>::new());
     // Honest about an empty tree: accepted (the liar's check is what bites).
     let program = liar(scripts.path(), "")?;
-    let (cache, made) = make_tree_with(&program, &archive)?;
+    let (_home, cache, made) = make_tree_with(&program, &archive)?;
     let tree = made?;
     assert!(tree.is_dir() && trees_left(&cache).len() == 1);
     Ok(())
