@@ -244,3 +244,48 @@ fn the_kernel_stops_an_unpacker_past_its_limit_and_keeps_no_tree() -> TestResult
     assert_eq!(trees_left(&cache), Vec::<String>::new());
     Ok(())
 }
+
+/// The kernel's unpacking through each backend it may choose: its own
+/// child, a child in a cgroup of its own (where this machine lets the
+/// kernel make one), and a transient unit of the user manager (under
+/// `scripts/with-systemd`, which sets `TENERAL_TEST_SYSTEMD=1`). The
+/// archive reaches the unpacker's stdin under each, and the tree is whole.
+#[test]
+fn the_caged_unpacker_reads_its_stdin_under_every_runner() -> TestResult {
+    use teneral::runner::cgroup::Delegated;
+    let tar = Tar::new().file_mode("tool/bin/x", b"#!/bin/sh\n", 0o755).finish();
+    let archive = gz(&tar);
+    // One runtime for all: the user manager's connection lives in the one
+    // it was made in.
+    block_on(async {
+        let mut runners = vec![("direct", Runner::direct(cage()))];
+        match Delegated::find() {
+            Ok(delegated) => runners.push(("cgroup", Runner::cgroup(delegated, cage()))),
+            Err(why) => eprintln!("the cgroup runner is not tried here: {why}"),
+        }
+        if std::env::var("TENERAL_TEST_SYSTEMD").as_deref() == Ok("1") {
+            let choice = teneral::settings::RunnerChoice::Systemd;
+            runners.push(("systemd", Runner::choose(choice, cage()).await?));
+        } else {
+            eprintln!("the systemd runner is not tried here (scripts/with-systemd tries it)");
+        }
+        for (name, runner) in &runners {
+            let home = tempfile::Builder::new().prefix("tnl-runner").tempdir()?;
+            let cache = Cache::new(home.path());
+            let sha = cache::hash(&archive[..])?;
+            let (_dir, file) = archive_file(&archive)?;
+            let program = teneral();
+            let unpacker = Unpacker::new(runner, &program);
+            let tree = cache::make_tree(&cache, &sha, file, &unpacker)
+                .await
+                .map_err(|e| format!("{name}: {e}"))?;
+            assert_eq!(
+                super::listing(&tree),
+                ["tool d 755", "tool/bin d 755", "tool/bin/x f 755 #!/bin/sh\n"],
+                "{name}"
+            );
+        }
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })?;
+    Ok(())
+}
