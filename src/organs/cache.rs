@@ -5,9 +5,9 @@
 //!
 //! Invariants: a tree that exists is whole, because it is unpacked into a
 //! staging directory beside its place, checked, synced, and renamed into
-//! it; the bytes hashed are the bytes unpacked (the kernel hashes what it
-//! writes into the unpacker's stdin, and the unpacker must report the same
-//! hash of what it read);
+//! it; the bytes hashed are the bytes unpacked (the kernel hashes the open
+//! archive it gives the unpacker as stdin, and the unpacker must report the
+//! same hash of what it read);
 //! nothing here removes an archive or a tree; a set is named by a hash of
 //! what it holds, so sets of equal pins are one directory.
 
@@ -172,12 +172,10 @@ pub enum TreeError {
     #[error("the unpacker ended with {how}: {said}")]
     Unpacker { how: String, said: String },
     #[error(
-        "the unpacker says it read bytes hashing to {said}, but the kernel sent bytes hashing \
-         to {sent}"
+        "the unpacker says it read bytes hashing to {said}, but the archive it was given \
+         hashes to {hashed}"
     )]
-    Misreported { said: String, sent: String },
-    #[error("the unpacker stopped reading the archive before its end")]
-    Unread,
+    Misreported { said: String, hashed: String },
     #[error("the unpacked tree is refused: {0}")]
     Staged(#[from] StagedError),
     #[error(transparent)]
@@ -240,15 +238,14 @@ pub async fn unpack_and_check(
     let individual = unpacker::individual_of_cache(&cache.root);
     let root_len = tree.as_os_str().len();
     let unit = unpacker::unit_name(staging);
-    let (fed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
-    if fed.sha256 != sha256 {
-        return Err(TreeError::WrongHash(fed.sha256));
+    let (hashed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
+    if hashed != sha256 {
+        return Err(TreeError::WrongHash(hashed));
     }
     match outcome {
-        Outcome::Said { sha256: said, .. } if said != fed.sha256 => {
-            return Err(TreeError::Misreported { said, sent: fed.sha256 })
+        Outcome::Said { sha256: said, .. } if said != hashed => {
+            return Err(TreeError::Misreported { said, hashed })
         }
-        Outcome::Said { .. } if !fed.whole => return Err(TreeError::Unread),
         Outcome::Said { .. } => {}
         Outcome::Refused(said) => return Err(TreeError::Refused(said)),
         Outcome::TimedOut => return Err(TreeError::TimedOut(unpacker.limit)),

@@ -2,8 +2,9 @@
 //! the archive parser never runs with the kernel's rights.
 //!
 //! The kernel's half ([`Unpacker::run`]) opens the archive itself
-//! (`O_NOFOLLOW`, see [`super::cache::open_archive`]) and feeds it through a
-//! pipe on the child's stdin, hashing every byte it sends; the child is the
+//! (`O_NOFOLLOW`, see [`super::cache::open_archive`]) and gives that open
+//! file to the child as its stdin, hashing the same file itself meanwhile
+//! (with `pread`, which leaves the child's offset alone); the child is the
 //! kernel's own program, `teneral unpack-organ`, started through the runner
 //! like every child (the direct, cgroup and systemd backends alike), with a
 //! time limit and memory and task limits. The child's half
@@ -11,24 +12,21 @@
 //! into the staging directory, the one place the profile lets it write,
 //! and prints one line, [`summary_line`]: what it unpacked and the SHA-256
 //! of what it read. The kernel reads that line with a bound
-//! ([`parse_summary`]) and trusts none of it: the hash must equal its own,
-//! and the tree is checked afterwards ([`super::staged`]).
+//! ([`parse_summary`]) and trusts none of it: the hash must equal its own
+//! and the pin, and the tree is checked afterwards ([`super::staged`]).
 //!
 //! Invariants: the child gets the archive only as a descriptor, never a
-//! path; the bytes the kernel hashed are the bytes the child could read
-//! (one pipe, written by the kernel alone); a child that stops reading
-//! cannot hold the kernel (the pipe is written without blocking, and the
-//! feed stops once the child has ended).
+//! path (its profile grants nothing of the cache but its staging
+//! directory); a tree is kept only when the kernel's hash of the file, the
+//! hash of what the child read and the pin are one.
 
 use std::fs::File;
-use std::io::{self, Read};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{self, Seek};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
 
 use super::cache::{hex, MAX_ARCHIVE};
@@ -89,15 +87,6 @@ pub enum Outcome {
     Failed { how: String, said: String },
 }
 
-/// What the kernel sent the child.
-#[derive(Debug)]
-pub struct Fed {
-    /// The SHA-256 of the whole archive, as the kernel read it.
-    pub sha256: String,
-    /// Every byte reached the pipe (the child did not stop reading early).
-    pub whole: bool,
-}
-
 /// Why the child could not be run, or the archive not read.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFailed {
@@ -108,21 +97,20 @@ pub enum RunFailed {
 }
 
 impl Unpacker<'_> {
-    /// Runs the child as unit `unit` on `archive` into `staging` (an empty
-    /// directory of `individual`), for a tree used at a path `root_len`
-    /// bytes long. Returns what the kernel sent and how the child ended.
+    /// Runs the child as unit `unit` on `archive` (open at its start) into
+    /// `staging` (an empty directory of `individual`), for a tree used at a
+    /// path `root_len` bytes long. Returns the SHA-256 the kernel computed
+    /// of the whole archive, and how the child ended.
     pub async fn run(
         &self,
         unit: &str,
-        archive: File,
+        mut archive: File,
         individual: &Path,
         staging: &Path,
         root_len: usize,
-    ) -> Result<(Fed, Outcome), RunFailed> {
-        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| RunFailed::Read(e.into()))?;
-        // Fewer wake-ups of both sides; a smaller pipe only costs speed.
-        let _ = rustix::pipe::fcntl_setpipe_size(&write, 1 << 20);
+    ) -> Result<(String, Outcome), RunFailed> {
+        archive.rewind().map_err(RunFailed::Read)?;
+        let stdin = archive.as_fd().try_clone_to_owned().map_err(RunFailed::Read)?;
         let mut spec = Spec::new(self.program, staging)
             .arg(SUBCOMMAND)
             .arg("--root-len")
@@ -130,7 +118,7 @@ impl Unpacker<'_> {
             .arg("--limit-ms")
             .arg(self.limit.as_millis().to_string())
             .arg(staging);
-        spec.stdin = Some(read);
+        spec.stdin = Some(stdin);
         let limits = Limits {
             memory_max: Some(MEMORY_MAX),
             tasks_max: Some(TASKS_MAX),
@@ -143,17 +131,10 @@ impl Unpacker<'_> {
             program: self.program.to_owned(),
             staging: staging.to_owned(),
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        let feeding = {
-            let stop = stop.clone();
-            tokio::task::spawn_blocking(move || feed(archive, write, &stop))
-        };
+        let hashing = tokio::task::spawn_blocking(move || hash_whole(&archive));
         let run = self.runner.run(unit, Launch::new(spec, limits).caged(profile)).await;
-        // Whatever happened, the feed ends now: the child's end of the pipe
-        // is closed, or never was given.
-        stop.store(true, Ordering::SeqCst);
-        let fed = match feeding.await {
-            Ok(fed) => fed.map_err(RunFailed::Read)?,
+        let sha256 = match hashing.await {
+            Ok(hashed) => hashed.map_err(RunFailed::Read)?,
             Err(e) => return Err(RunFailed::Read(io::Error::other(e))),
         };
         let (ended, running) = run.map_err(|e| RunFailed::Start(Box::new(e)))?;
@@ -176,61 +157,31 @@ impl Unpacker<'_> {
             };
             Outcome::Failed { how, said: last_words(&running.stderr_tail()) }
         };
-        Ok((fed, outcome))
+        Ok((sha256, outcome))
     }
 }
 
-/// Writes `archive` into `pipe` until its end, hashing every byte read;
-/// stops writing (and only hashes the rest) once the child has gone or
-/// `stop` is set. Fails past [`MAX_ARCHIVE`] bytes (a file that grows).
-fn feed(mut archive: File, pipe: OwnedFd, stop: &AtomicBool) -> io::Result<Fed> {
-    rustix::fs::fcntl_setfl(&pipe, OFlags::NONBLOCK)?;
-    let mut pipe = Some(pipe);
+/// The SHA-256 of all of `file`, read with `pread` from its start (the
+/// offset it shares with the child is left alone). Fails past
+/// [`MAX_ARCHIVE`] bytes (a file that grows).
+fn hash_whole(file: &File) -> io::Result<String> {
     let mut hash = Sha256::new();
-    let mut read = 0u64;
     let mut buf = vec![0u8; 1 << 18];
+    let mut at = 0u64;
     loop {
-        let n = match archive.read(&mut buf) {
+        let n = match file.read_at(&mut buf, at) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        read += n as u64;
-        if read > MAX_ARCHIVE {
+        at += n as u64;
+        if at > MAX_ARCHIVE {
             return Err(io::Error::other("the archive grew past 256 MiB while it was read"));
         }
         hash.update(&buf[..n]);
-        if pipe.as_ref().is_some_and(|fd| !send(fd, &buf[..n], stop)) {
-            pipe = None;
-        }
     }
-    Ok(Fed { sha256: hex(&hash.finalize()), whole: pipe.is_some() })
-}
-
-/// Writes all of `bytes` to the non-blocking `pipe`; false when the reader
-/// has gone (EPIPE) or `stop` is set.
-fn send(pipe: &OwnedFd, mut bytes: &[u8], stop: &AtomicBool) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec};
-    while !bytes.is_empty() {
-        if stop.load(Ordering::SeqCst) {
-            return false;
-        }
-        match rustix::io::write(pipe, bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(rustix::io::Errno::AGAIN) => {
-                let mut fds = [PollFd::new(pipe, PollFlags::OUT)];
-                let wait = Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
-                match rustix::event::poll(&mut fds, Some(&wait)) {
-                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                    Err(_) => return false,
-                }
-            }
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return false,
-        }
-    }
-    true
+    Ok(hex(&hash.finalize()))
 }
 
 /// The line the child prints when it unpacked the archive.
@@ -379,33 +330,22 @@ mod tests {
     }
 
     #[test]
-    fn the_feed_hashes_everything_and_stops_when_the_reader_is_gone() -> io::Result<()> {
+    fn the_whole_file_is_hashed_wherever_its_offset_stands() -> io::Result<()> {
+        use std::io::Read;
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("a");
         let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &bytes)?;
         let want = hex(&Sha256::digest(&bytes));
-        // A reader that takes everything.
-        let (read, write) = rustix::pipe::pipe()?;
-        let reader = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            File::from(read).read_to_end(&mut got).map(|_| got)
-        });
-        let fed = feed(File::open(&path)?, write, &AtomicBool::new(false))?;
-        let got = reader.join().map_err(|_| io::Error::other("the reader panicked"))??;
-        assert_eq!((fed.sha256.as_str(), fed.whole), (want.as_str(), true));
-        assert_eq!(got, bytes);
-        // A reader gone at once: the whole file is still hashed.
-        let (read, write) = rustix::pipe::pipe()?;
-        drop(read);
-        let fed = feed(File::open(&path)?, write, &AtomicBool::new(false))?;
-        assert_eq!((fed.sha256.as_str(), fed.whole), (want.as_str(), false));
-        // A reader that holds its end and never reads: the stop ends the feed.
-        let (read, write) = rustix::pipe::pipe()?;
-        let stop = AtomicBool::new(true);
-        let fed = feed(File::open(&path)?, write, &stop)?;
-        assert_eq!((fed.sha256.as_str(), fed.whole), (want.as_str(), false));
-        drop(read);
+        let mut file = File::open(&path)?;
+        let mut first = [0u8; 1000];
+        file.read_exact(&mut first)?;
+        assert_eq!(hash_whole(&file)?, want);
+        // The offset the child reads from is where it was.
+        assert_eq!(file.stream_position()?, 1000);
+        assert_eq!(hash_whole(&File::open(dir.path().join("a"))?)?, want);
+        std::fs::write(&path, b"")?;
+        assert_eq!(hash_whole(&File::open(&path)?)?, hex(&Sha256::digest(b"")));
         Ok(())
     }
 }

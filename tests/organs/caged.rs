@@ -211,8 +211,8 @@ fn an_unpacker_that_lies_is_refused_by_the_kernels_check() -> TestResult {
     let program = liar(scripts.path(), &format!("h={zeros}"))?;
     let (_home, cache, made) = make_tree_with(&program, &archive)?;
     match made {
-        Err(TreeError::Misreported { said, sent }) => {
-            assert_eq!((said, sent), (zeros, cache::hash(&archive[..])?));
+        Err(TreeError::Misreported { said, hashed }) => {
+            assert_eq!((said, hashed), (zeros, cache::hash(&archive[..])?));
         }
         other => panic!("want the hash refused, got {other:?}"),
     }
