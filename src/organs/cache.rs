@@ -217,7 +217,8 @@ pub async fn make_tree(
         Err(e) => Err(e),
     };
     if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
+        // A refused tree may hold 20,000 names: removed off the runtime's thread.
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&staging)).await;
     }
     result.map(|()| tree)
 }

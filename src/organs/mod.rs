@@ -5,7 +5,7 @@
 //! - [`unpack`]: the unpacker, a security boundary against hostile archives,
 //!   with its pure rules in [`unpack::resolve`];
 //! - [`unpacker`]: the unpacker run as a caged process of its own (the
-//!   `unpack` profile), the archive fed on its stdin;
+//!   `unpack` profile), the archive given as its stdin;
 //! - [`staged`]: the kernel's check of the tree the caged unpacker left;
 //! - [`cache`]: `.teneral/organs/` (archives, trees, sets);
 //! - [`gate`]: running an organ's check.
