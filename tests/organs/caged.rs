@@ -289,3 +289,56 @@ fn the_caged_unpacker_reads_its_stdin_under_every_runner() -> TestResult {
     })?;
     Ok(())
 }
+
+/// Set for the child half of the zygote's test.
+const ZYGOTE_CHILD: &str = "TENERAL_TEST_UNPACK_THROUGH_ZYGOTE";
+
+/// The child's half: with the cage's zygote started as the kernel starts
+/// it, the unpacking goes through it, the archive on fd 0 of the request.
+/// A process of its own, since the zygote takes every confined launch of
+/// its process.
+#[test]
+fn child_unpacks_through_the_zygote() {
+    if std::env::var_os(ZYGOTE_CHILD).is_none() {
+        return; // Run by the parent test only.
+    }
+    let archive = gz(&Tar::new().file("tool/x", b"through").finish());
+    let made = block_on(async {
+        let cage = Cage::On { exe: teneral(), pretend_missing: vec![] };
+        assert!(cage.start_zygote().expect("the zygote starts"), "no teneral-confine beside");
+        let before = teneral::spawn::zygote_launches();
+        let home = tempfile::Builder::new().prefix("tnl-zygote").tempdir().expect("a home");
+        let cache = Cache::new(home.path());
+        let sha = cache::hash(&archive[..]).expect("hashed");
+        let (_dir, file) = archive_file(&archive).expect("the archive is written");
+        let runner = Runner::direct(cage);
+        let program = teneral();
+        let tree = cache::make_tree(&cache, &sha, file, &Unpacker::new(&runner, &program)).await;
+        let launches = teneral::spawn::zygote_launches() - before;
+        let listing = tree.map(|t| super::listing(&t)).map_err(|e| e.to_string());
+        (launches, listing)
+    });
+    println!("\nZYGOTE {made:?}");
+}
+
+#[test]
+fn the_unpacker_is_launched_through_the_zygote_when_the_kernel_has_one() -> TestResult {
+    if !crate::cage::require_cage()? {
+        return Ok(());
+    }
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(exe)
+        .args(["organs::caged::child_unpacks_through_the_zygote", "--exact", "--nocapture"])
+        .args(["--test-threads=1"])
+        .env(ZYGOTE_CHILD, "1")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find_map(|l| l.strip_prefix("ZYGOTE ")).ok_or_else(|| {
+        format!("the child said nothing: {stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    let want = r#"(1, Ok(["tool d 755", "tool/x f 644 through"]))"#;
+    assert_eq!(line, want);
+    Ok(())
+}
