@@ -1,7 +1,7 @@
 //! Every child process of the kernel starts here, and is reaped here.
 //!
 //! [`spawn`] clears the environment and passes only what the caller lists,
-//! gives the child an empty stdin, no descriptor but its standard three
+//! gives the child an empty stdin (or the descriptor [`Spec::stdin`] names), no descriptor but its standard three
 //! (whatever the kernel inherited without close-on-exec stays behind), its
 //! own process group, and death with the kernel. [`Child::stop`] sends SIGTERM to the whole group, waits a grace
 //! period, then SIGKILLs the group.
@@ -85,6 +85,8 @@ pub struct Spec {
     pub env: Vec<(String, OsString)>,
     pub stdout: Output,
     pub stderr: Output,
+    /// What the child reads on stdin; `None`: nothing (`/dev/null`).
+    pub stdin: Option<OwnedFd>,
 }
 
 impl Spec {
@@ -96,6 +98,7 @@ impl Spec {
             env: Vec::new(),
             stdout: Output::Null,
             stderr: Output::Null,
+            stdin: None,
         }
     }
 
@@ -126,7 +129,8 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
         Err(spec) => spec,
     };
     let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args).current_dir(&spec.cwd).env_clear().stdin(Stdio::null()).process_group(0);
+    let stdin = spec.stdin.map_or_else(Stdio::null, Stdio::from);
+    cmd.args(&spec.args).current_dir(&spec.cwd).env_clear().stdin(stdin).process_group(0);
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

@@ -2,12 +2,14 @@
 //! the cache and the set, `teneral organs` (the gate's steps, checks
 //! included) and the supervisor's stop on a missing archive.
 
+mod caged;
 mod corpus;
 mod costs;
 #[path = "../fuzz/logic.rs"]
 mod fuzz_logic;
 mod gate;
 mod limits;
+mod staged;
 pub mod tarball;
 
 use std::os::unix::fs::PermissionsExt;

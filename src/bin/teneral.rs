@@ -74,6 +74,20 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Unpack the organ archive on stdin into STAGING (an empty directory),
+    /// as the kernel runs it in the cage's unpack profile; print what was
+    /// unpacked and the SHA-256 of what was read.
+    #[command(hide = true)]
+    UnpackOrgan {
+        staging: PathBuf,
+        /// The length of the path the tree will be used at (names must fit
+        /// in PATH_MAX behind it).
+        #[arg(long)]
+        root_len: usize,
+        /// Milliseconds the unpacking may take.
+        #[arg(long)]
+        limit_ms: u64,
+    },
     /// Print the kernel's named durability points, one a line (for
     /// TENERAL_TEST_CRASH_AT=<name>[@<n>], which kills the kernel there).
     CrashPoints,
@@ -152,6 +166,12 @@ fn main() -> ExitCode {
                 u8::try_from(teneral::spawn::keeper_main(file, kernel)).unwrap_or(1),
             )
         }
+        Command::UnpackOrgan { staging, root_len, limit_ms } => {
+            let limit = std::time::Duration::from_millis(*limit_ms);
+            return ExitCode::from(teneral::organs::unpacker::child_main(
+                staging, *root_len, limit,
+            ));
+        }
         Command::CrashPoints => {
             for (name, what) in teneral::crash::POINTS {
                 println!("{name}\t{what}");
@@ -199,7 +219,9 @@ fn main() -> ExitCode {
             }
             // Dispatched before parsing, in main; never reached.
             Command::Confine { .. } => Ok(teneral::confine::EXIT_USAGE),
-            Command::KeepChildren { .. } | Command::CrashPoints => Ok(0),
+            Command::KeepChildren { .. } | Command::CrashPoints | Command::UnpackOrgan { .. } => {
+                Ok(0)
+            }
             Command::Replay { dir, from, to, last, json, smoke } => {
                 let options = teneral::replay::Options { from, to, last, smoke };
                 Ok(teneral::replay::main(&dir, &options, json).await?)
@@ -256,7 +278,10 @@ async fn organs(dir: &std::path::Path, check_seconds: u64, cage: bool) -> anyhow
         false => teneral::runner::Cage::Off,
     };
     let runner = teneral::runner::Runner::direct(cage);
-    match teneral::organs::gate(&home, &checkout, &env, &runner, limits, "workspace").await? {
+    let program = std::env::current_exe()?;
+    let mut unpacker = teneral::organs::Unpacker::new(&runner, &program);
+    unpacker.stop_timeout = grace;
+    match teneral::organs::gate(&home, &checkout, &env, &unpacker, limits, "workspace").await? {
         Some(set) => println!("{}", set.display()),
         None => eprintln!(
             "teneral: {} pins no organs (no body/organs.json, or {{}}): leave TENERAL_ORGANS unset",

@@ -124,6 +124,10 @@ pub enum Profile {
     /// Packing a mutation's objects from the agent's workspace: `source`
     /// (the clone) read, `out` written, loopback only.
     Pack { source: PathBuf, out: PathBuf },
+    /// Unpacking an organ's archive (it comes on stdin): `program` (the
+    /// kernel's own) executed, `staging` written, nothing else of
+    /// `individual`, whose directory no system rule may cover; loopback only.
+    Unpack { individual: PathBuf, program: PathBuf, staging: PathBuf },
 }
 
 /// Why the cage cannot be built here.
@@ -235,7 +239,8 @@ impl Cage {
                     Profile::Gate { .. }
                     | Profile::Organ { .. }
                     | Profile::Model { .. }
-                    | Profile::Pack { .. } => None,
+                    | Profile::Pack { .. }
+                    | Profile::Unpack { .. } => None,
                 };
                 if let Some(home) = body {
                     host::prepare_generation(home)?;
@@ -398,6 +403,10 @@ pub fn wrap_with(
         Profile::Pack { source, out } => {
             must_exist([source, out])?;
             plan::pack(source, out, &host::host(&[source, out]))
+        }
+        Profile::Unpack { individual, program, staging } => {
+            must_exist([program, staging])?;
+            plan::unpack(program, staging, &host::host(&[individual, staging]))
         }
     };
     // Every profile but the model's is loopback-only; what the kernel offers

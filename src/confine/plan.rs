@@ -160,13 +160,14 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
 
 /// The profiles other than a generation's, as a table: what each grants of
 /// the paths it is given, beside the system rows every profile has, and its
-/// network. One row per profile; [`gate`], [`organ`], [`smoke`], [`model`]
-/// and [`pack`] read it through [`of`].
+/// network. One row per profile; [`gate`], [`organ`], [`smoke`], [`model`],
+/// [`pack`] and [`unpack`] read it through [`of`].
 const PROFILES: &[(&str, Net)] = &[
     ("gate", Net::Loopback),
     ("smoke", Net::Loopback),
     ("organ", Net::Loopback),
     ("pack", Net::Loopback),
+    ("unpack", Net::Loopback),
     // The kernel and the bodies reach the stand-in on the host's loopback.
     ("model", Net::Open),
 ];
@@ -230,6 +231,18 @@ pub fn model(program: &Path, readable: &[PathBuf], writable: &[PathBuf], host: &
 /// nothing it links to elsewhere), `out` to write the pack in, loopback only.
 pub fn pack(source: &Path, out: &Path, host: &Host) -> Plan {
     of("pack", &[(&[source.to_owned()], Access::Read), (&[out.to_owned()], Access::Write)], host)
+}
+
+/// Unpacking an organ's archive: the kernel's own `program` to execute,
+/// `staging` (the empty directory the tree is unpacked into) to write, and
+/// nothing else of any individual; the archive comes on stdin, never by
+/// path. Loopback only.
+pub fn unpack(program: &Path, staging: &Path, host: &Host) -> Plan {
+    of(
+        "unpack",
+        &[(&[program.to_owned()], Access::Exec), (&[staging.to_owned()], Access::Write)],
+        host,
+    )
 }
 
 fn system(host: &Host) -> Vec<Rule> {

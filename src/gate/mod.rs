@@ -220,11 +220,13 @@ impl Gate<'_> {
     ) -> Result<Verdict, Verdict> {
         let mut ground = self.ground(checkout, Limits::for_check(self.settings))?;
         let started = Instant::now();
+        let mut unpacker = crate::organs::Unpacker::new(self.runner, self.kernel_exe);
+        unpacker.stop_timeout = ground.limits.stop_timeout;
         let organ_set = crate::organs::gate(
             self.home,
             checkout,
             &ground.env,
-            self.runner,
+            &unpacker,
             ground.limits,
             candidate.short(),
         )

@@ -1,10 +1,13 @@
 //! The cache `.teneral/organs/`, everything in it named by an archive's hash:
 //! `archives/<sha256>.tar.gz` (put there by the agent), `trees/<sha256>/`
-//! (unpacked by the kernel), `sets/<id>/<name>` (one link per pinned organ).
+//! (unpacked in the cage, checked by the kernel), `sets/<id>/<name>` (one
+//! link per pinned organ).
 //!
 //! Invariants: a tree that exists is whole, because it is unpacked into a
-//! staging directory beside its place, synced, and renamed into it; the bytes hashed
-//! are the bytes unpacked (one open file, hashed again as it is unpacked);
+//! staging directory beside its place, checked, synced, and renamed into
+//! it; the bytes hashed are the bytes unpacked (the kernel hashes the open
+//! archive it gives the unpacker as stdin, and the unpacker must report the
+//! same hash of what it read);
 //! nothing here removes an archive or a tree; a set is named by a hash of
 //! what it holds, so sets of equal pins are one directory.
 
@@ -15,9 +18,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use sha2::{Digest, Sha256};
 
+use std::os::unix::fs::DirBuilderExt;
+
 use super::pins::Pin;
+use super::staged::{self, Found, StagedError};
 use super::unpack::gzip::GzipReader;
 use super::unpack::{self, Limits, Summary, UnpackError};
+use super::unpacker::{self, Outcome, RunFailed, Unpacker};
 
 /// The cache, relative to the individual's directory.
 pub const CACHE_DIR: &str = ".teneral/organs";
@@ -111,7 +118,7 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -150,59 +157,128 @@ pub fn unpack_file_within(
 /// What went wrong making a tree.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
+    /// The archive the kernel read does not hash to the pin.
+    #[error("the archive hashes to {0}")]
+    WrongHash(String),
+    /// The unpacker refused the archive, in its words.
+    #[error("{0}")]
+    Refused(String),
+    #[error(
+        "unpacking took longer than {}s, the limit for one archive; an organ must be an \
+         archive that unpacks within it: pin a release with fewer entries or less data",
+        .0.as_secs_f64()
+    )]
+    TimedOut(std::time::Duration),
+    #[error("the unpacker ended with {how}: {said}")]
+    Unpacker { how: String, said: String },
+    #[error(
+        "the unpacker says it read bytes hashing to {said}, but the archive it was given \
+         hashes to {hashed}"
+    )]
+    Misreported { said: String, hashed: String },
+    #[error("the unpacked tree is refused: {0}")]
+    Staged(#[from] StagedError),
     #[error(transparent)]
-    Unpack(#[from] UnpackError),
-    #[error("the archive changed while it was unpacked (it now hashes to {0})")]
-    Changed(String),
+    Run(#[from] RunFailed),
     #[error("{what} {path}: {source}")]
     Io { what: &'static str, path: PathBuf, source: io::Error },
 }
 
-/// Unpacks `archive` (already hashed to `sha256`) as `trees/<sha256>`,
-/// through a staging directory beside it, within `limit` (names measured
-/// against PATH_MAX at the tree's final place). A tree that appears
-/// meanwhile (another kernel) is kept and the staging directory removed.
-pub fn make_tree(
+/// Unpacks `archive` (pinned as `sha256`) as `trees/<sha256>`: the caged
+/// `unpacker` writes a staging directory beside it, the kernel checks what
+/// it left ([`staged::check`]), syncs it and renames it into place. A tree
+/// that appears meanwhile (another kernel) is kept and the staging
+/// directory removed. Names are measured against PATH_MAX at the tree's
+/// final place.
+pub async fn make_tree(
     cache: &Cache,
     sha256: &str,
     archive: File,
-    limit: std::time::Duration,
+    unpacker: &Unpacker<'_>,
 ) -> Result<PathBuf, TreeError> {
     let tree = cache.tree(sha256);
     let trees = cache.root.join("trees");
-    let io_err = |what, path: &Path| {
-        let path = path.to_owned();
-        move |source| TreeError::Io { what, path, source }
-    };
     std::fs::create_dir_all(&trees).map_err(io_err("cannot make", &trees))?;
     remove_orphans(&trees, &format!(".unpack-{sha256}-"));
     let staging = trees.join(staging_name("unpack", sha256));
-    std::fs::create_dir(&staging).map_err(io_err("cannot make", &staging))?;
-    let limits = Limits::new(limit, &tree);
-    let result = unpack_file_within(archive, &staging, &limits).map_err(TreeError::from).and_then(
-        |(_, got)| {
-            if got != sha256 {
-                return Err(TreeError::Changed(got));
-            }
-            // The tree's data reaches the disk before its name does, so a tree
-            // that exists after a power loss is whole too.
-            File::open(&staging)
-                .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
-                .map_err(io_err("cannot sync", &staging))?;
-            match std::fs::rename(&staging, &tree) {
-                Ok(()) => crate::fsutil::sync_dir(&trees).map_err(io_err("cannot sync", &trees)),
-                Err(_) if tree.is_dir() => {
-                    let _ = std::fs::remove_dir_all(&staging);
-                    Ok(())
-                }
-                Err(e) => Err(io_err("cannot rename the unpacked tree to", &tree)(e)),
-            }
-        },
-    );
+    // 0755 at most whatever the umask: the check refuses group or other write.
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&staging)
+        .map_err(io_err("cannot make", &staging))?;
+    let result = unpack_and_check(cache, sha256, archive, unpacker, &staging, &tree).await;
+    let result = match result {
+        Ok(_) => {
+            let (from, to, trees) = (staging.clone(), tree.clone(), trees.clone());
+            tokio::task::spawn_blocking(move || install(&from, &to, &trees))
+                .await
+                .unwrap_or_else(|e| Err(io_err("cannot install", &tree)(io::Error::other(e))))
+        }
+        Err(e) => Err(e),
+    };
     if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
+        // A refused tree may hold 20,000 names: removed off the runtime's thread.
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&staging)).await;
     }
     result.map(|()| tree)
+}
+
+/// The first half of [`make_tree`]: `archive` (pinned as `sha256`)
+/// unpacked into `staging` (an empty directory of the cache's individual)
+/// by the caged `unpacker`, then the kernel's check of what it left, for a
+/// tree that will be used at `tree`. Nothing is synced or renamed.
+/// Returns what the check found.
+pub async fn unpack_and_check(
+    cache: &Cache,
+    sha256: &str,
+    archive: File,
+    unpacker: &Unpacker<'_>,
+    staging: &Path,
+    tree: &Path,
+) -> Result<Found, TreeError> {
+    let individual = unpacker::individual_of_cache(&cache.root);
+    let root_len = tree.as_os_str().len();
+    let unit = unpacker::unit_name(staging);
+    let (hashed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
+    if hashed != sha256 {
+        return Err(TreeError::WrongHash(hashed));
+    }
+    match outcome {
+        Outcome::Said { sha256: said, .. } if said != hashed => {
+            return Err(TreeError::Misreported { said, hashed })
+        }
+        Outcome::Said { .. } => {}
+        Outcome::Refused(said) => return Err(TreeError::Refused(said)),
+        Outcome::TimedOut => return Err(TreeError::TimedOut(unpacker.limit)),
+        Outcome::Failed { how, said } => return Err(TreeError::Unpacker { how, said }),
+    }
+    let staged = staging.to_owned();
+    let found = tokio::task::spawn_blocking(move || staged::check(&staged, root_len))
+        .await
+        .map_err(|e| io_err("cannot check", staging)(io::Error::other(e)))??;
+    Ok(found)
+}
+
+/// Syncs the checked `staging` and renames it to `tree` in `trees`.
+fn install(staging: &Path, tree: &Path, trees: &Path) -> Result<(), TreeError> {
+    // The tree's data reaches the disk before its name does, so a tree
+    // that exists after a power loss is whole too.
+    File::open(staging)
+        .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
+        .map_err(io_err("cannot sync", staging))?;
+    match std::fs::rename(staging, tree) {
+        Ok(()) => crate::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees)),
+        Err(_) if tree.is_dir() => {
+            let _ = std::fs::remove_dir_all(staging);
+            Ok(())
+        }
+        Err(e) => Err(io_err("cannot rename the unpacked tree to", tree)(e)),
+    }
+}
+
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> TreeError {
+    let path = path.to_owned();
+    move |source| TreeError::Io { what, path, source }
 }
 
 /// Removes staging directories `<prefix><pid>-<n>` in `dir` whose process

@@ -4,6 +4,9 @@
 //! - [`pins`]: the pin file's schema (pure);
 //! - [`unpack`]: the unpacker, a security boundary against hostile archives,
 //!   with its pure rules in [`unpack::resolve`];
+//! - [`unpacker`]: the unpacker run as a caged process of its own (the
+//!   `unpack` profile), the archive given as its stdin;
+//! - [`staged`]: the kernel's check of the tree the caged unpacker left;
 //! - [`cache`]: `.teneral/organs/` (archives, trees, sets);
 //! - [`gate`]: running an organ's check.
 //!
@@ -17,24 +20,28 @@
 pub mod cache;
 pub mod gate;
 pub mod pins;
+pub mod staged;
 pub mod unpack;
+pub mod unpacker;
 
 use std::ffi::OsString;
-use std::io::{Read, Seek};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cache::{ArchiveError, Cache, TreeError};
 use gate::CheckError;
 use pins::{Pin, PinError, MAX_PIN_FILE, PIN_FILE};
+pub use unpacker::Unpacker;
 
 /// How long an organ's check may run.
 pub const CHECK_LIMIT: Duration = Duration::from_secs(60);
 /// How long unpacking one organ's archive may take, at the gate and at a
-/// generation's start (hashing the archive before is not counted). The
-/// largest archive allowed (256 MiB, at most 1 GiB and 20,000 entries
-/// unpacked) takes a few seconds on an ordinary disk; a hostile archive is
-/// stopped here, naming the entry it reached.
+/// generation's start: the caged unpacker's own deadline (the runner stops
+/// it [`unpacker::STOP_AFTER`] later). The largest archive allowed
+/// (256 MiB, at most 1 GiB and 20,000 entries unpacked) takes a few
+/// seconds on an ordinary disk; a hostile archive is stopped here, naming
+/// the entry it reached.
 pub const UNPACK_LIMIT: Duration = Duration::from_secs(60);
 
 /// Why a commit's organs cannot be used. Every message says what to do.
@@ -126,35 +133,34 @@ struct Prepared {
 }
 
 /// For the tree at `checkout` (a checkout of some commit; its
-/// `body/organs.json`): unpack every tree that is missing, from its archive
-/// after checking the archive's hash, and link the set. An existing tree is
-/// used as it is (it was unpacked from an archive with that hash). Ok(None)
-/// when nothing is pinned.
-pub fn prepare(home: &Path, checkout: &Path) -> Result<Option<PathBuf>, OrganError> {
-    Ok(prepare_as(home, checkout, Mode::Start)?.map(|p| p.set))
+/// `body/organs.json`): unpack every tree that is missing from its archive
+/// with `unpacker` (the archive's hash checked), and link the set. An
+/// existing tree is used as it is (it was unpacked from an archive with
+/// that hash). Ok(None) when nothing is pinned.
+pub async fn prepare(
+    home: &Path,
+    checkout: &Path,
+    unpacker: &Unpacker<'_>,
+) -> Result<Option<PathBuf>, OrganError> {
+    Ok(prepare_as(home, checkout, Mode::Start, unpacker).await?.map(|p| p.set))
 }
 
 /// The gate step: every archive present with the pinned hash, unpacked
-/// unless it was before, the set linked; then each pin's `check` run in the
-/// organ's root with `env` (the bare check environment the caller gives)
-/// through `runner` within `limits` (at most [`CHECK_LIMIT`] of running),
-/// as a unit named after `tag` (the short form of the commit checked) and the organ.
+/// with `unpacker` unless it was before, the set linked; then each pin's
+/// `check` run in the organ's root with `env` (the bare check environment
+/// the caller gives) through the unpacker's runner within `limits` (at
+/// most [`CHECK_LIMIT`] of running), as a unit named after `tag` (the
+/// short form of the commit checked) and the organ.
 pub async fn gate(
     home: &Path,
     checkout: &Path,
     env: &[(String, OsString)],
-    runner: &crate::runner::Runner,
+    unpacker: &Unpacker<'_>,
     limits: crate::runner::Limits,
     tag: &str,
 ) -> Result<Option<PathBuf>, OrganError> {
-    let (home_buf, checkout_buf) = (home.to_owned(), checkout.to_owned());
-    let prepared =
-        tokio::task::spawn_blocking(move || prepare_as(&home_buf, &checkout_buf, Mode::Gate))
-            .await
-            .map_err(|e| OrganError::Cache {
-                path: Cache::new(home).root,
-                source: std::io::Error::other(e),
-            })??;
+    let runner = unpacker.runner;
+    let prepared = prepare_as(home, checkout, Mode::Gate, unpacker).await?;
     let Some(prepared) = prepared else { return Ok(None) };
     let limit = limits.runtime_max.map_or(CHECK_LIMIT, |l| l.min(CHECK_LIMIT));
     let limits = limits.with_runtime_max(Some(limit));
@@ -169,7 +175,12 @@ pub async fn gate(
     Ok(Some(prepared.set))
 }
 
-fn prepare_as(home: &Path, checkout: &Path, mode: Mode) -> Result<Option<Prepared>, OrganError> {
+async fn prepare_as(
+    home: &Path,
+    checkout: &Path,
+    mode: Mode,
+    unpacker: &Unpacker<'_>,
+) -> Result<Option<Prepared>, OrganError> {
     let pins = read_pins(checkout)?;
     if pins.is_empty() {
         return Ok(None);
@@ -177,7 +188,7 @@ fn prepare_as(home: &Path, checkout: &Path, mode: Mode) -> Result<Option<Prepare
     let cache = Cache::new(home);
     let mut roots = Vec::new();
     for pin in &pins {
-        let tree = ensure_tree(&cache, pin, mode)?;
+        let tree = ensure_tree(&cache, pin, mode, unpacker).await?;
         let root = match &pin.dir {
             Some(dir) => tree.join(dir),
             None => tree,
@@ -194,7 +205,12 @@ fn prepare_as(home: &Path, checkout: &Path, mode: Mode) -> Result<Option<Prepare
 }
 
 /// The organ's tree, unpacked if missing; in the gate, its archive checked.
-fn ensure_tree(cache: &Cache, pin: &Pin, mode: Mode) -> Result<PathBuf, OrganError> {
+async fn ensure_tree(
+    cache: &Cache,
+    pin: &Pin,
+    mode: Mode,
+    unpacker: &Unpacker<'_>,
+) -> Result<PathBuf, OrganError> {
     let tree = cache.tree(&pin.sha256);
     let unpacked = tree.is_dir();
     if unpacked && mode == Mode::Start {
@@ -202,7 +218,7 @@ fn ensure_tree(cache: &Cache, pin: &Pin, mode: Mode) -> Result<PathBuf, OrganErr
     }
     let path = cache.archive(&pin.sha256);
     let organ = pin.name.clone();
-    let mut file = match cache::open_archive(&path) {
+    let file = match cache::open_archive(&path) {
         Ok(f) => f,
         Err(ArchiveError::Missing) => {
             let (sha256, url) = (pin.sha256.clone(), pin.url.clone());
@@ -212,27 +228,32 @@ fn ensure_tree(cache: &Cache, pin: &Pin, mode: Mode) -> Result<PathBuf, OrganErr
             return Err(OrganError::Archive { organ, path, url: pin.url.clone(), reason })
         }
     };
-    let read_err = |e| ArchiveError::Read(e);
-    let got = cache::hash(&mut file).and_then(|h| file.rewind().map(|()| h)).map_err(|e| {
-        OrganError::Archive {
-            organ: organ.clone(),
-            path: path.clone(),
-            url: pin.url.clone(),
-            reason: read_err(e),
-        }
-    })?;
-    if got != pin.sha256 {
-        let (url, want) = (pin.url.clone(), pin.sha256.clone());
-        return Err(OrganError::WrongHash { organ, path, url, want, got });
-    }
+    let read_err = |e: std::io::Error| OrganError::Archive {
+        organ: organ.clone(),
+        path: path.clone(),
+        url: pin.url.clone(),
+        reason: ArchiveError::Read(e),
+    };
+    let wrong_hash = |got: String| OrganError::WrongHash {
+        organ: organ.clone(),
+        path: path.clone(),
+        url: pin.url.clone(),
+        want: pin.sha256.clone(),
+        got,
+    };
     if unpacked {
-        return Ok(tree);
+        let got = tokio::task::spawn_blocking(move || cache::hash(file))
+            .await
+            .map_err(|e| read_err(std::io::Error::other(e)))?
+            .map_err(read_err)?;
+        return if got == pin.sha256 { Ok(tree) } else { Err(wrong_hash(got)) };
     }
-    cache::make_tree(cache, &pin.sha256, file, UNPACK_LIMIT).map_err(|error| OrganError::Unpack {
-        organ,
-        sha256: pin.sha256.clone(),
-        error,
-    })
+    match cache::make_tree(cache, &pin.sha256, file, unpacker).await {
+        Ok(tree) => Ok(tree),
+        Err(TreeError::WrongHash(got)) => Err(wrong_hash(got)),
+        Err(TreeError::Run(unpacker::RunFailed::Read(e))) => Err(read_err(e)),
+        Err(error) => Err(OrganError::Unpack { organ, sha256: pin.sha256.clone(), error }),
+    }
 }
 
 /// The individual a checkout belongs to, for the cache: the nearest

@@ -204,6 +204,7 @@ impl Delegated {
         wrapped.env = spec.env;
         wrapped.stdout = spec.stdout;
         wrapped.stderr = spec.stderr;
+        wrapped.stdin = spec.stdin;
         Ok((group, wrapped))
     }
 }

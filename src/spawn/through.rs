@@ -79,7 +79,11 @@ pub(super) fn spawn(spec: Spec) -> Result<io::Result<Child>, Spec> {
 /// [`spawn`] makes, with its pipes made here and passed along.
 fn spawn_through(zygote: &zygote::Zygote, spec: Spec) -> io::Result<Child> {
     let null = || File::open("/dev/null").map(OwnedFd::from);
-    let mut fds = vec![(0, null()?)];
+    let stdin = match spec.stdin {
+        Some(fd) => fd,
+        None => null()?,
+    };
+    let mut fds = vec![(0, stdin)];
     let mut readers = [None, None];
     for (target, out) in [(1, spec.stdout), (2, spec.stderr)] {
         let fd = match out {

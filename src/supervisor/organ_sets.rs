@@ -20,10 +20,11 @@ impl Kernel {
         commit: &Commit,
         live: &Path,
     ) -> Result<Result<Option<PathBuf>, Next>, KernelError> {
-        let (home, checkout) = (self.home.clone(), live.to_owned());
-        let prepared = tokio::task::spawn_blocking(move || organs::prepare(&home, &checkout))
-            .await
-            .map_err(|e| KernelError::Io(format!("preparing the organs failed: {e}")))?;
+        let program = std::env::current_exe()
+            .map_err(|e| KernelError::Io(format!("the kernel's own binary: {e}")))?;
+        let mut unpacker = organs::Unpacker::new(&self.runner, &program);
+        unpacker.stop_timeout = self.settings.timing.stop_grace;
+        let prepared = organs::prepare(&self.home, live, &unpacker).await;
         let e = match prepared {
             Ok(set) => return Ok(Ok(set)),
             Err(e) => e,

@@ -1,10 +1,13 @@
 //! The malicious corpus: each archive is refused, the refusal names the
-//! entry and says why, and nothing is written outside the staging directory.
+//! entry and says why, and nothing is written outside the staging directory;
+//! by the unpacker in this process and, in the same words, by the unpacker
+//! the kernel runs in the cage's `unpack` profile.
 
 use std::path::PathBuf;
 
 use teneral::organs::unpack::resolve::{show, Refusal};
 use teneral::organs::unpack::{unpack_tar, UnpackError};
+use teneral::organs::unpacker::Outcome;
 
 use super::tarball::{Head, Tar};
 use crate::common::TestResult;
@@ -44,18 +47,26 @@ impl Place {
     }
 }
 
-/// Unpacks `tar` and asserts the refusal of `entry` for `reason`.
+/// Unpacks `tar` and asserts the refusal of `entry` for `reason`; then
+/// unpacks it gzipped, as the kernel does, in the cage (a place of its
+/// own), and asserts the same refusal in the same words.
 pub fn refused(place: &Place, case: &str, tar: &[u8], entry: &str, reason: Refusal) {
     let got = unpack_tar(tar, &place.stage());
+    let text = got.as_ref().err().map(ToString::to_string).unwrap_or_default();
     match &got {
         Err(UnpackError::Refused { entry: e, reason: r }) => {
             assert_eq!((e.as_str(), r), (entry, &reason), "{case}");
-            let text = got.as_ref().err().map(ToString::to_string).unwrap_or_default();
             assert!(text.contains(&format!("entry \"{entry}\" is refused")), "{case}: {text}");
         }
         other => panic!("{case}: want {entry:?} refused for {reason}, got {other:?}"),
     }
     place.assert_nothing_outside(case);
+    let caged = Place::new().expect("a place for the caged unpacker");
+    match super::caged::unpack_in(&caged, tar, super::caged::cage(), &crate::common::teneral()) {
+        Outcome::Refused(said) => assert_eq!(said, text, "{case}: in the cage"),
+        other => panic!("{case}: in the cage, want {entry:?} refused, got {other:?}"),
+    }
+    caged.assert_nothing_outside(case);
 }
 
 pub fn ustar(name: &str, kind: u8, size: u64) -> Head {

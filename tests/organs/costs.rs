@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use teneral::organs::cache::{self, Cache, TreeError};
+use teneral::organs::cache;
 use teneral::organs::unpack::resolve::Refusal;
 use teneral::organs::unpack::{unpack_tar, unpack_tar_within, Limits, UnpackError};
 use teneral::organs::UNPACK_LIMIT;
@@ -123,24 +123,6 @@ fn the_deadline_stops_unpacking_at_the_entry_it_reached() -> TestResult {
     }
     assert!(started.elapsed() < Duration::from_secs(2), "stopped late: {:?}", started.elapsed());
     p.assert_nothing_outside("slow");
-    Ok(())
-}
-
-#[test]
-fn the_cache_gives_up_at_the_limit_and_keeps_no_tree() -> TestResult {
-    let home = tempfile::tempdir()?;
-    let cache = Cache::new(home.path());
-    let archive = super::tarball::gz(&Tar::new().file("a", b"1").finish());
-    let sha = cache::hash(&archive[..])?;
-    let path = home.path().join("a.tar.gz");
-    std::fs::write(&path, &archive)?;
-    let file = std::fs::File::open(&path)?;
-    match cache::make_tree(&cache, &sha, file, Duration::ZERO) {
-        Err(TreeError::Unpack(UnpackError::TimedOut { entry, .. })) => assert_eq!(entry, "a"),
-        other => unreachable!("want a time-out, got {other:?}"),
-    }
-    let trees: Vec<_> = std::fs::read_dir(cache.root.join("trees"))?.collect();
-    assert!(trees.is_empty(), "no tree and no staging directory is left: {trees:?}");
     Ok(())
 }
 

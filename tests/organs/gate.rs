@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use teneral::organs::{self, cache::Cache};
+use teneral::organs::{self, cache::Cache, OrganError, Unpacker};
 
 use super::tarball::{gz, Tar};
 use crate::common::{alive, teneral, Individual, TestResult};
@@ -47,6 +47,15 @@ impl Home {
         }
         std::fs::write(path, archive)?;
         Ok(sha)
+    }
+
+    /// `organs::prepare` as a generation's start runs it (the unpacker in
+    /// the cage where this Linux can build it).
+    fn prepare(&self) -> Result<Option<PathBuf>, OrganError> {
+        let runner = teneral::runner::Runner::direct(super::caged::cage());
+        let program = teneral();
+        let unpacker = Unpacker::new(&runner, &program);
+        super::caged::block_on(organs::prepare(self.path(), &self.workspace(), &unpacker))
     }
 
     /// Writes the workspace's pin file.
@@ -276,18 +285,18 @@ fn a_start_unpacks_a_missing_tree_and_stops_only_without_the_archive() -> TestRe
     let archive = organ("exit 0");
     let sha = home.put(&archive)?;
     home.pin(&pin_json(&sha, Some("tool-1.0"), &[]))?;
-    let set = organs::prepare(home.path(), &home.workspace())?.ok_or("no set")?;
+    let set = home.prepare()?.ok_or("no set")?;
     assert!(set.join("tool/bin/check").is_file());
     // The tree goes: the next start unpacks it again.
     std::fs::remove_dir_all(home.cache().tree(&sha))?;
-    assert_eq!(organs::prepare(home.path(), &home.workspace())?, Some(set.clone()));
+    assert_eq!(home.prepare()?, Some(set.clone()));
     assert!(set.join("tool/bin/check").is_file());
     // The archive goes: the tree is enough.
     std::fs::remove_file(home.cache().archive(&sha))?;
-    assert_eq!(organs::prepare(home.path(), &home.workspace())?, Some(set.clone()));
+    assert_eq!(home.prepare()?, Some(set.clone()));
     // Both go: the start stops, naming the archive's place and its address.
     std::fs::remove_dir_all(home.cache().tree(&sha))?;
-    let err = organs::prepare(home.path(), &home.workspace()).err().ok_or("prepared anyway")?;
+    let err = home.prepare().err().ok_or("prepared anyway")?;
     assert!(err.archive_missing(), "{err}");
     let text = err.to_string();
     assert!(
@@ -329,15 +338,15 @@ fn a_rolled_back_generation_finds_its_tree() -> TestResult {
     let old = home.put(&organ("echo old"))?;
     let new = home.put(&organ("echo new"))?;
     home.pin(&pin_json(&old, Some("tool-1.0"), &[]))?;
-    let old_set = organs::prepare(home.path(), &home.workspace())?.ok_or("no set")?;
+    let old_set = home.prepare()?.ok_or("no set")?;
     home.pin(&pin_json(&new, Some("tool-1.0"), &[]))?;
-    let new_set = organs::prepare(home.path(), &home.workspace())?.ok_or("no set")?;
+    let new_set = home.prepare()?.ok_or("no set")?;
     assert_ne!(old_set, new_set);
     // Back to the old pin: its tree is still there, nothing is unpacked,
     // even with the old archive gone.
     std::fs::remove_file(home.cache().archive(&old))?;
     home.pin(&pin_json(&old, Some("tool-1.0"), &[]))?;
-    assert_eq!(organs::prepare(home.path(), &home.workspace())?, Some(old_set.clone()));
+    assert_eq!(home.prepare()?, Some(old_set.clone()));
     let script = std::fs::read_to_string(old_set.join("tool/bin/check"))?;
     assert!(script.contains("echo old"), "{script}");
     assert!(home.cache().tree(&new).is_dir(), "no tree is ever removed");

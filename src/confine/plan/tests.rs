@@ -107,6 +107,7 @@ fn every_profile_of_the_table_has_its_network_and_the_system_rows_first() {
         ("smoke", Net::Loopback),
         ("organ", Net::Loopback),
         ("pack", Net::Loopback),
+        ("unpack", Net::Loopback),
         ("model", Net::Open),
     ];
     let given = [PathBuf::from("/given")];
@@ -128,6 +129,29 @@ fn pack_reads_the_clone_writes_only_its_output_and_has_loopback() {
     assert_eq!(access_of(&plan, "/i/.git"), vec![]);
     assert_eq!(access_of(&plan, "/i"), vec![]);
     assert_eq!(plan.net, Net::Loopback);
+}
+
+#[test]
+fn unpack_writes_only_its_staging_directory_and_has_loopback() {
+    let staging = "/i/.teneral/organs/trees/.unpack-ab-1-0";
+    let plan = unpack(Path::new("/k/teneral"), Path::new(staging), &host());
+    let table = [
+        (staging, vec![Access::Write]),
+        ("/k/teneral", vec![Access::Exec]),
+        ("/i/.teneral/organs/trees", vec![]),
+        ("/i/.teneral/organs/archives", vec![]),
+        ("/i/.teneral/organs", vec![]),
+        ("/i", vec![]),
+    ];
+    for (path, want) in table {
+        assert_eq!(access_of(&plan, path), want, "{path}");
+    }
+    let granted: Vec<&Path> = plan.rules.iter().map(|r| r.path.as_path()).collect();
+    let system: Vec<PathBuf> = system(&host()).into_iter().map(|r| r.path).collect();
+    let beyond: Vec<&&Path> = granted.iter().filter(|p| !system.iter().any(|s| s == **p)).collect();
+    assert_eq!(beyond, [&Path::new("/k/teneral"), &Path::new(staging)]);
+    assert_eq!(plan.net, Net::Loopback);
+    assert!(plan.readonly.is_empty() && plan.fds.is_empty());
 }
 
 #[test]

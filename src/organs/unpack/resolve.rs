@@ -220,6 +220,18 @@ impl Tree {
         Ok(missing)
     }
 
+    /// Records `node` at `name` (normalized, not empty) as found in a
+    /// finished tree, without the checks of [`Tree::admit`]: for a tree that
+    /// was walked, not unpacked, in an order that says nothing, and whose
+    /// links are all checked against the whole of it by
+    /// [`Tree::escaping_link`].
+    pub fn record(&mut self, name: &[u8], node: Node) {
+        if matches!(node, Node::Symlink(_)) {
+            self.links.push(name.to_vec());
+        }
+        self.nodes.insert(name.to_vec(), node);
+    }
+
     /// Checks a hard link's target: a file written before, named the way
     /// entry names are. Returns the normalized target.
     pub fn hard_link_target(&self, target: &[u8]) -> Result<Vec<u8>, Refusal> {

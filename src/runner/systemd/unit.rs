@@ -201,6 +201,9 @@ async fn ask(
         ("StandardOutputFileDescriptor", Value::from(Fd::from(stdout.as_fd()))),
         ("StandardErrorFileDescriptor", Value::from(Fd::from(stderr.as_fd()))),
     ];
+    if let Some(stdin) = &spec.stdin {
+        props.push(("StandardInputFileDescriptor", Value::from(Fd::from(stdin.as_fd()))));
+    }
     if let Some(own) = &systemd.own_unit {
         props.push(("BindsTo", Value::from(vec![own.clone()])));
         props.push(("Before", Value::from(vec![own.clone()])));
