@@ -137,6 +137,19 @@ fn answered(journal: &[serde_json::Value], name: &str) -> bool {
     })
 }
 
+/// The events from the owner line of file `name` on, briefly: kind, seq and
+/// whatever names a cut turn.
+fn after_line(journal: &[serde_json::Value], name: &str) -> Vec<String> {
+    let at = journal.iter().position(|e| e["type"] == "owner.line" && e["file"] == name);
+    journal[at.unwrap_or(journal.len())..]
+        .iter()
+        .map(|e| match e.get("cut_turn") {
+            Some(cut) => format!("{} {} cut_turn={cut}", e["seq"], e["type"]),
+            None => format!("{} {}", e["seq"], e["type"]),
+        })
+        .collect()
+}
+
 /// Checks the invariants over a quiet individual (its kernel stopped).
 pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     std::thread::sleep(Duration::from_millis(300));
@@ -164,6 +177,7 @@ pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
         if n == 1 && !answered(&journal, name) {
             c.lines_unanswered += 1;
             eprintln!("{what}: line {name} journaled, never answered, no word of a cut turn");
+            eprintln!("{what}: the journal from that line on: {:?}", after_line(&journal, name));
         }
     }
     for request in journal.iter().filter(|e| e["type"] == "mutation.requested") {
