@@ -10,6 +10,7 @@ pub(crate) mod handover;
 mod leftovers;
 mod locks;
 mod offer;
+mod organs;
 mod scenario;
 mod strace;
 

@@ -412,6 +412,18 @@ pub(super) fn sweep_files(home: &Path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => log::warn(format!("cannot sweep temporary files in .teneral: {e}")),
     }
+    // A send-back request waiting at start was left by a `teneralctl back`
+    // that ended (killed, or its kernel gone) before a kernel took it: no
+    // client waits for it, and a later SIGHUP must not act on it.
+    let request = home.join(crate::back_request::BACK_REQUEST);
+    match std::fs::remove_file(&request) {
+        Ok(()) => log::info(
+            "removed a send-back request that no `teneralctl back` waits for any more; \
+             run `teneralctl back` again to go back",
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn(format!("cannot remove {}: {e}", request.display())),
+    }
 }
 
 /// Names the individual and its generation (commit and ordinal) on every

@@ -99,6 +99,22 @@ fn kill_all(found: &[(u32, String)]) {
 fn leftover_files(home: &Path) -> Vec<String> {
     let mut files = event_sockets(home);
     files.extend(super::temp_leftovers(home));
+    // Staging directories of the organ cache (`.unpack-…`, `.set-…`,
+    // `.stale-…`): the kernel is stopped, so none is in use.
+    let organs = home.join(teneral::organs::cache::CACHE_DIR);
+    for dir in [organs.join("trees"), organs.join("sets")] {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                files.push(entry.path().display().to_string());
+            }
+        }
+    }
+    // A send-back request no client waits for any more: a later SIGHUP
+    // would act on it by surprise.
+    let request = home.join(teneral::back_request::BACK_REQUEST);
+    if request.exists() {
+        files.push(request.display().to_string());
+    }
     // Groups still listed; the first line names the kernel the list is of.
     let children = std::fs::read_to_string(home.join(".teneral/run/children")).unwrap_or_default();
     let groups: Vec<&str> = children.lines().filter(|l| !l.starts_with("kernel ")).collect();
