@@ -30,7 +30,8 @@ pub(crate) fn keep_kernel(ind: &Individual, commit: &str, words: &str, exec: boo
     let script =
         format!("#!/bin/sh\necho started >> {}\necho '{words}' >&2\n{then}\n", marks.display());
     std::fs::write(&kept, script)?;
-    std::process::Command::new("chmod").arg("755").arg(&kept).status()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
 
@@ -128,14 +129,10 @@ pub(crate) fn own_kernel_commit(
     std::fs::write(work.path().join("launch.json"), "{\"launcher\": 1}\n")?;
     std::fs::write(work.path().join("src/extra.rs"), extra)?;
     let commit = commit_all(work.path(), "a kernel of its own")?;
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(ind.path())
-        .args(["fetch", "-q"])
-        .arg(work.path())
-        .arg(format!("+{commit}:refs/heads/{branch}"))
-        .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut fetch = std::process::Command::new("git");
+    fetch.arg("-C").arg(ind.path()).args(["fetch", "-q"]).arg(work.path());
+    fetch.arg(format!("+{commit}:refs/heads/{branch}"));
+    succeed_within(&mut fetch, QUICK, "fetching a generation with a kernel of its own")?;
     Ok(commit)
 }
 
