@@ -446,7 +446,12 @@ fn kill_nine_suite() -> TestResult {
             }
             c.redraw();
         }
-        eprintln!("bench-crash: {}/{} done ({:?})", i + 1, rounds.len(), t0.elapsed());
+        eprintln!(
+            "bench-crash: {}/{} done ({:?}): {scenario:?} {kill:?}",
+            i + 1,
+            rounds.len(),
+            t0.elapsed()
+        );
     }
     c.report(t0.elapsed());
     Ok(())
