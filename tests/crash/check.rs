@@ -22,6 +22,7 @@ pub struct Counts {
     pub lines_lost: usize,
     pub lines_duplicated: usize,
     pub unanswered_or_twice: usize,
+    /// The state against the lineage, or against the journal's last move.
     pub disagreements: usize,
     pub leftover_processes: usize,
     pub leftover_files: usize,
@@ -74,7 +75,7 @@ impl Counts {
         println!("lines lost: {}", self.lines_lost);
         println!("lines duplicated: {}", self.lines_duplicated);
         println!("mutations without exactly one verdict: {}", self.unanswered_or_twice);
-        println!("state/lineage disagreements: {}", self.disagreements);
+        println!("state/lineage/journal disagreements: {}", self.disagreements);
         println!("leftover processes: {}", self.leftover_processes);
         println!("leftover files: {}", self.leftover_files);
         println!("owner lines unanswered, with no word of a cut turn: {}", self.lines_unanswered);
@@ -208,6 +209,16 @@ pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     if generation != lineage_of(ind.path()) {
         c.disagreements += 1;
         eprintln!("{what}: state {generation:?}, lineage {:?}", lineage_of(ind.path()));
+    }
+    // The journal's last move (a promotion, a rollback, a send-back) is
+    // where the state must be: a move journaled is finished by the start.
+    let moves = ["mutation.accepted", "generation.rolledback", "generation.sentback"];
+    let last_move = journal.iter().rev().find(|e| moves.iter().any(|m| e["type"] == *m));
+    if let Some(last) = last_move {
+        if last["to"].as_str() != generation.as_deref() {
+            c.disagreements += 1;
+            eprintln!("{what}: state {generation:?}, the journal's last move {last}");
+        }
     }
     let files = leftover_files(ind.path());
     if !files.is_empty() {
