@@ -603,6 +603,16 @@ fn syscall_suite() -> TestResult {
             .filter_map(|(name, n)| Some((name.clone(), (*n).min(*seen[1].get(name)?))))
             .collect();
         eprintln!("bench-crash --syscalls: dry runs of {scenario:?}: {both:?}");
+        if both.is_empty() {
+            // A scenario whose program made no durability call would add
+            // no point and pass unseen.
+            return Err(format!(
+                "{scenario:?}: its {:?} made no durability call in either dry run; see the \
+                 kernel log of its individual, or whether the calls moved to another process",
+                scenario.traced()
+            )
+            .into());
+        }
         for call in &calls {
             let seen = both.get(call).copied().unwrap_or(0);
             let ns = invocations(seen, most).into_iter().enumerate();
