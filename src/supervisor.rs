@@ -196,6 +196,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     };
     let (status, reason) = k.supervise().await?;
     let now = k.current();
+    start::tell_cut_turn_at_end(&k.home, &k.journal, &now);
     kernel_event(&k.journal, &now, "kernel.stopped", json!({"reason": reason, "status": status}));
     if status != EXIT_STOPPED && status != crate::launcher::contract::EXIT_NEXT_KERNEL {
         k.state.stopped = Some(Stopped { reason: reason.clone(), status, at: now_text() });

@@ -10,6 +10,7 @@ pub(crate) mod handover;
 mod leftovers;
 mod locks;
 mod offer;
+mod organs;
 mod power;
 mod scenario;
 mod strace;
@@ -118,6 +119,35 @@ fn an_owner_line_is_journaled_once_when_the_kernel_dies_before_its_file_goes() -
     let told: Vec<Value> =
         ind.events("kernel.notice").into_iter().filter(|e| e["cut_turn"] == seq).collect();
     assert_eq!(told.len(), 1, "told once: {told:?}");
+    Ok(())
+}
+
+#[test]
+fn an_owner_line_unanswered_at_a_clean_stop_is_named_before_the_kernel_stops() -> TestResult {
+    // A body that takes lines and never answers: the stop cuts the turn.
+    let ind = Individual::with_mode("silent", "", &[])?;
+    let mut kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let name = teneral::owner::write_line(ind.path(), "will you answer?")?;
+    let line = ind.wait_for("the owner line", SHORT, |e| {
+        e["type"] == "owner.line" && e["file"] == name.as_str()
+    })?;
+    kernel.signal(15);
+    assert_eq!(kernel.wait(SHORT)?, Some(0), "a clean stop:\n{}", ind.kernel_log());
+    let journal = ind.journal();
+    let stopped =
+        journal.iter().rposition(|e| e["type"] == "kernel.stopped").ok_or("no kernel.stopped")?;
+    let told: Vec<&Value> = journal[..stopped]
+        .iter()
+        .filter(|e| e["type"] == "kernel.notice" && e["cut_turn"] == line["seq"])
+        .collect();
+    assert_eq!(told.len(), 1, "the owner is told before the stop: {journal:?}");
+    assert!(told[0]["seq"].as_u64() > line["seq"].as_u64(), "{}", told[0]);
+    // The next start names the line again, for the agent to take the turn.
+    let _again = ind.start()?;
+    ind.wait_for("the start naming the cut turn", SHORT, |e| {
+        e["type"] == "kernel.started" && e["cut_turn"] == line["seq"]
+    })?;
     Ok(())
 }
 

@@ -253,11 +253,9 @@ fn the_full_client_in_a_terminal_talks_with_a_running_kernel() -> TestResult {
     let tmux_dir = tempfile::tempdir()?;
     let socket = format!("kernel-talk-{}", std::process::id());
     let tmux = |args: &[&str]| {
-        std::process::Command::new("tmux")
-            .env("TMUX_TMPDIR", tmux_dir.path())
-            .args(["-L", &socket])
-            .args(args)
-            .output()
+        let mut tmux = std::process::Command::new("tmux");
+        tmux.env("TMUX_TMPDIR", tmux_dir.path()).args(["-L", &socket]).args(args);
+        run_within(&mut tmux, QUICK, "driving the terminal").map_err(std::io::Error::other)
     };
     let client = format!(
         "env LANG=C.UTF-8 LC_ALL= {} talk -d {}; sleep 600",

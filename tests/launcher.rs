@@ -58,14 +58,11 @@ pub(crate) fn species_commit(
     give_to_individual(ind.path(), &workspace)?;
     // The workspace is the individual's identity's (a root kernel's): the
     // git that reads it is told to trust it.
-    let out = Command::new("timeout")
-        .args(["120", "git", "-C"])
-        .arg(ind.path())
-        .args(["fetch", "-q", "--upload-pack", "git -c safe.directory=* upload-pack"])
-        .arg(&workspace)
-        .arg(format!("+{commit}:refs/heads/species"))
-        .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut fetch = Command::new("git");
+    fetch.arg("-C").arg(ind.path());
+    fetch.args(["fetch", "-q", "--upload-pack", "git -c safe.directory=* upload-pack"]);
+    fetch.arg(&workspace).arg(format!("+{commit}:refs/heads/species"));
+    succeed_within(&mut fetch, QUICK, "publishing the species commit")?;
     Ok(commit.to_string())
 }
 
@@ -204,14 +201,10 @@ fn a_generation_whose_kernel_needs_a_newer_launcher_starts_nothing() -> TestResu
     std::fs::write(w.join("launch.json"), "{\"launcher\": 2}\n")?;
     std::fs::write(w.join("src/extra.rs"), "// more kernel\n")?;
     let v2 = commit_all(w, "a kernel for launcher 2")?;
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(ind.path())
-        .args(["fetch", "-q"])
-        .arg(w)
-        .arg(format!("+{v2}:refs/heads/later"))
-        .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut fetch = Command::new("git");
+    fetch.arg("-C").arg(ind.path()).args(["fetch", "-q"]).arg(w);
+    fetch.arg(format!("+{v2}:refs/heads/later"));
+    succeed_within(&mut fetch, QUICK, "fetching a later generation")?;
     let repo = Repository::open(ind.path())?;
     let key = teneral::launcher::kernels::key_of(&repo, git2::Oid::from_str(&v2)?)?;
     // Its kernel was built before: a script that leaves a mark if started.
@@ -219,7 +212,8 @@ fn a_generation_whose_kernel_needs_a_newer_launcher_starts_nothing() -> TestResu
     std::fs::create_dir_all(&kept)?;
     let mark = ind.path().join("started-anyway");
     std::fs::write(kept.join("teneral"), format!("#!/bin/sh\ntouch {}\n", mark.display()))?;
-    Command::new("chmod").arg("755").arg(kept.join("teneral")).status()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(kept.join("teneral"), std::fs::Permissions::from_mode(0o755))?;
     let s = serde_json::json!({"generation": v2, "previous": head});
     std::fs::write(ind.path().join(".teneral/state.json"), s.to_string())?;
     let mut kernel = ind.start()?;

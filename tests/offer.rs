@@ -10,6 +10,8 @@ use std::process::Command;
 
 use teneral::commit::Commit;
 
+use crate::common::{run_within, QUICK};
+
 #[allow(dead_code)]
 #[path = "../crates/ctl/tests/offer/forge.rs"]
 pub(crate) mod forge;
@@ -17,14 +19,13 @@ pub(crate) mod forge;
 const TOKEN: &str = "ghp_KernelSideForgeToken0123456789abcdXY";
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=Agent", "-c", "user.email=agent@localhost"])
+    let mut git = Command::new("git");
+    git.args(["-c", "user.name=Agent", "-c", "user.email=agent@localhost"])
         .args(["-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"])
         .args(args)
         .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    let out = run_within(&mut git, QUICK, "making the offer's repository").expect("git runs");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

@@ -282,8 +282,8 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> TreeErro
 }
 
 /// Removes staging directories `<prefix><pid>-<n>` in `dir` whose process
-/// is gone (a kernel killed while it unpacked). Never a tree: trees have no
-/// leading dot.
+/// is gone (a kernel killed while it unpacked or linked a set). Never a tree
+/// nor a set: they have no leading dot.
 fn remove_orphans(dir: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
@@ -318,6 +318,9 @@ pub fn link_set(cache: &Cache, pins: &[Pin]) -> io::Result<PathBuf> {
     let id = hex(&id.finalize()[..8]);
     let sets = cache.sets();
     let set = sets.join(&id);
+    // What a kill left while this set was last made.
+    remove_orphans(&sets, &format!(".set-{id}-"));
+    remove_orphans(&sets, &format!(".stale-{id}-"));
     if set_is(&set, &sorted) {
         return Ok(set);
     }

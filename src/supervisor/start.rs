@@ -284,6 +284,29 @@ pub(super) fn tell_cut_turn(journal: &SharedJournal, commit: &Commit, line: &Cut
     kernel_event(journal, commit, "kernel.notice", fields);
 }
 
+/// At the kernel's end (a stop, or the hand-over to the next kernel): the
+/// owner line whose turn is still unanswered, if any, is named to the
+/// owner at once (one `kernel.notice` with `cut_turn`), so that no owner
+/// waits in silence until the next start. That start names the line again,
+/// and the agent takes the turn then.
+pub(super) fn tell_cut_turn_at_end(home: &Path, journal: &SharedJournal, commit: &Commit) {
+    let line = match since_last_start(home) {
+        Ok((started, events)) => Tail::since(started.as_ref(), &events).cut_line,
+        Err(e) => {
+            log::warn(format!("cannot tell whether the end cuts a turn: {e}"));
+            return;
+        }
+    };
+    let Some(line) = line else { return };
+    let text = format!(
+        "the kernel ended before the agent answered the owner's line (seq {}); \
+         the agent is asked to take that turn again when the kernel starts",
+        line.seq
+    );
+    log::info(&text);
+    kernel_event(journal, commit, "kernel.notice", json!({"text": text, CUT_TURN: line.seq}));
+}
+
 /// Takes the refusals in a row from the journal when a kill fell between
 /// journaling a refusal and saving its count: what it did, if anything.
 fn refusals_the_state_missed(events: &[Event], state: &mut State) -> Option<String> {
@@ -388,6 +411,18 @@ pub(super) fn sweep_files(home: &Path) {
         Ok(n) => log::info(format!("removed {n} temporary file(s) a killed writer left behind")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => log::warn(format!("cannot sweep temporary files in .teneral: {e}")),
+    }
+    // A send-back request waiting at start was left by a `teneralctl back`
+    // that ended (killed, or its kernel gone) before a kernel took it: no
+    // client waits for it, and a later SIGHUP must not act on it.
+    let request = home.join(crate::back_request::BACK_REQUEST);
+    match std::fs::remove_file(&request) {
+        Ok(()) => log::info(
+            "removed a send-back request that no `teneralctl back` waits for any more; \
+             run `teneralctl back` again to go back",
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn(format!("cannot remove {}: {e}", request.display())),
     }
 }
 

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use serde_json::Value;
 
+mod limit;
 mod procs;
 pub mod skip;
 pub use skip::skip;
 mod skip_tests;
+pub use limit::{run_within, succeed_within, QUICK};
 pub use procs::{alive, processes_naming, processes_under, send};
 
 mod tree;

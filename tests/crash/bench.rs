@@ -21,8 +21,10 @@ use std::time::{Duration, Instant};
 
 use super::born;
 use super::check::{check, Counts};
+use super::handover::{keep_kernel, own_kernel_commit, put_on_trial};
+use super::organs::{organs_individual, OrganPaths};
 use super::scenario::{count, drive, leave_a_request, Run, Scenario};
-use super::strace::{self, Strace};
+use super::strace::{self, Strace, Traced};
 use crate::common::*;
 
 /// A number from the clock, for random moments (no need for more).
@@ -39,6 +41,32 @@ struct Subjects {
     talk: Individual,
     trial: (Individual, String, String),
     seed: Option<Individual>,
+    launch: Option<Launch>,
+    /// An individual whose body pins an organ, and the paths of the
+    /// kernel's side of unpacking it, for a kernel's pid (see
+    /// [`organs_individual`]).
+    organs: Option<(Individual, OrganPaths)>,
+}
+
+/// The launcher's individual: its base (the install's kernel), `v2`, whose
+/// own kernel (kept, a script) becomes the real kernel, and `v3`, whose own
+/// kernel fails at start.
+struct Launch {
+    ind: Individual,
+    base: String,
+    v2: String,
+    v3: String,
+}
+
+fn launch_individual() -> Result<Launch, Box<dyn std::error::Error>> {
+    let ind = Individual::new("", &[])?;
+    let base = ind.head()?;
+    let v2 = own_kernel_commit(&ind, "// a kernel of its own\n", "own")?;
+    keep_kernel(&ind, &v2, "kept kernel v2", true)?;
+    let v3 = own_kernel_commit(&ind, "// a kernel that fails\n", "failing")?;
+    keep_kernel(&ind, &v3, "kept kernel v3: cannot start, on purpose", false)?;
+    born(&ind, &base)?;
+    Ok(Launch { ind, base, v2, v3 })
 }
 
 fn trial_individual() -> Result<(Individual, String, String), Box<dyn std::error::Error>> {
@@ -48,6 +76,21 @@ fn trial_individual() -> Result<(Individual, String, String), Box<dyn std::error
     let silent = commit_all(ind.path(), "a silent generation")?;
     born(&ind, &base)?;
     Ok((ind, base, silent))
+}
+
+/// Makes sure the journal saw `silent` ready (one untraced Trial round, if
+/// not), so that `teneralctl back` may go to it.
+fn ready_silent(trial: &(Individual, String, String), written: &mut Vec<String>) -> TestResult {
+    let (ind, base, silent) = trial;
+    if ind.events("generation.ready").iter().any(|e| e["commit"] == silent.as_str()) {
+        return Ok(());
+    }
+    promote_by_hand(ind, base, silent)?;
+    let readies = count(ind, "generation.ready");
+    let mut run = Run::new(ind.start()?, None);
+    drive(Scenario::Trial, ind, &mut run, readies, written);
+    run.stop();
+    Ok(())
 }
 
 /// Promotes `to` as a kernel killed right after its verdict would have:
@@ -61,6 +104,20 @@ fn promote_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
     let fields = serde_json::json!({"from": from, "to": to});
     journal.append_kernel(from, "mutation.accepted", fields)?;
     Ok(())
+}
+
+/// Puts `to` on trial after `from` as a promotion whose own kernel began
+/// its trial: the journal's `mutation.accepted`, then the lineage, trial
+/// file and state that a promoting kernel leaves.
+fn on_trial_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
+    let path = ind.path().join("memory/journal.jsonl");
+    let mut journal = teneral::journal::writer::Journal::open(&path)?;
+    journal.append_kernel(
+        from,
+        "mutation.accepted",
+        serde_json::json!({"from": from, "to": to}),
+    )?;
+    put_on_trial(ind, to, from)
 }
 
 /// What one round asks for.
@@ -88,6 +145,7 @@ fn round(
     // Returns how long the scenario ran, and whether a random kill cut it.
     let (trial_ind, base, silent) = &subjects.trial;
     let mut written = Vec::new();
+    let launch = || subjects.launch.as_ref().ok_or("no launcher's individual");
     let ind = match scenario {
         Scenario::Talk => &subjects.talk,
         Scenario::Undecided => {
@@ -98,11 +156,37 @@ fn round(
             promote_by_hand(trial_ind, base, silent)?;
             trial_ind
         }
-        Scenario::Promoted => {
+        Scenario::Promoted | Scenario::BackUp => {
+            ready_silent(&subjects.trial, &mut written)?;
             promote_by_hand(trial_ind, silent, base)?;
             trial_ind
         }
+        Scenario::BackDown => {
+            ready_silent(&subjects.trial, &mut written)?;
+            trial_ind
+        }
         Scenario::Seed => subjects.seed.as_ref().ok_or("no seed individual")?,
+        Scenario::Handover => {
+            let l = launch()?;
+            promote_by_hand(&l.ind, &l.base, &l.v2)?;
+            &l.ind
+        }
+        Scenario::Rollback => {
+            let l = launch()?;
+            on_trial_by_hand(&l.ind, &l.base, &l.v3)?;
+            &l.ind
+        }
+        Scenario::Organs => {
+            // The archive stays; its tree and the set are made again.
+            let (ind, _) = subjects.organs.as_ref().ok_or("no individual with organs")?;
+            let cache = teneral::organs::cache::Cache::new(ind.path());
+            for dir in [cache.root.join("trees"), cache.sets()] {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)?;
+                }
+            }
+            ind
+        }
     };
     let what = format!("{scenario:?} {kill:?}");
     let vars: Vec<(&str, String)> = match kill {
@@ -118,9 +202,26 @@ fn round(
         let ms = length.as_millis() as u64;
         started + Duration::from_millis(ms / 20 + random_below(ms * 13 / 20))
     });
-    let (kernel, pid) = match kill {
-        Kill::Call(call, n) => strace::start(ind, &Strace::Kill { call, n: *n })?,
-        Kill::CallTrace(file) => strace::start(ind, &Strace::Record { file })?,
+    let how = match kill {
+        Kill::Call(call, n) => Some(Strace::Kill { call: call.clone(), n: *n }),
+        Kill::CallTrace(file) => Some(Strace::Record { file: file.clone() }),
+        _ => None,
+    };
+    let traced = scenario.traced();
+    let mut only = Vec::new();
+    let mut tracer = None;
+    let (kernel, pid) = match (&how, traced) {
+        (Some(how), Traced::Kernel) if scenario == Scenario::Organs => {
+            let (_, paths) = subjects.organs.as_ref().ok_or("no individual with organs")?;
+            let (kernel, pid, attached) = strace::attach(ind, how, &|pid| paths(pid))?;
+            only = paths(pid);
+            tracer = Some(attached);
+            (kernel, pid)
+        }
+        (Some(how), Traced::Kernel | Traced::Launcher) => strace::start(ind, how, traced, &[])?,
+        (_, Traced::Back) if scenario == Scenario::BackDown => {
+            (Kernel { child: None, log: ind.path().join("kernel.log") }, 0)
+        }
         _ => {
             let kernel = ind.start_with(&vars)?;
             let pid = kernel.pid();
@@ -128,7 +229,25 @@ fn round(
         }
     };
     let mut run = Run::of(kernel, pid, kill_at);
+    run.tracer = tracer;
+    if traced == Traced::Back {
+        run.back = how;
+    }
+    run.back_to = match scenario {
+        // From the generation the kernel was left at, to the other one.
+        Scenario::BackDown => {
+            let at = super::state_of(ind.path())["generation"].as_str().map(str::to_owned);
+            Some(if at.as_ref() == Some(base) { silent } else { base }.clone())
+        }
+        // Back to the generation the promotion came from.
+        Scenario::Promoted | Scenario::BackUp => Some(silent.clone()),
+        _ => None,
+    };
     drive(scenario, ind, &mut run, readies, &mut written);
+    if traced == Traced::Back {
+        // The kernel was not what the round killed: it stops cleanly.
+        run.stop();
+    }
     let took = started.elapsed();
     if let Kill::At(_) | Kill::Call(..) = kill {
         // A point passed just after what the scenario waited for.
@@ -139,7 +258,12 @@ fn round(
         log.get(log_before.min(log.len())..).is_some_and(|l| l.contains("crash point "))
     };
     // strace ends as its tracee did: by SIGKILL only at the injected call.
-    let killed_by_call = !run.alive() && run.status.and_then(|s| s.signal()) == Some(libc::SIGKILL);
+    let killed_by_call = match traced {
+        Traced::Back => run.back_status.flatten().and_then(|s| s.signal()) == Some(libc::SIGKILL),
+        Traced::Kernel | Traced::Launcher => {
+            !run.alive() && run.status.and_then(|s| s.signal()) == Some(libc::SIGKILL)
+        }
+    };
     let mid_action = match kill {
         Kill::At(_) => !run.alive() && died_at_point(),
         Kill::Random => run.killed,
@@ -148,6 +272,10 @@ fn round(
     };
     if run.alive() {
         run.kill();
+    }
+    if let Some(mut tracer) = run.tracer.take() {
+        // It ends with its tracee; one that has not is killed.
+        strace::finish(&mut tracer, Duration::from_secs(10));
     }
     if let Kill::Trace(file) = kill {
         let text = std::fs::read_to_string(file).unwrap_or_default();
@@ -159,6 +287,9 @@ fn round(
     } else if let Kill::CallTrace(file) = kill {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         if text.is_empty() {
+            let log = ind.kernel_log();
+            let tail: Vec<&str> = log.lines().rev().take(6).collect();
+            eprintln!("{what}: the log ends: {tail:?}");
             let said: Vec<String> = ind
                 .kernel_log()
                 .lines()
@@ -167,7 +298,12 @@ fn round(
                 .collect();
             eprintln!("{what}: strace recorded nothing ({:?}): {said:?}", run.status);
         }
-        c.calls.insert(scenario, strace::most_per_thread(&text, ind.path()));
+        let most = strace::most_per_thread(&text, ind.path(), &only);
+        if most.is_empty() {
+            let first: Vec<&str> = text.lines().take(8).collect();
+            eprintln!("{what}: no durability call in the record, which begins: {first:?}");
+        }
+        c.calls.insert(scenario, most);
         let _ = std::fs::remove_file(file);
     } else if let Kill::Call(..) = kill {
         c.tried += 1;
@@ -253,6 +389,8 @@ fn kill_nine_suite() -> TestResult {
         talk: Individual::with_mode("mutate", "", &[])?,
         trial: trial_individual()?,
         seed: if with_seed { Some(Individual::seed("", &[])?) } else { None },
+        launch: None,
+        organs: None,
     };
     let mut scenarios =
         vec![Scenario::Talk, Scenario::Trial, Scenario::Promoted, Scenario::Undecided];
@@ -308,7 +446,12 @@ fn kill_nine_suite() -> TestResult {
             }
             c.redraw();
         }
-        eprintln!("bench-crash: {}/{} done ({:?})", i + 1, rounds.len(), t0.elapsed());
+        eprintln!(
+            "bench-crash: {}/{} done ({:?}): {scenario:?} {kill:?}",
+            i + 1,
+            rounds.len(),
+            t0.elapsed()
+        );
     }
     c.report(t0.elapsed());
     Ok(())
@@ -383,24 +526,36 @@ fn figures(c: &Counts) -> Counts {
     }
 }
 
-/// The system-call mode (`scripts/bench-crash --syscalls`): each scenario's
-/// kernel runs under `strace`, killed at the Nth invocation of one
-/// durability call (rename, renameat2, fsync, fdatasync, unlink, unlinkat,
-/// a write to the journal or the state), then started again normally and
-/// checked as a kill -9 round is. A dry run per scenario records how many
-/// of each call one kernel thread makes, and the points are drawn from it.
-/// `TENERAL_BENCH_SYSCALLS` (the calls, comma-separated; all unless set),
-/// `TENERAL_BENCH_SYSCALLS_N` (invocations per call and scenario, at most;
-/// 3 unless set), `TENERAL_BENCH_SYSCALLS_SCENARIOS` (Talk, Trial,
-/// Promoted, Undecided, Seed; all unless set).
+/// The system-call mode (`scripts/bench-crash --syscalls`): in each
+/// scenario its traced program (the kernel, the launcher, or the owner's
+/// `teneralctl back`; [`Scenario::traced`]) runs under `strace`, killed at
+/// the Nth invocation of one durability call (rename, renameat2, fsync,
+/// fdatasync, unlink, unlinkat, a write to the journal or the state); the
+/// kernel is then started again normally and checked as a kill -9 round
+/// is. A dry run per scenario records how many of each call one thread
+/// makes, and the points are drawn from it. `TENERAL_BENCH_SYSCALLS` (the
+/// calls, comma-separated; all unless set), `TENERAL_BENCH_SYSCALLS_N`
+/// (invocations per call and scenario, at most; 3 unless set),
+/// `TENERAL_BENCH_SYSCALLS_SCENARIOS` (Talk, Trial, Promoted, Undecided,
+/// Seed, BackDown, BackUp, Handover, Rollback, Organs; all unless set).
 #[test]
 #[ignore = "the kill -9 suite's system-call mode; scripts/bench-crash --syscalls runs it"]
 fn syscall_suite() -> TestResult {
     let calls = list_var("TENERAL_BENCH_SYSCALLS", &strace::CALLS);
     let most: u32 =
         std::env::var("TENERAL_BENCH_SYSCALLS_N").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
-    let all =
-        [Scenario::Talk, Scenario::Trial, Scenario::Promoted, Scenario::Undecided, Scenario::Seed];
+    let all = [
+        Scenario::Talk,
+        Scenario::Trial,
+        Scenario::Promoted,
+        Scenario::Undecided,
+        Scenario::Seed,
+        Scenario::BackDown,
+        Scenario::BackUp,
+        Scenario::Handover,
+        Scenario::Rollback,
+        Scenario::Organs,
+    ];
     let names: Vec<String> = all.iter().map(|s| format!("{s:?}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let wanted = list_var("TENERAL_BENCH_SYSCALLS_SCENARIOS", &names);
@@ -417,6 +572,16 @@ fn syscall_suite() -> TestResult {
         trial: trial_individual()?,
         seed: if scenarios.contains(&Scenario::Seed) {
             Some(Individual::seed("", &[])?)
+        } else {
+            None
+        },
+        launch: if scenarios.iter().any(|s| s.traced() == Traced::Launcher) {
+            Some(launch_individual()?)
+        } else {
+            None
+        },
+        organs: if scenarios.contains(&Scenario::Organs) {
+            Some(organs_individual()?)
         } else {
             None
         },
@@ -438,6 +603,16 @@ fn syscall_suite() -> TestResult {
             .filter_map(|(name, n)| Some((name.clone(), (*n).min(*seen[1].get(name)?))))
             .collect();
         eprintln!("bench-crash --syscalls: dry runs of {scenario:?}: {both:?}");
+        if both.is_empty() {
+            // A scenario whose program made no durability call would add
+            // no point and pass unseen.
+            return Err(format!(
+                "{scenario:?}: its {:?} made no durability call in either dry run; see the \
+                 kernel log of its individual, or whether the calls moved to another process",
+                scenario.traced()
+            )
+            .into());
+        }
         for call in &calls {
             let seen = both.get(call).copied().unwrap_or(0);
             let ns = invocations(seen, most).into_iter().enumerate();

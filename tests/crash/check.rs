@@ -22,6 +22,7 @@ pub struct Counts {
     pub lines_lost: usize,
     pub lines_duplicated: usize,
     pub unanswered_or_twice: usize,
+    /// The state against the lineage, or against the journal's last move.
     pub disagreements: usize,
     pub leftover_processes: usize,
     pub leftover_files: usize,
@@ -74,7 +75,7 @@ impl Counts {
         println!("lines lost: {}", self.lines_lost);
         println!("lines duplicated: {}", self.lines_duplicated);
         println!("mutations without exactly one verdict: {}", self.unanswered_or_twice);
-        println!("state/lineage disagreements: {}", self.disagreements);
+        println!("state/lineage/journal disagreements: {}", self.disagreements);
         println!("leftover processes: {}", self.leftover_processes);
         println!("leftover files: {}", self.leftover_files);
         println!("owner lines unanswered, with no word of a cut turn: {}", self.lines_unanswered);
@@ -99,6 +100,22 @@ fn kill_all(found: &[(u32, String)]) {
 fn leftover_files(home: &Path) -> Vec<String> {
     let mut files = event_sockets(home);
     files.extend(super::temp_leftovers(home));
+    // Staging directories of the organ cache (`.unpack-…`, `.set-…`,
+    // `.stale-…`): the kernel is stopped, so none is in use.
+    let organs = home.join(teneral::organs::cache::CACHE_DIR);
+    for dir in [organs.join("trees"), organs.join("sets")] {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                files.push(entry.path().display().to_string());
+            }
+        }
+    }
+    // A send-back request no client waits for any more: a later SIGHUP
+    // would act on it by surprise.
+    let request = home.join(teneral::back_request::BACK_REQUEST);
+    if request.exists() {
+        files.push(request.display().to_string());
+    }
     // Groups still listed; the first line names the kernel the list is of.
     let children = std::fs::read_to_string(home.join(".teneral/run/children")).unwrap_or_default();
     let groups: Vec<&str> = children.lines().filter(|l| !l.starts_with("kernel ")).collect();
@@ -137,6 +154,19 @@ pub fn answered(journal: &[serde_json::Value], name: &str) -> bool {
     })
 }
 
+/// The events from the owner line of file `name` on, briefly: kind, seq and
+/// whatever names a cut turn.
+fn after_line(journal: &[serde_json::Value], name: &str) -> Vec<String> {
+    let at = journal.iter().position(|e| e["type"] == "owner.line" && e["file"] == name);
+    journal[at.unwrap_or(journal.len())..]
+        .iter()
+        .map(|e| match e.get("cut_turn") {
+            Some(cut) => format!("{} {} cut_turn={cut}", e["seq"], e["type"]),
+            None => format!("{} {}", e["seq"], e["type"]),
+        })
+        .collect()
+}
+
 /// Checks the invariants over a quiet individual (its kernel stopped).
 pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     std::thread::sleep(Duration::from_millis(300));
@@ -164,6 +194,7 @@ pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
         if n == 1 && !answered(&journal, name) {
             c.lines_unanswered += 1;
             eprintln!("{what}: line {name} journaled, never answered, no word of a cut turn");
+            eprintln!("{what}: the journal from that line on: {:?}", after_line(&journal, name));
         }
     }
     for request in journal.iter().filter(|e| e["type"] == "mutation.requested") {
@@ -178,6 +209,16 @@ pub fn check(ind: &Individual, written: &[String], c: &mut Counts, what: &str) {
     if generation != lineage_of(ind.path()) {
         c.disagreements += 1;
         eprintln!("{what}: state {generation:?}, lineage {:?}", lineage_of(ind.path()));
+    }
+    // The journal's last move (a promotion, a rollback, a send-back) is
+    // where the state must be: a move journaled is finished by the start.
+    let moves = ["mutation.accepted", "generation.rolledback", "generation.sentback"];
+    let last_move = journal.iter().rev().find(|e| moves.iter().any(|m| e["type"] == *m));
+    if let Some(last) = last_move {
+        if last["to"].as_str() != generation.as_deref() {
+            c.disagreements += 1;
+            eprintln!("{what}: state {generation:?}, the journal's last move {last}");
+        }
     }
     let files = leftover_files(ind.path());
     if !files.is_empty() {

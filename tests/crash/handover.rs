@@ -30,7 +30,8 @@ pub(crate) fn keep_kernel(ind: &Individual, commit: &str, words: &str, exec: boo
     let script =
         format!("#!/bin/sh\necho started >> {}\necho '{words}' >&2\n{then}\n", marks.display());
     std::fs::write(&kept, script)?;
-    std::process::Command::new("chmod").arg("755").arg(&kept).status()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
 
@@ -109,30 +110,46 @@ pub(crate) fn on_trial_with(
 ) -> Result<(Individual, String, String), Box<dyn std::error::Error>> {
     let ind = Individual::new("", &[])?;
     let base = ind.head()?;
+    let v2 = own_kernel_commit(&ind, "// more kernel\n", "later")?;
+    keep_kernel(&ind, &v2, words, exec)?;
+    put_on_trial(&ind, &v2, &base)?;
+    Ok((ind, v2, base))
+}
+
+/// A commit after HEAD whose kernel is its own (a launch file, and
+/// `src/extra.rs` holding `extra`), fetched into branch `branch`; HEAD, and
+/// so the install's kernel, stays.
+pub(crate) fn own_kernel_commit(
+    ind: &Individual,
+    extra: &str,
+    branch: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
     let work = tempfile::tempdir()?;
     Repository::clone(&ind.path().to_string_lossy(), work.path())?;
     std::fs::write(work.path().join("launch.json"), "{\"launcher\": 1}\n")?;
-    std::fs::write(work.path().join("src/extra.rs"), "// more kernel\n")?;
-    let v2 = commit_all(work.path(), "a kernel of its own")?;
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(ind.path())
-        .args(["fetch", "-q"])
-        .arg(work.path())
-        .arg(format!("+{v2}:refs/heads/later"))
-        .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    keep_kernel(&ind, &v2, words, exec)?;
+    std::fs::write(work.path().join("src/extra.rs"), extra)?;
+    let commit = commit_all(work.path(), "a kernel of its own")?;
+    let mut fetch = std::process::Command::new("git");
+    fetch.arg("-C").arg(ind.path()).args(["fetch", "-q"]).arg(work.path());
+    fetch.arg(format!("+{commit}:refs/heads/{branch}"));
+    succeed_within(&mut fetch, QUICK, "fetching a generation with a kernel of its own")?;
+    Ok(commit)
+}
+
+/// Puts `commit` (whose own kernel is kept) on trial after `base`, as a
+/// promoting kernel leaves it: the lineage, the trial file, the state.
+pub(crate) fn put_on_trial(ind: &Individual, commit: &str, base: &str) -> TestResult {
     let repo = Repository::open(ind.path())?;
-    let oid = git2::Oid::from_str(&v2)?;
+    let oid = git2::Oid::from_str(commit)?;
     repo.branch("lineage/local", &repo.find_commit(oid)?, true)?;
     let key = teneral::launcher::kernels::key_of(&repo, oid)?;
-    let trial = serde_json::json!({"commit": v2, "previous": base, "kernel": key, "since_ms": 1});
+    let trial =
+        serde_json::json!({"commit": commit, "previous": base, "kernel": key, "since_ms": 1});
     std::fs::write(ind.path().join(".teneral/trial.json"), trial.to_string())?;
-    let state = serde_json::json!({"generation": v2, "previous": base,
-        "trial": {"commit": v2, "reply_by": null}});
+    let state = serde_json::json!({"generation": commit, "previous": base,
+        "trial": {"commit": commit, "reply_by": null}});
     std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
-    Ok((ind, v2, base))
+    Ok(())
 }
 
 /// The launcher dies at `point` of its rollback of v2; the next start

@@ -1,6 +1,6 @@
 //! What killed writers leave below `.teneral/`'s top level: the start
 //! removes every temporary file of the one pattern, at any depth, and
-//! nothing else.
+//! nothing else; and a send-back request whose client is gone.
 
 use super::SHORT;
 use crate::common::*;
@@ -25,5 +25,20 @@ fn the_start_removes_temporary_files_a_kill_left_at_any_depth() -> TestResult {
     for name in kept {
         assert!(teneral.join(name).exists(), "{name} is not the pattern's and stays");
     }
+    Ok(())
+}
+
+/// A `teneralctl back` killed after it left its request and before it
+/// signalled the kernel: the request must not wait for a later SIGHUP.
+#[test]
+fn the_start_removes_a_send_back_request_whose_client_is_gone() -> TestResult {
+    let ind = Individual::new("", &[])?;
+    let request = ind.path().join(teneral::back_request::BACK_REQUEST);
+    std::fs::create_dir_all(request.parent().unwrap_or(ind.path()))?;
+    std::fs::write(&request, serde_json::json!({"to": ind.head()?}).to_string())?;
+    let _kernel = ind.start()?;
+    ind.wait_for("the generation ready", SHORT, |e| e["type"] == "generation.ready")?;
+    assert!(!request.exists(), "the request is removed:\n{}", ind.kernel_log());
+    assert!(ind.kernel_log().contains("removed a send-back request"), "{}", ind.kernel_log());
     Ok(())
 }

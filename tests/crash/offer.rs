@@ -95,14 +95,10 @@ fn an_offer_published_just_before_a_kill_is_answered_published_once() -> TestRes
     let root = tempfile::tempdir()?;
     let bare = root.path().join("o/species.git");
     Repository::init_bare(&bare)?;
-    let pushed = std::process::Command::new("git")
-        .arg("-C")
-        .arg(home)
-        .args(["push", "-q"])
-        .arg(&bare)
-        .arg(format!("HEAD:refs/heads/{branch}"))
-        .output()?;
-    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    let mut push = std::process::Command::new("git");
+    push.arg("-C").arg(home).args(["push", "-q"]).arg(&bare);
+    push.arg(format!("HEAD:refs/heads/{branch}"));
+    succeed_within(&mut push, QUICK, "publishing the offer's branch")?;
     let forge = forge::Forge::start(root.path(), TOKEN);
     Repository::open(home)?.remote("origin", &forge.url("o/species.git"))?;
     let mut env = std::fs::read_to_string(home.join(".env"))?;

@@ -1,12 +1,17 @@
 //! What the kill -9 suite (`scripts/bench-crash`) makes a kernel do while it
 //! waits for the kill: talk, promoted-generation trials that fail or go
 //! well, a start that must answer a request its killed predecessor left,
-//! and the seed body's own talk. Every wait goes through [`Run::until`],
-//! which also carries out a kill at a random moment, so such a kill always
-//! lands while the scenario is still under way.
+//! and the seed body's own talk; in the system-call mode also the owner's
+//! `teneralctl back` with the kernel down and running, the launcher's
+//! hand-over to a generation's own kernel and its rollback of one that
+//! fails, and a start that unpacks a generation's organ. Every wait goes through [`Run::until`], which also carries out a
+//! kill at a random moment, so such a kill always lands while the scenario
+//! is still under way.
 
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+use super::strace::{self, Strace, Traced};
 use crate::common::*;
 
 /// A kernel being driven, and the moment to kill it at (random kills).
@@ -19,7 +24,17 @@ pub struct Run {
     /// The random kill was made while the scenario ran.
     pub killed: bool,
     /// How the child ended, once it has.
-    pub status: Option<std::process::ExitStatus>,
+    pub status: Option<ExitStatus>,
+    /// How `teneralctl back` runs under strace, in the scenarios that
+    /// trace the client instead of the kernel.
+    pub back: Option<Strace>,
+    /// How that client ended (`None` inside: killed at its time limit).
+    pub back_status: Option<Option<ExitStatus>>,
+    /// The generation `teneralctl back` sends the individual back to.
+    pub back_to: Option<String>,
+    /// A `strace` attached to the kernel (not its parent), ended with the
+    /// round.
+    pub tracer: Option<std::process::Child>,
 }
 
 impl Run {
@@ -30,7 +45,17 @@ impl Run {
 
     /// A run whose kernel is process `pid`, below the child `kernel`.
     pub fn of(kernel: Kernel, pid: u32, kill_at: Option<Instant>) -> Self {
-        Run { kernel, pid, kill_at, killed: false, status: None }
+        Run {
+            kernel,
+            pid,
+            kill_at,
+            killed: false,
+            status: None,
+            back: None,
+            back_status: None,
+            back_to: None,
+            tracer: None,
+        }
     }
 
     /// Sends signal number `sig` to the kernel's own process.
@@ -82,7 +107,7 @@ impl Run {
     }
 
     /// A clean stop (SIGTERM), waited for.
-    fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if self.alive() {
             self.signal(15);
             self.until(Duration::from_secs(30), || false);
@@ -102,6 +127,38 @@ pub enum Scenario {
     Undecided,
     /// The seed body (`body/`, scripted stand-in) talks, then a clean stop.
     Seed,
+    /// The owner's `teneralctl back` with the kernel down (the client traced).
+    BackDown,
+    /// As [`Scenario::Promoted`], with the client of its `back` traced
+    /// instead of the kernel.
+    BackUp,
+    /// The start finishes a promotion to a generation with a kernel of its
+    /// own, hands over to it (exit 85), and the launcher runs that kernel
+    /// on trial until it is ready (the launcher traced).
+    Handover,
+    /// The launcher rolls back a generation whose own kernel fails its
+    /// trial, and runs the install's kernel again (the launcher traced).
+    Rollback,
+    /// A generation that pins an organ starts with its tree and set not
+    /// made yet: the kernel unpacks the archive, renames the staged tree and
+    /// links the set, the body comes up, then a clean stop.
+    Organs,
+}
+
+impl Scenario {
+    /// The program the system-call mode runs under strace.
+    pub fn traced(self) -> Traced {
+        match self {
+            Scenario::Talk
+            | Scenario::Trial
+            | Scenario::Promoted
+            | Scenario::Undecided
+            | Scenario::Seed
+            | Scenario::Organs => Traced::Kernel,
+            Scenario::BackDown | Scenario::BackUp => Traced::Back,
+            Scenario::Handover | Scenario::Rollback => Traced::Launcher,
+        }
+    }
 }
 
 pub fn count(ind: &Individual, kind: &str) -> usize {
@@ -161,8 +218,25 @@ pub fn drive(
     match scenario {
         Scenario::Talk | Scenario::Undecided => talk(ind, run, readies, written),
         Scenario::Trial => trial(ind, run, written),
-        Scenario::Promoted => promoted(ind, run, readies, written),
+        Scenario::Promoted | Scenario::BackUp => promoted(ind, run, readies, written),
         Scenario::Seed => seed(ind, run, readies, written),
+        Scenario::BackDown => {
+            let child = strace::back(ind.path(), run.back.as_ref(), run.back_to.as_deref(), 5);
+            run.back_status = Some(child.ok().and_then(|mut c| strace::finish(&mut c, LIMIT)));
+        }
+        Scenario::Handover => handover(ind, run, readies),
+        Scenario::Organs => {
+            ready(ind, run, readies);
+            run.stop();
+        }
+        Scenario::Rollback => {
+            let before = count(ind, "generation.rolledback");
+            if run.until(Duration::from_secs(60), || count(ind, "generation.rolledback") > before) {
+                // The install's kernel serves the generation gone back to.
+                ready(ind, run, count(ind, "generation.ready"));
+            }
+            run.stop();
+        }
     }
 }
 
@@ -208,22 +282,36 @@ fn promoted(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<S
     if !run.until(Duration::from_secs(30), || count(ind, "reply") > replies) {
         return;
     }
-    let back = std::process::Command::new(teneralctl())
-        .args(["back", "--wait", "20", "--dir"])
-        .arg(ind.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
+    let mut back = strace::back(ind.path(), run.back.as_ref(), run.back_to.as_deref(), 20);
     let sent = count(ind, "generation.sentback");
     let readies = count(ind, "generation.ready");
-    if run.until(Duration::from_secs(20), || count(ind, "generation.sentback") > sent) {
+    // Until the kernel journals the send-back, or the client ends without
+    // it (a traced client killed at its call).
+    let mut ended = || back.as_mut().map_or(true, |b| matches!(b.try_wait(), Ok(Some(_))));
+    run.until(Duration::from_secs(20), || count(ind, "generation.sentback") > sent || ended());
+    if count(ind, "generation.sentback") > sent {
         // The generation gone back to comes up.
         ready(ind, run, readies);
     }
     if let Ok(mut back) = back {
-        let _ = back.kill();
-        let _ = back.wait();
+        // The client answered or gave up by now; one still there is killed.
+        let limit = if run.back.is_some() { LIMIT } else { Duration::ZERO };
+        run.back_status = Some(strace::finish(&mut back, limit));
     }
+}
+
+/// How long a traced client may take before it is taken for hung.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn handover(ind: &Individual, run: &mut Run, readies: usize) {
+    // The first ready is the generation's own kernel's: the install's
+    // hands over before it starts a body.
+    if !ready(ind, run, readies) {
+        return;
+    }
+    let trial = ind.path().join(".teneral/trial.json");
+    run.until(Duration::from_secs(30), || !trial.exists());
+    run.stop();
 }
 
 fn seed(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<String>) {

@@ -43,10 +43,9 @@ fn a_species_that_cannot_be_fetched_decides_nothing_and_counts_nothing() -> Test
     let (ind, _kernel, base) = started(&[])?;
     // An origin no one answers at: the species is origin/main, fetched on
     // every judgement of a change outside body/.
-    let git = |args: &[&str]| {
-        std::process::Command::new("git").args(args).current_dir(ind.path()).status()
-    };
-    assert!(git(&["remote", "add", "origin", "http://127.0.0.1:9/species.git"])?.success());
+    let mut git = std::process::Command::new("git");
+    git.args(["remote", "add", "origin", "http://127.0.0.1:9/species.git"]).current_dir(ind.path());
+    succeed_within(&mut git, QUICK, "naming an origin no one answers at")?;
     let kernel_edit = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "a new letter\n"))?;
     let mut after = 0;
     for round in 1..=3 {

@@ -34,7 +34,8 @@ fn the_generations_own_client_runs_talk_back_and_accept() -> TestResult {
     let key = teneral::launcher::kernels::key_of(&repo, git2::Oid::from_str(&v2)?)?;
     let stub = teneral::launcher::kernels::kept_client(ind.path(), &key);
     std::fs::write(&stub, format!("#!/bin/sh\necho \"{MARK} $*\"\n"))?;
-    Command::new("chmod").arg("755").arg(&stub).status()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755))?;
     // Nothing started yet: the install's.
     let (_, said) = ctl(ind.path(), &["status"])?;
     assert!(said.contains("talk, back and accept: the install's teneralctl"), "{said}");

@@ -24,14 +24,10 @@ fn a_generation_whose_install_files_differ_is_said_once() -> TestResult {
     std::fs::write(work.path().join("Containerfile"), "FROM scratch\n")?;
     std::fs::write(work.path().join("SIGNERS"), "# no keys\n")?;
     let v2 = commit_all(work.path(), "another Containerfile and SIGNERS")?;
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(ind.path())
-        .args(["fetch", "-q"])
-        .arg(work.path())
-        .arg(format!("+{v2}:refs/heads/later"))
-        .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut fetch = Command::new("git");
+    fetch.arg("-C").arg(ind.path()).args(["fetch", "-q"]).arg(work.path());
+    fetch.arg(format!("+{v2}:refs/heads/later"));
+    succeed_within(&mut fetch, QUICK, "fetching a later generation")?;
     let state = serde_json::json!({"generation": v2, "previous": base});
     std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
 

@@ -34,11 +34,9 @@ fn real_tree_into(work: &Path) -> TestResult {
         }
     }
     let root = repo_root();
-    let listed = Command::new("git")
-        .arg("-C")
-        .arg(&root)
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-        .output()?;
+    let mut ls = Command::new("git");
+    ls.arg("-C").arg(&root).args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"]);
+    let listed = run_within(&mut ls, QUICK, "listing this repository's files")?;
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     for rel in listed.stdout.split(|b| *b == 0).filter(|r| !r.is_empty()) {
         let rel = Path::new(std::str::from_utf8(rel)?);
@@ -63,14 +61,10 @@ fn the_real_tree_built_as_a_generations_kernel_runs_it() -> TestResult {
     Repository::clone(&ind.path().to_string_lossy(), work.path())?;
     real_tree_into(work.path())?;
     let v2 = commit_all(work.path(), "the real kernel")?;
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(ind.path())
-        .args(["fetch", "-q"])
-        .arg(work.path())
-        .arg(format!("+{v2}:refs/heads/real"))
-        .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut fetch = Command::new("git");
+    fetch.arg("-C").arg(ind.path()).args(["fetch", "-q"]).arg(work.path());
+    fetch.arg(format!("+{v2}:refs/heads/real"));
+    succeed_within(&mut fetch, QUICK, "fetching the generation with the real kernel")?;
     let repo = Repository::open(ind.path())?;
     let oid = git2::Oid::from_str(&v2)?;
     repo.branch("lineage/local", &repo.find_commit(oid)?, true)?;

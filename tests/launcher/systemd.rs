@@ -11,11 +11,17 @@ use crate::common::*;
 
 /// `systemctl --user` with these arguments: its output.
 fn systemctl(args: &[&str]) -> String {
-    let out = Command::new("systemctl").args(["--user", "--no-pager"]).args(args).output();
-    out.map(|o| {
-        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-    })
-    .unwrap_or_default()
+    let out = run_within(
+        Command::new("systemctl").args(["--user", "--no-pager"]).args(args),
+        QUICK,
+        "asking the user manager",
+    );
+    match out {
+        Ok(o) => {
+            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+        }
+        Err(e) => e,
+    }
 }
 
 #[test]
@@ -28,21 +34,20 @@ fn the_unit_stays_active_across_the_hand_over() -> TestResult {
     };
     let env = ["TENERAL_SPECIES=auto", "TENERAL_UPSTREAM=species", "TENERAL_RUNNER=systemd"];
     let ind = Individual::with_mode("mutate", "", &env)?;
-    let out = Command::new(repo_root().join("scripts/install-units"))
-        .arg("--dir")
-        .arg(ind.path())
-        .arg("--bin")
-        .arg(teneral())
-        .arg("--unit-dir")
-        .arg(format!("{runtime}/systemd/user"))
-        .arg("--template-only")
-        .output()?;
+    let mut install = Command::new(repo_root().join("scripts/install-units"));
+    install.arg("--dir").arg(ind.path()).arg("--bin").arg(teneral());
+    install.arg("--unit-dir").arg(format!("{runtime}/systemd/user")).arg("--template-only");
+    let out = run_within(&mut install, QUICK, "installing the unit template")?;
     assert!(out.status.success(), "install-units: {}", String::from_utf8_lossy(&out.stderr));
     let inner = format!("TENERAL_TEST_INNER_KERNEL={}", teneral().display());
     systemctl(&["set-environment", &inner]);
     systemctl(&["daemon-reload"]);
     let unit = format!("teneral@{}.service", teneral::runner::systemd::instance_for(ind.path()));
-    let started = Command::new("systemctl").args(["--user", "start", &unit]).output()?;
+    let started = run_within(
+        Command::new("systemctl").args(["--user", "start", &unit]),
+        QUICK,
+        "starting the unit",
+    )?;
     assert!(started.status.success(), "start: {}", String::from_utf8_lossy(&started.stderr));
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
     let main_pid = systemctl(&["show", &unit, "-p", "MainPID", "--value"]);

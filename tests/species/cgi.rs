@@ -65,9 +65,9 @@ impl Drop for Host {
 }
 
 fn git_exec_path() -> PathBuf {
-    Command::new("git")
-        .arg("--exec-path")
-        .output()
+    let mut git = Command::new("git");
+    git.arg("--exec-path");
+    crate::common::run_within(&mut git, crate::common::QUICK, "finding git's programs")
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         .unwrap_or_default()
 }

@@ -15,6 +15,7 @@ use teneral::settings::Settings;
 use teneral::species::{self, Judgement, Refusal, SpeciesContext};
 
 use super::cgi::Host;
+use crate::common::{run_within, succeed_within};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -29,14 +30,14 @@ pub fn git(dir: &Path, args: &[&str]) -> Res<String> {
 
 /// Runs git; whether it succeeded, and what it printed (stdout and stderr).
 pub fn git_status(dir: &Path, args: &[&str]) -> Res<(bool, String)> {
-    let out = Command::new("git")
-        .current_dir(dir)
+    let mut git = Command::new("git");
+    git.current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .args(["-c", "user.name=Maintainer", "-c", "user.email=maint@example.org"])
         .args(["-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"])
-        .args(args)
-        .output()?;
+        .args(args);
+    let out = run_within(&mut git, crate::common::QUICK, "the species' git")?;
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     Ok((out.status.success(), text))
@@ -156,11 +157,9 @@ impl World {
         let keys = self.dir.path().join("keys");
         std::fs::create_dir_all(&keys)?;
         let path = keys.join(name);
-        let status = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-            .arg(&path)
-            .status()?;
-        assert!(status.success(), "ssh-keygen made no key");
+        let mut keygen = Command::new("ssh-keygen");
+        keygen.args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"]).arg(&path);
+        succeed_within(&mut keygen, crate::common::QUICK, "making a signing key")?;
         let public = std::fs::read_to_string(path.with_extension("pub"))?;
         Ok((path, format!("{name}@example.org {}\n", public.trim())))
     }

@@ -162,7 +162,9 @@ fn in_model_profile(home: &Path, script: &str) -> std::io::Result<Output> {
     let options = confine::Options { exe: Some(teneral()), ..Default::default() };
     let argv =
         confine::wrap_with(&profile, &options, vec!["/bin/sh".into(), "-c".into(), script.into()])?;
-    Command::new(&argv[0]).args(&argv[1..]).current_dir("/").env_clear().output()
+    let mut caged = Command::new(&argv[0]);
+    caged.args(&argv[1..]).current_dir("/").env_clear();
+    run_within(&mut caged, QUICK, "a shell in the model's cage").map_err(std::io::Error::other)
 }
 
 #[test]

@@ -37,7 +37,9 @@ fn a_body_cannot_write_to_journald() -> TestResult {
         ));
         return Ok(());
     }
-    let outside = Command::new("/usr/bin/python3").args(["-c", PROBE]).output()?;
+    let mut probe = Command::new("/usr/bin/python3");
+    probe.args(["-c", PROBE]);
+    let outside = run_within(&mut probe, QUICK, "probing journald's socket")?;
     let outside = String::from_utf8_lossy(&outside.stdout).into_owned();
     assert_eq!(outside.trim(), "SENT", "journald takes the kernel's entries");
     let dir = tempfile::Builder::new().prefix("tnl-journald").tempdir()?;
@@ -49,7 +51,9 @@ fn a_body_cannot_write_to_journald() -> TestResult {
         &options,
         vec!["/usr/bin/python3".into(), "-c".into(), PROBE.into()],
     )?;
-    let out = Command::new(&argv[0]).args(&argv[1..]).current_dir(dir.path()).output()?;
+    let mut caged = Command::new(&argv[0]);
+    caged.args(&argv[1..]).current_dir(dir.path());
+    let out = run_within(&mut caged, QUICK, "probing journald's socket from a cage")?;
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(text.trim(), "ERRNO 2", "journald's socket is not there for a body: {text}");

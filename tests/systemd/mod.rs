@@ -35,8 +35,11 @@ pub(super) fn manager() -> Option<String> {
     }
 }
 
+/// `program` with `args`, within [`QUICK`]: a command that hangs fails
+/// naming itself.
 pub(super) fn run(program: &str, args: &[&str]) -> std::io::Result<Output> {
-    Command::new(program).args(args).output()
+    run_within(Command::new(program).args(args), QUICK, "a step of a system test")
+        .map_err(std::io::Error::other)
 }
 
 pub(super) fn text(out: &Output) -> String {
@@ -60,7 +63,7 @@ fn install_units(runtime: &str, dir: &Path, template_only: bool) -> TestResult {
     if template_only {
         cmd.arg("--template-only");
     }
-    let out = cmd.output()?;
+    let out = run_within(&mut cmd, QUICK, "installing the units")?;
     assert!(out.status.success(), "install-units: {}", text(&out));
     Ok(())
 }

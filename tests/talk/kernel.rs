@@ -109,11 +109,9 @@ impl Terminal {
     }
 
     fn tmux(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("tmux")
-            .env("TMUX_TMPDIR", self.dir.path())
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
+        let mut tmux = std::process::Command::new("tmux");
+        tmux.env("TMUX_TMPDIR", self.dir.path()).args(["-L", &self.socket]).args(args);
+        crate::common::run_within(&mut tmux, crate::common::QUICK, "driving the terminal")
             .expect("tmux runs (scripts/deps installs it)")
     }
 

@@ -1,0 +1,119 @@
+//! External commands a test runs (git, podman, systemctl, curl, strace),
+//! each under a time limit: [`run_within`] starts the command in a process
+//! group of its own and, when the limit passes, kills the whole group and
+//! fails naming the command and what it was for, so a hang stops the test
+//! with a reason instead of holding the run until an outer limit.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The limit for the quick commands tests run (git on a small repository,
+/// systemctl, chmod): generous, for liveness only.
+pub const QUICK: Duration = Duration::from_secs(60);
+
+/// The command line of `cmd`, as a shell would show it.
+fn shown(cmd: &Command) -> String {
+    let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
+    words.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    words.join(" ")
+}
+
+/// Runs `cmd` to its end, at most `limit`, with its output captured (stdin
+/// empty); `what` says what it does for the test. At the limit every
+/// process of its group is killed, and the error names the command, `what`
+/// and the limit. An error to start it names them too.
+pub fn run_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<Output, String> {
+    let line = shown(cmd);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run `{line}` ({what}): {e}"))?;
+    // Read both pipes aside, so a command that writes much never blocks.
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let end = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                let group = rustix::process::Pid::from_child(&child);
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                let _ = child.wait();
+                // The readers are left: a process outside the group may
+                // still hold a pipe open.
+                return Err(format!(
+                    "`{line}` ({what}) did not end within {limit:?}; its process group was killed"
+                ));
+            }
+            Err(e) => return Err(format!("cannot wait for `{line}` ({what}): {e}")),
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    Ok(Output { status, stdout, stderr })
+}
+
+/// [`run_within`], and the command must succeed: its stdout, or an error
+/// naming the command, `what`, its status and its stderr.
+pub fn succeed_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<String, String> {
+    let line = shown(cmd);
+    let out = run_within(cmd, limit, what)?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{line}` ({what}) failed, {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_command_that_hangs_is_stopped_at_its_limit_and_named() {
+    // The shell waits on a child of its own: both must go at the limit.
+    let marker = format!("sleep 3{}.5", std::process::id() % 1000);
+    let started = Instant::now();
+    let result = run_within(
+        Command::new("sh").args(["-c", &format!("{marker} & wait")]),
+        Duration::from_millis(500),
+        "waiting on a sleeping child",
+    );
+    let took = started.elapsed();
+    let err = result.expect_err("the command hangs");
+    assert!(err.contains("sh -c sleep"), "names the command: {err}");
+    assert!(err.contains("waiting on a sleeping child"), "says what it did: {err}");
+    assert!(err.contains("did not end within 500ms"), "{err}");
+    assert!(took < Duration::from_secs(5), "stopped at its limit, not later: {took:?}");
+    let end = Instant::now() + Duration::from_secs(5);
+    while !super::processes_naming(&marker).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(super::processes_naming(&marker).is_empty(), "the group's sleep is killed");
+}
+
+#[test]
+fn a_command_within_its_limit_gives_its_output_and_a_failure_names_it() {
+    let out =
+        succeed_within(Command::new("sh").args(["-c", "echo out; echo err >&2"]), QUICK, "echoing");
+    assert_eq!(out.as_deref(), Ok("out\n"));
+    let failed =
+        succeed_within(Command::new("sh").args(["-c", "echo no >&2; exit 3"]), QUICK, "failing");
+    let err = failed.expect_err("exit 3 is a failure");
+    assert!(err.contains("`sh -c echo no >&2; exit 3` (failing) failed"), "{err}");
+    assert!(err.contains("exit status: 3") && err.ends_with(": no"), "{err}");
+}
