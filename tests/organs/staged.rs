@@ -152,7 +152,17 @@ fn each_thing_a_lying_unpacker_leaves_is_refused_by_name() -> TestResult {
         let p = Place::new()?;
         honest(&p)?;
         check(&p.stage(), 40).map_err(|e| format!("{case}: the honest tree: {e}"))?;
-        plant(&p.stage()).map_err(|e| format!("{case}: planting: {e}"))?;
+        match plant(&p.stage()) {
+            // Inside a gate check's cage (the kernel's own suite judged as a
+            // mutation), seccomp refuses set-id modes before they exist.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) && case.starts_with("a set-") => {
+                crate::common::skip(&format!(
+                    "{case}: set-id modes are refused in this cage (EPERM), so none can be planted"
+                ));
+                continue;
+            }
+            planted => planted.map_err(|e| format!("{case}: planting: {e}"))?,
+        }
         match check(&p.stage(), 40) {
             Err(e) if want(&e) => {
                 let text = e.to_string();
