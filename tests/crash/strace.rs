@@ -108,10 +108,18 @@ pub fn start(
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()?;
+    traced_kernel(child, ind)
+}
+
+/// The kernel that `child`, a `strace` just started on `ind`, runs: the
+/// child and the kernel's pid. strace forks children of its own to probe
+/// ptrace first: the kernel is the child that runs the kernel's binary.
+pub fn traced_kernel(
+    child: Child,
+    ind: &Individual,
+) -> Result<(Kernel, u32), Box<dyn std::error::Error>> {
     let tracer = child.id();
     let kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
-    // strace forks children of its own to probe ptrace first: the kernel
-    // is the child that runs the kernel's binary.
     let exe = std::fs::canonicalize(teneral())?;
     let end = Instant::now() + Duration::from_secs(10);
     loop {

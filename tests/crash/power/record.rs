@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use teneral::launcher::contract;
 
@@ -49,25 +48,7 @@ pub fn start(ind: &Individual, file: &Path) -> Result<(Kernel, u32), Box<dyn std
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()?;
-    let tracer = child.id();
-    let kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
-    let exe = std::fs::canonicalize(teneral())?;
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let path = format!("/proc/{tracer}/task/{tracer}/children");
-        let children = std::fs::read_to_string(path).unwrap_or_default();
-        let kernel_pid = children
-            .split_whitespace()
-            .filter_map(|p| p.parse::<u32>().ok())
-            .find(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe));
-        if let Some(pid) = kernel_pid {
-            return Ok((kernel, pid));
-        }
-        if Instant::now() > end {
-            return Err("strace started no kernel within 10 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    crate::crash::strace::traced_kernel(child, ind)
 }
 
 /// Decodes strace's `-xx` text: `\xNN` escapes, anything else as it is.
