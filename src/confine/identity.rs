@@ -239,19 +239,10 @@ impl Registry {
         let gone = |key: &Path| key.is_absolute() && !key.exists();
         let (id, changed) = decide(&mut entries, key, uids, gids, gone)?;
         if changed {
-            let tmp = self.path.with_extension("tmp");
-            let _ = std::fs::remove_file(&tmp);
-            {
-                use std::io::Write;
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&tmp)
-                    .map_err(io("write", &tmp))?;
-                file.write_all(&registry_text(&entries)).map_err(io("write", &tmp))?;
-                file.sync_all().map_err(io("write", &tmp))?;
-            }
-            std::fs::rename(&tmp, &self.path).map_err(io("replace", &self.path))?;
+            // Synced with its directory: an identity handed out is never
+            // handed out again after a power cut.
+            crate::fsutil::write_atomic(&self.path, &registry_text(&entries))
+                .map_err(io("replace", &self.path))?;
         }
         drop(lock);
         Ok(id)
