@@ -137,11 +137,15 @@ fn roff_args(out: &mut String, command: &Command, heading: &str) {
     }
 }
 
-/// The arguments `--help` shows, without clap's own `--help` and `--version`.
+/// The arguments `--help` shows, without clap's own `--help` and `--version`,
+/// and without a global option below the program, which its own entry lists.
 fn shown_args(command: &Command) -> impl Iterator<Item = &Arg> {
-    command
-        .get_arguments()
-        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+    let below_the_program = command.get_bin_name().is_some_and(|n| n.contains(' '));
+    command.get_arguments().filter(move |a| {
+        let clap_own = matches!(a.get_id().as_str(), "help" | "version");
+        let listed_above = below_the_program && a.is_global_set();
+        !(a.is_hide_set() || clap_own || listed_above)
+    })
 }
 
 /// The subcommands `--help` lists, without clap's own `help`.
@@ -283,6 +287,9 @@ mod tests {
     #[derive(clap::Parser)]
     #[command(name = "prog", version = "1.0")]
     struct Prog {
+        /// Say more
+        #[arg(long, global = true)]
+        verbose: bool,
         #[command(subcommand)]
         command: Sub,
     }
@@ -320,6 +327,7 @@ mod tests {
         assert!(text.contains("- `<TARGET>`: What -x means"), "{text}");
         assert!(text.contains("Far, by default."), "{text}");
         assert!(!text.contains("hidden") && !text.contains("secret"), "{text}");
+        assert_eq!(text.matches("`--verbose`: Say more").count(), 1, "listed once: {text}");
     }
 
     #[test]
