@@ -27,6 +27,14 @@ fn reference_is_current() {
     );
 }
 
+#[test]
+fn teneralctl_man_prints_the_page_kept_in_docs() {
+    let page = teneralctl::reference::man_page(teneralctl::cli::Cli::command());
+    let kept = std::fs::read_to_string(root().join("docs/teneralctl.1"))
+        .unwrap_or_else(|e| panic!("docs/teneralctl.1: {e}"));
+    assert_eq!(page, kept, "`teneralctl man` differs from docs/teneralctl.1: run scripts/gen-docs");
+}
+
 /// The names in the first column of design.md's module table: `supervisor`
 /// for a module of `src/`, `crates/core` for a package.
 fn module_table_names(design: &str) -> Vec<String> {
