@@ -8,6 +8,7 @@ pub use teneral_core::{
     back_request, commit, crash, fsutil, generations, journal, lock, log, owner, scorecard, state,
     status,
 };
+pub mod cli;
 pub mod confine;
 pub mod egress;
 pub mod events;

@@ -6,7 +6,7 @@
 //! returned [`Decision`] says. Nothing here reads a clock or does I/O, so
 //! every rule is a table test below.
 //!
-//! The rules (the reference's, DESIGN.md section 5):
+//! The rules:
 //! - a run must report ready within the ready window, or it is killed;
 //! - a crash is followed by a restart that waits one backoff unit longer for
 //!   each crash in a row; a reply ends the row;

@@ -7,6 +7,7 @@ mod cage;
 mod channel;
 mod common;
 mod crash;
+mod docs;
 mod egress;
 mod fetch;
 mod gate;

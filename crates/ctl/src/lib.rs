@@ -4,10 +4,12 @@
 //! the program an owner runs at a terminal.
 pub mod accept;
 pub mod back;
+pub mod cli;
 pub mod generations_card;
 pub mod generations_plot;
 pub mod individual;
 pub mod offer;
+pub mod reference;
 pub mod replay;
 pub mod report;
 pub mod setup;
