@@ -10,7 +10,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::{Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species, Timing};
-use teneral_core::dotenv::{self as parse, Entries, Entry};
+use teneral_core::dotenv::{self as parse, choice, Entries, Entry};
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
 const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
@@ -46,7 +46,6 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             entries,
             "TENERAL_STANDIN_PROTOCOL",
             &[("chat", Protocol::Chat), ("responses", Protocol::Responses)],
-            Protocol::Chat,
         )?,
     };
 
@@ -123,34 +122,30 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         heartbeat_minutes: number(
             entries,
             "TENERAL_HEARTBEAT_MINUTES",
-            30,
             0,
             "write e.g. TENERAL_HEARTBEAT_MINUTES=30, or 0 to turn the clock off",
         )?,
         context_chars: number(
             entries,
             "TENERAL_CONTEXT_CHARS",
-            250_000,
             1000,
             "write e.g. TENERAL_CONTEXT_CHARS=250000 (at least 1000)",
         )?,
         check_minutes: number(
             entries,
             "TENERAL_CHECK_MINUTES",
-            10,
             0,
             "write e.g. TENERAL_CHECK_MINUTES=10, or 0 for no limit",
         )?,
         smoke_seconds: number(
             entries,
             "TENERAL_SMOKE_SECONDS",
-            30,
             0,
             "write e.g. TENERAL_SMOKE_SECONDS=30, or 0 for no limit",
         )?,
         upstream: entries.get("TENERAL_UPSTREAM").map(|e| e.value.to_owned()),
-        species: choice(entries, "TENERAL_SPECIES", &species_choices, Species::Ask)?,
-        publish: choice(entries, "TENERAL_PUBLISH", &species_choices, Species::Ask)?,
+        species: choice(entries, "TENERAL_SPECIES", &species_choices)?,
+        publish: choice(entries, "TENERAL_PUBLISH", &species_choices)?,
         standin_script: entries.get("TENERAL_STANDIN_SCRIPT").map(|e| PathBuf::from(e.value)),
         standin_log: entries.get("TENERAL_STANDIN_LOG").map(|e| PathBuf::from(e.value)),
         runner: choice(
@@ -161,17 +156,15 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
                 ("systemd", RunnerChoice::Systemd),
                 ("direct", RunnerChoice::Direct),
             ],
-            RunnerChoice::Auto,
         )?,
         quota: super::limits::limits(entries)?,
         unsafe_unconfined: choice(
             entries,
             "TENERAL_UNSAFE_UNCONFINED",
             &[("1", true), ("0", false)],
-            false,
         )?,
-        warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)], true)?,
-        cage_zygote: choice(entries, "TENERAL_CAGE_ZYGOTE", &[("on", true), ("off", false)], true)?,
+        warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)])?,
+        cage_zygote: choice(entries, "TENERAL_CAGE_ZYGOTE", &[("on", true), ("off", false)])?,
         pretend_missing: pretend_missing(entries)?,
         egress: egress(entries)?,
         test_egress_resolve: egress_resolve(entries)?,
@@ -180,29 +173,27 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
 }
 
 fn timing(entries: &Entries<'_>) -> Result<Timing, SettingsError> {
-    let default = Timing::default();
-    let seconds = |name: &'static str, default: Duration, least: u64| {
+    let seconds = |name: &'static str, least: u64| {
         let fix = format!(
             "write a whole number of seconds, at least {least}, or leave out this knob for tests"
         );
-        number(entries, name, default.as_secs(), least, &fix).map(Duration::from_secs)
+        number(entries, name, least, &fix).map(Duration::from_secs)
     };
     Ok(Timing {
-        ready: seconds("TENERAL_TEST_READY_SECONDS", default.ready, 1)?,
-        first_reply: seconds("TENERAL_TEST_REPLY_SECONDS", default.first_reply, 1)?,
-        stop_grace: seconds("TENERAL_TEST_STOP_GRACE_SECONDS", default.stop_grace, 0)?,
+        ready: seconds("TENERAL_TEST_READY_SECONDS", 1)?,
+        first_reply: seconds("TENERAL_TEST_REPLY_SECONDS", 1)?,
+        stop_grace: seconds("TENERAL_TEST_STOP_GRACE_SECONDS", 0)?,
         backoff_unit: number(
             entries,
             "TENERAL_TEST_BACKOFF_MS",
-            1000,
             0,
             "write a whole number of milliseconds, or leave out this knob for tests",
         )
         .map(Duration::from_millis)?,
-        long_run: seconds("TENERAL_TEST_LONG_RUN_SECONDS", default.long_run, 1)?,
+        long_run: seconds("TENERAL_TEST_LONG_RUN_SECONDS", 1)?,
         check_limit: match entries.get("TENERAL_TEST_CHECK_SECONDS") {
             None => None,
-            Some(_) => Some(seconds("TENERAL_TEST_CHECK_SECONDS", Duration::ZERO, 1)?),
+            Some(_) => Some(seconds("TENERAL_TEST_CHECK_SECONDS", 1)?),
         },
     })
 }
@@ -226,7 +217,9 @@ fn pretend_missing(entries: &Entries<'_>) -> Result<Vec<String>, SettingsError> 
 /// `TENERAL_EGRESS`: `public` (the default), `off`, or a list of names.
 fn egress(entries: &Entries<'_>) -> Result<crate::egress::Policy, SettingsError> {
     const NAME: &str = "TENERAL_EGRESS";
-    let Some(entry) = entries.get(NAME) else { return Ok(crate::egress::Policy::Public) };
+    let Some(entry) = entries.get_or_default(NAME) else {
+        return Ok(crate::egress::Policy::Public);
+    };
     crate::egress::Policy::parse(entry.value).map_err(|problem| {
         entries.refuse(
             NAME,
@@ -266,19 +259,24 @@ fn egress_resolve(
 /// What `TENERAL_TEST_PRETEND_MISSING` may name.
 pub const PRETENDABLE: &[&str] = &["landlock", "seccomp", "namespaces"];
 
-/// A whole number no smaller than `least`, or `default` when unset.
+/// A whole number no smaller than `least`, or the table's default when
+/// unset.
 fn number<T>(
     entries: &Entries<'_>,
     name: &'static str,
-    default: T,
     least: T,
     fix: &str,
 ) -> Result<T, SettingsError>
 where
     T: FromStr + PartialOrd + fmt::Display,
 {
-    let Some(entry) = entries.get(name) else {
-        return Ok(default);
+    let Some(entry) = entries.get_or_default(name) else {
+        return Err(SettingsError::Absent {
+            file: entries.file.clone(),
+            name,
+            problem: "it has no default".to_owned(),
+            fix: fix.to_owned(),
+        });
     };
     let unit = unit_of(name);
     match entry.value.parse::<T>() {
@@ -300,24 +298,6 @@ fn unit_of(name: &str) -> &'static str {
     } else {
         "characters"
     }
-}
-
-/// One of a few words, or `default` when unset.
-fn choice<T: Copy>(
-    entries: &Entries<'_>,
-    name: &'static str,
-    options: &[(&str, T)],
-    default: T,
-) -> Result<T, SettingsError> {
-    let Some(entry) = entries.get(name) else {
-        return Ok(default);
-    };
-    if let Some((_, value)) = options.iter().find(|(word, _)| *word == entry.value) {
-        return Ok(*value);
-    }
-    let words: Vec<&str> = options.iter().map(|(word, _)| *word).collect();
-    let fix = format!("write {name}={}, or leave the line out", words.join(" or "));
-    Err(entries.refuse(name, entry, &format!("not one of {}", words.join(", ")), &fix))
 }
 
 /// An `http://` or `https://` address with a host, without trailing slashes.

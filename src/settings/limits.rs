@@ -14,7 +14,7 @@ const LEAST_TASKS: u64 = 8;
 
 pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
     let default = Quota::default();
-    let memory_max = match entries.get("TENERAL_MEMORY_MAX") {
+    let memory_max = match entries.get_or_default("TENERAL_MEMORY_MAX") {
         None => default.memory_max,
         Some(entry) => match bytes(entry.value) {
             Some(Some(n)) if n < LEAST_MEMORY => {
@@ -36,7 +36,7 @@ pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
             }
         },
     };
-    let tasks_max = match entries.get("TENERAL_TASKS_MAX") {
+    let tasks_max = match entries.get_or_default("TENERAL_TASKS_MAX") {
         None => default.tasks_max,
         Some(entry) if entry.value == "infinity" => None,
         Some(entry) => match entry.value.parse::<u64>() {

@@ -5,9 +5,6 @@ use std::time::Duration;
 
 use super::*;
 
-/// The `.env` as a file: where it is read from, and what is never read.
-mod files;
-
 const COMPATIBLE: &str = "TENERAL_PROVIDER=compatible\n\
                           TENERAL_BASE_URL=https://llm.example/v1\n\
                           TENERAL_API_KEY=sk-abc\n\
@@ -355,4 +352,102 @@ fn egress_is_public_by_default_and_takes_a_list_or_off() {
     assert!(e.contains("line 2") && e.contains("write public, off, or host names"), "{e}");
     let e = refused("TENERAL_PROVIDER=standin\nTENERAL_TEST_EGRESS_RESOLVE=a.test=nowhere\n");
     assert!(e.contains("is not name=address:port"), "{e}");
+}
+
+// The `.env` as a file: `load` reads the one in home and names it in each
+// message, nothing reads the process environment, and the example file the
+// owner copies is accepted and names every setting.
+
+#[test]
+fn load_reads_the_env_in_home_and_names_it() {
+    let home = tempfile::tempdir().expect("a temporary directory can be made");
+    let path = home.path().join(".env");
+    match Settings::load(home.path()) {
+        Err(e @ SettingsError::Missing { .. }) => {
+            let message = e.to_string();
+            assert!(message.contains(&path.display().to_string()), "{message}");
+            let setup = format!("teneralctl setup -d {}", home.path().display());
+            assert!(message.contains(&setup), "the hint names the directory: {message}");
+            assert!(message.contains("copy .env.example to .env"), "{message}");
+        }
+        other => panic!("an empty home should miss its .env: {other:?}"),
+    }
+    std::fs::write(&path, "TENERAL_PROVIDER=standin\nTENERAL_CHECK_MINUTES=x\n")
+        .expect("the .env can be written in home");
+    let message = Settings::load(home.path()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        message.contains(&format!("TENERAL_CHECK_MINUTES=x in {} line 2", path.display())),
+        "{message}"
+    );
+    std::fs::write(&path, "TENERAL_PROVIDER=standin\n").expect("the .env can be written in home");
+    let settings = Settings::load(home.path()).expect("a standin .env loads");
+    assert_eq!(settings.provider, Provider::Standin);
+}
+
+#[test]
+fn the_environment_is_not_consulted() {
+    // Setting a variable in a test races other tests, so check the code
+    // instead: nothing here reads the process environment.
+    for (file, source) in [
+        ("settings.rs", include_str!("../settings.rs")),
+        ("dotenv.rs", include_str!("../../crates/core/src/dotenv.rs")),
+        ("interpret.rs", include_str!("interpret.rs")),
+        ("limits.rs", include_str!("limits.rs")),
+        ("setting.rs", include_str!("../../crates/core/src/setting.rs")),
+    ] {
+        for word in ["env::var", "std::env", "dotenvy"] {
+            assert!(!source.contains(word), "{file} uses {word}");
+        }
+    }
+    let message = refused("TENERAL_PROVIDER=openai\nTENERAL_API_KEY=k\n");
+    assert!(message.contains("TENERAL_MODEL is not set"), "{message}");
+}
+
+#[test]
+fn the_example_file_is_accepted() {
+    let example = include_str!("../../.env.example");
+    let settings = ok(example);
+    assert_eq!(settings.provider, Provider::Standin);
+    // Every owner's setting is in the example, and no knob for tests.
+    for setting in teneral_core::setting::OWNER {
+        assert!(example.contains(setting.name), "{} is missing from .env.example", setting.name);
+    }
+    for setting in teneral_core::setting::TEST {
+        assert!(!example.contains(setting.name), "{} is in .env.example", setting.name);
+    }
+}
+
+/// Writing every setting's default from the table changes nothing: the
+/// defaults the kernel takes are the table's.
+#[test]
+fn the_tables_defaults_are_the_settings() {
+    let mut written = String::from("TENERAL_PROVIDER=standin\n");
+    for setting in teneral_core::setting::all() {
+        if !setting.default.is_empty() && setting.name != "TENERAL_PROVIDER" {
+            written.push_str(&format!("{}={}\n", setting.name, setting.default));
+        }
+    }
+    assert_eq!(ok(&written), ok("TENERAL_PROVIDER=standin\n"), "{written}");
+    let unnamed = "TENERAL_BASE_URL=https://h/v1\nTENERAL_API_KEY=k\nTENERAL_MODEL=m\n";
+    assert_eq!(ok(unnamed).provider, Provider::Compatible, "TENERAL_PROVIDER's default");
+    assert_eq!(teneral_core::setting::default("TENERAL_PROVIDER"), "compatible");
+}
+
+/// What the kernel says of a `.env` its reader refuses is the reader's
+/// message, word for word: the message every crate that reads `.env` gives.
+#[test]
+fn a_refused_file_gets_the_readers_message() {
+    let home = tempfile::tempdir().expect("a temporary directory can be made");
+    let path = home.path().join(".env");
+    for text in [
+        "TENERAL_PUBLISH=\"auto\"\n",
+        "export TENERAL_PUBLISH=auto\n",
+        "TENERAL_PUBLISH=auto\nTENERAL_PUBLISH=off\n",
+    ] {
+        std::fs::write(&path, text).expect("the .env can be written in home");
+        let kernels = Settings::load(home.path()).err().map(|e| e.to_string());
+        let readers = dotenv::read(text, &path.display().to_string()).err().map(|e| e.to_string());
+        assert!(kernels.is_some(), "{text:?} was taken");
+        assert_eq!(kernels, readers, "{text:?}");
+    }
 }

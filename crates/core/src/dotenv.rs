@@ -6,10 +6,13 @@
 //! written after the first `=` (quotes and trailing comments are refused, not
 //! stripped); a name that looks like one of teneral's but is not exactly a
 //! known one is refused with the nearest known name; every other name is
-//! ignored. The API key's value never appears in a message.
+//! ignored. The API key's value never appears in a message. The names, and
+//! what a left-out one means, are those of the table in [`crate::setting`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use crate::setting;
 
 /// Why the settings cannot be read, each with what to write instead.
 #[derive(Debug, thiserror::Error)]
@@ -29,10 +32,13 @@ pub enum SettingsError {
     #[error("{shown} in {file} line {line}: {problem}; {fix}")]
     Value { file: String, line: usize, shown: String, problem: String, fix: String },
     #[error(
-        "{name} in {file} line {line} is not a setting teneral knows; did you mean {nearest}?"
+        "{name} in {file} line {line} is not a setting teneral knows; did you mean {nearest}? \
+         Write {nearest}=<value> on this line, or delete it"
     )]
     Unknown { file: String, line: usize, name: String, nearest: &'static str },
-    #[error("{name} is set twice in {file}, on lines {first} and {line}; keep one of them")]
+    #[error(
+        "{name} is set twice in {file}, on lines {first} and {line}; delete one of the two lines"
+    )]
     Twice { file: String, name: &'static str, first: usize, line: usize },
     #[error("{name} is not set in {file}: {problem}; {fix}")]
     Absent { file: String, name: &'static str, problem: String, fix: String },
@@ -41,50 +47,21 @@ pub enum SettingsError {
 /// The value of one setting in `home/.env`, read by the same rules as the
 /// kernel's; `None` when the file or the setting is absent or empty.
 pub fn value_in(home: &Path, name: &str) -> Result<Option<String>, SettingsError> {
-    let path = home.join(".env");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(SettingsError::Read { path, source }),
-    };
-    let entries = read(&text, &path.display().to_string())?;
+    let Some((text, file)) = text_in(home)? else { return Ok(None) };
+    let entries = read(&text, &file)?;
     Ok(entries.get(name).map(|e| e.value.to_owned()))
 }
 
-/// Every name teneral reads from `.env`.
-pub const NAMES: &[&str] = &[
-    "TENERAL_PROVIDER",
-    "TENERAL_BASE_URL",
-    "TENERAL_API_KEY",
-    "TENERAL_MODEL",
-    "TENERAL_REASONING_EFFORT",
-    "TENERAL_HEARTBEAT_MINUTES",
-    "TENERAL_CONTEXT_CHARS",
-    "TENERAL_CHECK_MINUTES",
-    "TENERAL_SMOKE_SECONDS",
-    "TENERAL_UPSTREAM",
-    "TENERAL_SPECIES",
-    "TENERAL_PUBLISH",
-    "TENERAL_FORGE_API",
-    "TENERAL_STANDIN_PROTOCOL",
-    "TENERAL_STANDIN_SCRIPT",
-    "TENERAL_STANDIN_LOG",
-    "TENERAL_TEST_CHECK_SECONDS",
-    "TENERAL_RUNNER",
-    "TENERAL_MEMORY_MAX",
-    "TENERAL_TASKS_MAX",
-    "TENERAL_UNSAFE_UNCONFINED",
-    "TENERAL_WARM_GATE",
-    "TENERAL_CAGE_ZYGOTE",
-    "TENERAL_EGRESS",
-    "TENERAL_TEST_READY_SECONDS",
-    "TENERAL_TEST_REPLY_SECONDS",
-    "TENERAL_TEST_STOP_GRACE_SECONDS",
-    "TENERAL_TEST_BACKOFF_MS",
-    "TENERAL_TEST_LONG_RUN_SECONDS",
-    "TENERAL_TEST_PRETEND_MISSING",
-    "TENERAL_TEST_EGRESS_RESOLVE",
-];
+/// The text of `home/.env` and the name messages give it; `None` when there
+/// is no such file.
+pub fn text_in(home: &Path) -> Result<Option<(String, String)>, SettingsError> {
+    let path = home.join(".env");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((text, path.display().to_string()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SettingsError::Read { path, source }),
+    }
+}
 
 /// The one name whose value is a secret.
 pub const SECRET_NAME: &str = "TENERAL_API_KEY";
@@ -113,6 +90,15 @@ impl<'a> Entries<'a> {
         }
     }
 
+    /// The setting as written, else its default from the table as if it
+    /// were written (on line 0); `None` when both are absent or empty.
+    pub fn get_or_default(&self, name: &str) -> Option<Entry<'a>> {
+        self.get(name).or_else(|| {
+            let value = setting::default(name);
+            (!value.is_empty()).then_some(Entry { line: 0, value })
+        })
+    }
+
     /// A refusal of `name`'s value on its line.
     pub fn refuse(&self, name: &str, entry: Entry<'_>, problem: &str, fix: &str) -> SettingsError {
         SettingsError::Value {
@@ -138,7 +124,7 @@ pub fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError>
             Some((name, value)) => (name, Some(value)),
             None => (raw, None),
         };
-        let Some(known) = NAMES.iter().copied().find(|known| *known == name) else {
+        let Some(known) = setting::find(name).map(|s| s.name) else {
             check_foreign(name, line, file)?;
             continue;
         };
@@ -231,9 +217,41 @@ pub fn shown(name: &str, value: &str) -> String {
     }
 }
 
+/// One of a few words, or the setting's default from the table when the
+/// line is left out; anything else is refused on its line with the words to
+/// write. Every crate reads a choice through this, so `.env` means the same
+/// to each.
+pub fn choice<T: Copy>(
+    entries: &Entries<'_>,
+    name: &str,
+    options: &[(&str, T)],
+) -> Result<T, SettingsError> {
+    let words: Vec<&str> = options.iter().map(|(word, _)| *word).collect();
+    let fix = format!("write {name}={}, or leave the line out", words.join(" or "));
+    let entry = entries.get_or_default(name);
+    match entry.and_then(|e| options.iter().find(|(word, _)| *word == e.value)) {
+        Some((_, value)) => Ok(*value),
+        None => match entry {
+            Some(entry) => {
+                Err(entries.refuse(name, entry, &format!("not one of {}", words.join(", ")), &fix))
+            }
+            // Neither written nor defaulted: the table lacks a default.
+            None => Err(SettingsError::Absent {
+                file: entries.file.clone(),
+                name: setting::find(name).map_or("TENERAL_", |s| s.name),
+                problem: "it has no default".to_owned(),
+                fix,
+            }),
+        },
+    }
+}
+
 /// The known name closest to `candidate` by edit distance.
 pub fn nearest(candidate: &str) -> &'static str {
-    NAMES.iter().copied().min_by_key(|known| distance(candidate, known)).unwrap_or(NAMES[0])
+    setting::all()
+        .map(|s| s.name)
+        .min_by_key(|known| distance(candidate, known))
+        .unwrap_or("TENERAL_PROVIDER")
 }
 
 /// Levenshtein distance over bytes (names are ASCII).

@@ -15,5 +15,6 @@ pub mod lock;
 pub mod log;
 pub mod owner;
 pub mod scorecard;
+pub mod setting;
 pub mod state;
 pub mod status;

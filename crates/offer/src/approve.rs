@@ -1,7 +1,9 @@
 //! Whether an offer may go out: the owner's `TENERAL_PUBLISH` (read from
 //! `.env` itself at each command, so a variable set in the agent's shell
-//! changes nothing), the check's report, and the owner's approval of
-//! exactly that commit (`teneral_core::owner::write_approval`).
+//! changes nothing, and by the kernel's reader, `teneral_core::dotenv`, so
+//! the file means the same here as to the kernel), the check's report, and
+//! the owner's approval of exactly that commit
+//! (`teneral_core::owner::write_approval`).
 //!
 //! The decision is pure ([`decide`]); reading the setting and the report
 //! are thin.
@@ -9,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use teneral_core::commit::Commit;
+use teneral_core::dotenv;
 
 use crate::OFFERS_DIR;
 
@@ -25,10 +28,9 @@ pub enum Mode {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Refused {
-    #[error("TENERAL_PUBLISH={0:?} in .env is none of ask, auto, off; write one of them")]
-    BadMode(String),
-    /// `.env` itself cannot be read by the kernel's rules (the message says
-    /// what to write instead).
+    /// `.env` cannot be read by the kernel's rules, or its `TENERAL_PUBLISH`
+    /// is not a mode (the message names the file, the line and what to
+    /// write instead).
     #[error("{0}")]
     Settings(String),
     #[error("TENERAL_PUBLISH is off in .env: nothing goes out, approved or not; set it to ask to publish what you approve")]
@@ -39,21 +41,26 @@ pub enum Refused {
     NotApproved(String),
 }
 
-/// The mode a `.env` value names; no value is `ask`.
-pub fn mode_of(value: Option<&str>) -> Result<Mode, Refused> {
-    match value.map(str::trim) {
-        None | Some("") | Some("ask") => Ok(Mode::Ask),
-        Some("auto") => Ok(Mode::Auto),
-        Some("off") => Ok(Mode::Off),
-        Some(other) => Err(Refused::BadMode(other.to_owned())),
-    }
+/// The mode `.env` text (called `file` in messages) names, by the kernel's
+/// rules; left out, the table's default (`ask`).
+pub fn mode_of(text: &str, file: &str) -> Result<Mode, Refused> {
+    let refused = |e: dotenv::SettingsError| Refused::Settings(e.to_string());
+    let entries = dotenv::read(text, file).map_err(refused)?;
+    dotenv::choice(
+        &entries,
+        "TENERAL_PUBLISH",
+        &[("ask", Mode::Ask), ("auto", Mode::Auto), ("off", Mode::Off)],
+    )
+    .map_err(refused)
 }
 
-/// `TENERAL_PUBLISH` of the `.env` at `home`, read now by the kernel's rules.
+/// `TENERAL_PUBLISH` of the `.env` at `home`, read now by the kernel's rules;
+/// no `.env` is the default.
 pub fn mode(home: &Path) -> Result<Mode, Refused> {
-    let value = teneral_core::dotenv::value_in(home, "TENERAL_PUBLISH")
-        .map_err(|e| Refused::Settings(e.to_string()))?;
-    mode_of(value.as_deref())
+    match dotenv::text_in(home).map_err(|e| Refused::Settings(e.to_string()))? {
+        Some((text, file)) => mode_of(&text, &file),
+        None => mode_of("", ".env"),
+    }
 }
 
 /// Whether `commit` may go out now.
@@ -84,16 +91,22 @@ mod tests {
 
     #[test]
     fn modes() {
+        let bad = "TENERAL_PUBLISH=yes in .env line 1: not one of ask, auto, off; \
+                   write TENERAL_PUBLISH=ask or auto or off, or leave the line out";
         let table = [
-            (None, Ok(Mode::Ask)),
-            (Some(""), Ok(Mode::Ask)),
-            (Some("ask"), Ok(Mode::Ask)),
-            (Some("auto"), Ok(Mode::Auto)),
-            (Some(" off "), Ok(Mode::Off)),
-            (Some("yes"), Err(Refused::BadMode("yes".into()))),
+            ("", Ok(Mode::Ask)),
+            ("TENERAL_PUBLISH=\n", Ok(Mode::Ask)),
+            ("TENERAL_PUBLISH=ask\n", Ok(Mode::Ask)),
+            ("TENERAL_PUBLISH=auto\n", Ok(Mode::Auto)),
+            ("# TENERAL_PUBLISH=auto\nTENERAL_PUBLISH=off", Ok(Mode::Off)),
+            ("TENERAL_PUBLISH=yes\n", Err(Refused::Settings(bad.into()))),
         ];
-        for (value, want) in table {
-            assert_eq!(mode_of(value), want, "{value:?}");
+        for (text, want) in table {
+            assert_eq!(mode_of(text, ".env"), want, "{text:?}");
+        }
+        match mode_of("TENERAL_PUBLISH= off \n", ".env") {
+            Err(Refused::Settings(m)) => assert!(m.contains("spaces around the value"), "{m}"),
+            other => panic!("a value with spaces around it was taken: {other:?}"),
         }
     }
 
@@ -136,11 +149,14 @@ mod tests {
             ("TENERAL_PUBLISH=auto\nTENERAL_PUBLISH=off\n", "set twice"),
             ("TENERAL_PUBLISH=auto # yes\n", "a comment follows the value"),
         ];
+        let file = home.path().join(".env").display().to_string();
         for (text, why) in cases {
             std::fs::write(home.path().join(".env"), text).expect("written");
+            let kernels = dotenv::read(text, &file).err().map(|e| e.to_string());
             match mode(home.path()) {
                 Err(Refused::Settings(message)) => {
-                    assert!(message.contains(why), "{text}: {message}")
+                    assert!(message.contains(why), "{text}: {message}");
+                    assert_eq!(Some(message), kernels, "{text}: the kernel's message");
                 }
                 other => panic!("{text:?} was taken: {other:?}"),
             }
