@@ -320,3 +320,35 @@ fn a_failed_or_unchecked_commit_cannot_be_approved() {
     assert_eq!(code, 1);
     assert!(err.contains("failed its check"), "{err}");
 }
+
+/// `teneralctl offer publish` reads `.env` by the kernel's reader: a quoted
+/// value, an `export` line or a second `TENERAL_PUBLISH` is refused with the
+/// very message the kernel gives, and nothing goes out (a lenient reading
+/// would take each of them as `auto` and publish the checked offer).
+#[test]
+fn a_dotenv_the_kernel_refuses_stops_publish_with_the_kernels_message() {
+    let p = offered();
+    let short = &p.commit[..7];
+    let path = p.home.dir.join(".env");
+    let env = std::fs::read_to_string(&path).expect(".env");
+    for line in [
+        "TENERAL_PUBLISH=\"auto\"\n",
+        "export TENERAL_PUBLISH=auto\n",
+        "TENERAL_PUBLISH=off\nTENERAL_PUBLISH=auto\n",
+    ] {
+        let text = format!("{env}{line}");
+        write(&p.home, ".env", &text);
+        let kernels = teneral_core::dotenv::read(&text, &path.display().to_string())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| panic!("the kernel's reader takes {line:?}"));
+        let (code, out, err) = run(&p.home, &["offer", "publish", short], "");
+        assert_eq!(code, 1, "{line:?} was taken: {out}{err}");
+        assert!(err.contains(&kernels), "{line:?}: {err} lacks the kernel's {kernels}");
+        assert_eq!(p.forge.state.lock().expect("state").pushes, 0, "{line:?}: nothing went out");
+    }
+    write(&p.home, ".env", &format!("{env}TENERAL_PUBLISH=auto\n"));
+    let (code, out, err) = run(&p.home, &["offer", "publish", short], "");
+    assert_eq!(code, 0, "written as the kernel reads it, auto publishes: {out}{err}");
+    assert_eq!(p.forge.state.lock().expect("state").pushes, 1);
+}
