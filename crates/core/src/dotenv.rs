@@ -111,19 +111,39 @@ impl<'a> Entries<'a> {
     }
 }
 
-/// Splits `text` into known settings. `file` names the file in messages.
-pub fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError> {
-    let mut entries = Entries { file: file.to_owned(), map: HashMap::new() };
-    for (index, raw) in text.lines().enumerate() {
-        let line = index + 1;
+/// One line of `.env` that is neither blank nor a comment, split at its
+/// first `=`, nothing taken off either side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// Counted from 1.
+    pub line: usize,
+    /// Everything before the first `=` (the whole line when there is none).
+    pub name: &'a str,
+    /// Everything after the first `=`; `None` when there is no `=`.
+    pub value: Option<&'a str>,
+}
+
+/// The lines of `.env` text that say something, as written. [`read`] holds
+/// them to the rules of settings; the offer's search for this install's
+/// secrets reads every line through this too.
+pub fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
+    text.lines().enumerate().filter_map(|(index, raw)| {
         let start = raw.trim_start();
         if start.is_empty() || start.starts_with('#') {
-            continue;
+            return None;
         }
         let (name, value) = match raw.split_once('=') {
             Some((name, value)) => (name, Some(value)),
             None => (raw, None),
         };
+        Some(Line { line: index + 1, name, value })
+    })
+}
+
+/// Splits `text` into known settings. `file` names the file in messages.
+pub fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError> {
+    let mut entries = Entries { file: file.to_owned(), map: HashMap::new() };
+    for Line { line, name, value } in lines(text) {
         let Some(known) = setting::find(name).map(|s| s.name) else {
             check_foreign(name, line, file)?;
             continue;
@@ -267,4 +287,96 @@ fn distance(a: &str, b: &str) -> usize {
         previous = current;
     }
     previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_that_say_something_as_written() {
+        let text = "# c\n\n  # d=1\nA=1\nexport B = \"2\"\nno equals\r\nC==x=\n";
+        let got: Vec<Line<'_>> = lines(text).collect();
+        let want = [
+            Line { line: 4, name: "A", value: Some("1") },
+            Line { line: 5, name: "export B ", value: Some(" \"2\"") },
+            Line { line: 6, name: "no equals", value: None },
+            Line { line: 7, name: "C", value: Some("=x=") },
+        ];
+        assert_eq!(got, want);
+    }
+
+    /// Every refusal of a line names the file, the line, the key and what
+    /// to write instead.
+    #[test]
+    fn each_refusal_names_file_line_key_and_fix() {
+        let file = "/home/i/.env";
+        // (text, where it is refused, the key, words of the fix)
+        let table = [
+            (
+                "TENERAL_PUBLISH=\"auto\"\n",
+                "line 1",
+                "TENERAL_PUBLISH",
+                "write TENERAL_PUBLISH=value",
+            ),
+            (
+                "TENERAL_PUBLISH='auto'\n",
+                "line 1",
+                "TENERAL_PUBLISH",
+                "write TENERAL_PUBLISH=value",
+            ),
+            (
+                "#\nTENERAL_PUBLISH=auto # yes\n",
+                "line 2",
+                "TENERAL_PUBLISH",
+                "comment on a line of its own",
+            ),
+            ("TENERAL_PUBLISH= auto\n", "line 1", "TENERAL_PUBLISH", "write TENERAL_PUBLISH=value"),
+            (
+                "export TENERAL_PUBLISH=auto\n",
+                "line 1",
+                "TENERAL_PUBLISH",
+                "nothing before the name",
+            ),
+            (
+                "teneral_publish=auto\n",
+                "line 1",
+                "TENERAL_PUBLISH",
+                "write TENERAL_PUBLISH=<value> in capitals",
+            ),
+            ("TENERAL_PUBLISH\n", "line 1", "TENERAL_PUBLISH", "write TENERAL_PUBLISH=<value>"),
+            ("TENERAL_PUBLSH=auto\n", "line 1", "TENERAL_PUBLSH", "Write TENERAL_PUBLISH=<value>"),
+            (
+                "TENERAL_PUBLISH=auto\nTENERAL_PUBLISH=off\n",
+                "lines 1 and 2",
+                "TENERAL_PUBLISH",
+                "delete one of",
+            ),
+        ];
+        for (text, line, key, fix) in table {
+            let message = read(text, file).err().map(|e| e.to_string()).unwrap_or_default();
+            for part in [file, line, key, fix] {
+                assert!(message.contains(part), "{text:?}: {message:?} lacks {part:?}");
+            }
+        }
+        let entries = read("TENERAL_PUBLISH=yes\n", file).expect("read");
+        let message = choice(&entries, "TENERAL_PUBLISH", &[("ask", 0), ("auto", 1), ("off", 2)])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            message,
+            "TENERAL_PUBLISH=yes in /home/i/.env line 1: not one of ask, auto, off; \
+             write TENERAL_PUBLISH=ask or auto or off, or leave the line out"
+        );
+    }
+
+    #[test]
+    fn a_left_out_choice_takes_the_tables_default() {
+        let entries = read("", ".env").expect("read");
+        let publish = choice(&entries, "TENERAL_PUBLISH", &[("ask", 0), ("auto", 1), ("off", 2)]);
+        assert_eq!(publish.ok(), Some(0));
+        let none = choice(&entries, "TENERAL_MODEL", &[("m", 0)]).err().map(|e| e.to_string());
+        assert!(none.is_some_and(|m| m.contains("TENERAL_MODEL is not set")));
+    }
 }

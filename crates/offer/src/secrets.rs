@@ -19,28 +19,27 @@ pub fn env_name_is_secret(name: &str) -> bool {
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"].iter().any(|w| upper.contains(w))
 }
 
-/// `KEY=value` lines of a `.env` text (`export` and quotes taken off), for
-/// finding secrets only: leniently, so that a value any tool would take
-/// from the file (the owner's own lines beside teneral's) is found and kept
-/// out of an offer. Settings are read by `teneral_core::dotenv`, strictly.
+/// The `NAME=value` lines of a `.env` text (read by `teneral_core::dotenv`),
+/// each value as a tool would take it: quotes around it taken off, since the
+/// secret is what is inside them. For finding secrets only: the owner's own
+/// lines beside teneral's are searched too, and a line the settings' rules
+/// refuse still holds a secret to keep out of an offer.
 pub(crate) fn dotenv(text: &str) -> Vec<(String, String)> {
-    let mut pairs = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        if line.starts_with('#') {
-            continue;
-        }
-        let Some((name, value)) = line.split_once('=') else { continue };
-        let value = value.trim();
-        let value = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-            .unwrap_or(value);
-        pairs.push((name.trim().to_owned(), value.to_owned()));
-    }
-    pairs
+    teneral_core::dotenv::lines(text)
+        .filter_map(|line| {
+            let value = line.value?.trim();
+            let name = line.name.split_whitespace().last()?;
+            Some((name.to_owned(), unquoted(value).to_owned()))
+        })
+        .collect()
+}
+
+/// `value` without one pair of matching quotes around it.
+fn unquoted(value: &str) -> &str {
+    ['"', '\'']
+        .iter()
+        .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
+        .unwrap_or(value)
 }
 
 /// The secrets of the install at `home`, with the process environment `env`.
@@ -118,8 +117,10 @@ mod tests {
 
     #[test]
     fn dotenv_lines() {
-        let pairs = dotenv("# c\nexport A_KEY=\"v 1\"\nB='x'\nC=plain\nnot a pair\n");
-        let want = [("A_KEY", "v 1"), ("B", "x"), ("C", "plain")];
+        let pairs = dotenv(
+            "# c\nexport A_KEY=\"v 1\"\nB='x'\nC=plain\nnot a pair\n  # D_KEY=commented\nE= 'y\"\n",
+        );
+        let want = [("A_KEY", "v 1"), ("B", "x"), ("C", "plain"), ("E", "'y\"")];
         let got: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
         assert_eq!(got, want);
     }
