@@ -1,5 +1,10 @@
 //! The owner's settings, read from the individual's `.env`.
 //!
+//! Which names there are, what a left-out one means and what each is for is
+//! the table in `teneral_core::setting`; the file is split into entries by
+//! `teneral_core::dotenv`, the one reader of `.env` for every crate. Here
+//! the entries become typed [`Settings`], with the rules each provider has.
+//!
 //! Invariants:
 //! - The file is the whole truth: process environment variables are never
 //!   consulted, so what the kernel runs with is what the file says.
@@ -76,6 +81,8 @@ pub struct Quota {
     pub tasks_max: Option<u64>,
 }
 
+/// The table's defaults of `TENERAL_MEMORY_MAX` and `TENERAL_TASKS_MAX` (a
+/// test holds them to it).
 impl Default for Quota {
     fn default() -> Quota {
         Quota { memory_max: Some(4 << 30), tasks_max: Some(2048) }
@@ -87,8 +94,9 @@ impl Default for Quota {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
-/// The lifecycle windows the kernel keeps. Each comes from a variable meant
-/// for tests alone; an owner's `.env` leaves them out.
+/// The lifecycle windows the kernel keeps. Each comes from a knob for tests
+/// alone (`teneral_core::setting::TEST`); an owner's `.env` leaves them out.
+/// The defaults are the table's (a test holds them to it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     /// How long a started body has to report `generation.ready`.

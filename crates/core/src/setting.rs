@@ -134,8 +134,8 @@ pub const OWNER: &[Setting] = &[
     owner(
         "TENERAL_STANDIN_SCRIPT",
         "",
-        "For standin: the script the stand-in model follows, relative to this directory; left out, its built-in one.",
-        Commented("standin.json"),
+        "For standin: a script of the stand-in model's answers (JSON Lines), relative to this directory; left out, it repeats what it is told.",
+        Commented("standin.jsonl"),
     ),
     owner(
         "TENERAL_STANDIN_LOG",
