@@ -75,18 +75,10 @@ pub enum RunnerChoice {
 /// (`TENERAL_MEMORY_MAX`, `TENERAL_TASKS_MAX`); `None` is no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
-    /// Bytes of memory, the cgroup's `MemoryMax`. Default 4 GiB.
+    /// Bytes of memory, the cgroup's `MemoryMax`.
     pub memory_max: Option<u64>,
-    /// Processes and threads, the cgroup's `TasksMax`. Default 2048.
+    /// Processes and threads, the cgroup's `TasksMax`.
     pub tasks_max: Option<u64>,
-}
-
-/// The table's defaults of `TENERAL_MEMORY_MAX` and `TENERAL_TASKS_MAX` (a
-/// test holds them to it).
-impl Default for Quota {
-    fn default() -> Quota {
-        Quota { memory_max: Some(4 << 30), tasks_max: Some(2048) }
-    }
 }
 
 /// A credential. It prints as `<redacted>`; [`Secret::expose`] is the one way
@@ -96,7 +88,7 @@ pub struct Secret(String);
 
 /// The lifecycle windows the kernel keeps. Each comes from a knob for tests
 /// alone (`teneral_core::setting::TEST`); an owner's `.env` leaves them out.
-/// The defaults are the table's (a test holds them to it).
+/// Left out, each takes the table's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     /// How long a started body has to report `generation.ready`.
@@ -112,19 +104,6 @@ pub struct Timing {
     /// A limit for one gate check in seconds, in place of the minutes of
     /// `TENERAL_CHECK_MINUTES`.
     pub check_limit: Option<Duration>,
-}
-
-impl Default for Timing {
-    fn default() -> Timing {
-        Timing {
-            ready: Duration::from_secs(60),
-            first_reply: Duration::from_secs(600),
-            stop_grace: Duration::from_secs(5),
-            backoff_unit: Duration::from_secs(1),
-            long_run: Duration::from_secs(3600),
-            check_limit: None,
-        }
-    }
 }
 
 /// Everything the owner can set.

@@ -13,9 +13,8 @@ const LEAST_MEMORY: u64 = 16 << 20;
 const LEAST_TASKS: u64 = 8;
 
 pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
-    let default = Quota::default();
     let memory_max = match entries.get_or_default("TENERAL_MEMORY_MAX") {
-        None => default.memory_max,
+        None => return Err(no_default(entries, "TENERAL_MEMORY_MAX")),
         Some(entry) => match bytes(entry.value) {
             Some(Some(n)) if n < LEAST_MEMORY => {
                 return Err(entries.refuse(
@@ -37,7 +36,7 @@ pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
         },
     };
     let tasks_max = match entries.get_or_default("TENERAL_TASKS_MAX") {
-        None => default.tasks_max,
+        None => return Err(no_default(entries, "TENERAL_TASKS_MAX")),
         Some(entry) if entry.value == "infinity" => None,
         Some(entry) => match entry.value.parse::<u64>() {
             Ok(n) if n >= LEAST_TASKS => Some(n),
@@ -52,6 +51,16 @@ pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
         },
     };
     Ok(Quota { memory_max, tasks_max })
+}
+
+/// A limit neither written nor given a default by the table.
+fn no_default(entries: &Entries<'_>, name: &'static str) -> SettingsError {
+    SettingsError::Absent {
+        file: entries.file.clone(),
+        name,
+        problem: "it has no default".to_owned(),
+        fix: format!("write {name}=<limit>, or infinity for no limit"),
+    }
 }
 
 /// `Some(None)` for infinity, `Some(Some(bytes))` for a size, `None` when
@@ -107,7 +116,7 @@ mod tests {
     #[test]
     fn defaults_and_values() {
         let s = load("").expect("no limits set is valid");
-        assert_eq!(s.quota, Quota::default());
+        assert_eq!(s.quota, Quota { memory_max: Some(4 << 30), tasks_max: Some(2048) });
         assert_eq!(s.runner, RunnerChoice::Auto);
         let s = load("TENERAL_MEMORY_MAX=256M\nTENERAL_TASKS_MAX=infinity\nTENERAL_RUNNER=direct")
             .expect("these limits are valid");

@@ -38,12 +38,12 @@ fn standin_alone_takes_every_default() {
     assert_eq!(s.species, Species::Ask);
     assert_eq!(s.publish, Species::Ask);
     assert_eq!(s.standin_script, None);
-    assert_eq!(s.timing, Timing::default());
     assert_eq!(s.timing.ready, Duration::from_secs(60));
     assert_eq!(s.timing.first_reply, Duration::from_secs(600));
     assert_eq!(s.timing.stop_grace, Duration::from_secs(5));
     assert_eq!(s.timing.backoff_unit, Duration::from_secs(1));
     assert_eq!(s.timing.long_run, Duration::from_secs(3600));
+    assert_eq!(s.timing.check_limit, None);
 }
 
 #[test]
