@@ -123,25 +123,25 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             entries,
             "TENERAL_HEARTBEAT_MINUTES",
             0,
-            "write e.g. TENERAL_HEARTBEAT_MINUTES=30, or 0 to turn the clock off",
+            &example("TENERAL_HEARTBEAT_MINUTES", ", or 0 to turn the clock off"),
         )?,
         context_chars: number(
             entries,
             "TENERAL_CONTEXT_CHARS",
             1000,
-            "write e.g. TENERAL_CONTEXT_CHARS=250000 (at least 1000)",
+            &example("TENERAL_CONTEXT_CHARS", " (at least 1000)"),
         )?,
         check_minutes: number(
             entries,
             "TENERAL_CHECK_MINUTES",
             0,
-            "write e.g. TENERAL_CHECK_MINUTES=10, or 0 for no limit",
+            &example("TENERAL_CHECK_MINUTES", ", or 0 for no limit"),
         )?,
         smoke_seconds: number(
             entries,
             "TENERAL_SMOKE_SECONDS",
             0,
-            "write e.g. TENERAL_SMOKE_SECONDS=30, or 0 for no limit",
+            &example("TENERAL_SMOKE_SECONDS", ", or 0 for no limit"),
         )?,
         upstream: entries.get("TENERAL_UPSTREAM").map(|e| e.value.to_owned()),
         species: choice(entries, "TENERAL_SPECIES", &species_choices)?,
@@ -258,6 +258,11 @@ fn egress_resolve(
 
 /// What `TENERAL_TEST_PRETEND_MISSING` may name.
 pub const PRETENDABLE: &[&str] = &["landlock", "seccomp", "namespaces"];
+
+/// What to write for `name`: its default from the table, then `rest`.
+fn example(name: &str, rest: &str) -> String {
+    format!("write e.g. {name}={}{rest}", teneral_core::setting::default(name))
+}
 
 /// A whole number no smaller than `least`, or the table's default when
 /// unset.

@@ -21,7 +21,7 @@ pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
                     "TENERAL_MEMORY_MAX",
                     entry,
                     "less than 16M, too little for any body",
-                    "write e.g. TENERAL_MEMORY_MAX=4G, or infinity for no limit",
+                    &example("TENERAL_MEMORY_MAX"),
                 ))
             }
             Some(n) => n,
@@ -45,12 +45,17 @@ pub(super) fn limits(entries: &Entries<'_>) -> Result<Quota, SettingsError> {
                     "TENERAL_TASKS_MAX",
                     entry,
                     "not a whole number of at least 8",
-                    "write e.g. TENERAL_TASKS_MAX=2048, or infinity for no limit",
+                    &example("TENERAL_TASKS_MAX"),
                 ))
             }
         },
     };
     Ok(Quota { memory_max, tasks_max })
+}
+
+/// What to write for the limit `name`: its default from the table, or none.
+fn example(name: &str) -> String {
+    format!("write e.g. {name}={}, or infinity for no limit", teneral_core::setting::default(name))
 }
 
 /// A limit neither written nor given a default by the table.
