@@ -11,6 +11,10 @@
 //!
 //! Invariants: a name is in one table only; a knob for tests starts with
 //! `TENERAL_TEST_` and never appears in `.env.example` or the README.
+//!
+//! Variables the tests and benchmarks set in a process's environment
+//! (`TENERAL_TEST_NO_CAGE`, `TENERAL_BENCH_*` and the like) are not settings:
+//! they are in neither table, and `.env` refuses them as unknown names.
 
 /// One setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,6 +365,18 @@ mod tests {
             listed, owners,
             "the README's settings table must list exactly the owner's settings of crates/core/src/setting.rs"
         );
+    }
+
+    #[test]
+    fn a_knob_of_the_environment_is_no_setting() {
+        for name in ["TENERAL_TEST_NO_CAGE", "TENERAL_BENCH_SYSCALLS"] {
+            assert_eq!(find(name), None, "{name}");
+            let refused = crate::dotenv::read(&format!("{name}=1\n"), ".env").err();
+            assert!(
+                matches!(refused, Some(crate::dotenv::SettingsError::Unknown { line: 1, .. })),
+                "{name}: {refused:?}"
+            );
+        }
     }
 
     #[test]
