@@ -243,7 +243,7 @@ pub fn shown(name: &str, value: &str) -> String {
 /// to each.
 pub fn choice<T: Copy>(
     entries: &Entries<'_>,
-    name: &str,
+    name: &'static str,
     options: &[(&str, T)],
 ) -> Result<T, SettingsError> {
     let words: Vec<&str> = options.iter().map(|(word, _)| *word).collect();
@@ -258,7 +258,7 @@ pub fn choice<T: Copy>(
             // Neither written nor defaulted: the table lacks a default.
             None => Err(SettingsError::Absent {
                 file: entries.file.clone(),
-                name: setting::find(name).map_or("TENERAL_", |s| s.name),
+                name,
                 problem: "it has no default".to_owned(),
                 fix,
             }),
