@@ -303,15 +303,15 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// The names in the first column of the table under `## Settings` in the
-/// README's text, in order.
-pub fn readme_names(readme: &str) -> Vec<&str> {
+/// The rows of the table under `## Settings` in the README's text, in
+/// order: the name in the first column, and the rest of the row.
+pub fn readme_rows(readme: &str) -> Vec<(&str, &str)> {
     let section = readme.split("\n## Settings\n").nth(1).unwrap_or("");
     let section = section.split("\n## ").next().unwrap_or("");
     section
         .lines()
         .filter_map(|line| line.strip_prefix("| `"))
-        .filter_map(|rest| rest.split_once('`').map(|(name, _)| name))
+        .filter_map(|rest| rest.split_once('`'))
         .collect()
 }
 
@@ -353,7 +353,19 @@ mod tests {
 
     #[test]
     fn the_readme_table_lists_exactly_the_owners_settings() {
-        let listed = readme_names(include_str!("../../../README.md"));
+        let rows = readme_rows(include_str!("../../../README.md"));
+        for (name, meaning) in &rows {
+            let default = default(name);
+            if default.is_empty() {
+                continue;
+            }
+            assert!(
+                meaning.contains(&format!("`{default}`"))
+                    || meaning.contains(&format!("default {default}")),
+                "the README's row of {name} does not name its default {default:?}"
+            );
+        }
+        let listed: Vec<&str> = rows.iter().map(|(name, _)| *name).collect();
         let owners: Vec<&str> = OWNER.iter().map(|s| s.name).collect();
         let mut sorted = listed.clone();
         sorted.sort_unstable();
@@ -389,7 +401,7 @@ mod tests {
     #[test]
     fn the_readme_table_is_found_and_read() {
         let readme = "# x\n## Settings\n\n| variable | meaning |\n|---|---|\n| `A` | a |\n| `B` | b |\n\n## Next\n| `C` | c |\n";
-        assert_eq!(readme_names(readme), ["A", "B"]);
-        assert_eq!(readme_names("no table"), Vec::<&str>::new());
+        assert_eq!(readme_rows(readme), [("A", " | a |"), ("B", " | b |")]);
+        assert_eq!(readme_rows("no table"), Vec::<(&str, &str)>::new());
     }
 }
