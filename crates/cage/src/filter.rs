@@ -17,7 +17,7 @@ use libseccomp::{
 use serde::Deserialize;
 
 /// The seccomp profile every confined process runs under.
-pub const PROFILE_JSON: &str = include_str!("../../seccomp/teneral.json");
+pub const PROFILE_JSON: &str = include_str!("../../../seccomp/teneral.json");
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -185,11 +185,7 @@ mod tests {
         compile(PROFILE_JSON, &path).expect("the shipped profile compiles");
         let now = std::fs::read(&path).expect("the compiled filter reads back");
         assert!(!now.is_empty());
-        assert_eq!(
-            super::super::helper::PRECOMPILED,
-            &now[..],
-            "build.rs compiled another profile"
-        );
+        assert_eq!(crate::helper::PRECOMPILED, &now[..], "build.rs compiled another profile");
     }
 
     #[test]
