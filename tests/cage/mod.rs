@@ -15,6 +15,7 @@ mod identity;
 mod missing;
 mod offer;
 mod privilege;
+mod seams;
 mod targets;
 mod unprivileged;
 mod zygote;

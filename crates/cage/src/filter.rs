@@ -1,7 +1,7 @@
 //! The helper's seccomp step: `seccomp/teneral.json`, in the OCI runtime
 //! spec's `linux.seccomp` shape (the file podman reads with
-//! `--security-opt seccomp=`), compiled into the kernel's binary and loaded
-//! with libseccomp.
+//! `--security-opt seccomp=`), compiled into the cage (so into both
+//! programs that are the helper) and loaded with libseccomp.
 //!
 //! Invariants: the file is the only source of the filter, so a native run
 //! and a podman run are confined alike; a name this libseccomp does not know
