@@ -110,13 +110,12 @@ impl Cage {
     }
 
     /// Starts the cage's zygote (`teneral-confine zygote`, see
-    /// `teneral_cage::zygote`)
-    /// and has [`crate::spawn::spawn`] send every launch [`Cage::wrap`]
-    /// makes through it. `Ok(false)` when there is nothing to start: the
-    /// cage is off, or the lean helper is not beside the kernel. Call it
-    /// from the thread that spawns (the zygote dies with it), after the
-    /// reaper started. Launches under the systemd runner do not go through
-    /// it (systemd starts them).
+    /// [`teneral_cage::zygote`]) and has [`crate::spawn::spawn`] send every
+    /// launch [`Cage::wrap`] makes through it. `Ok(false)` when there is
+    /// nothing to start: the cage is off, or the lean helper is not beside
+    /// the kernel. Call it from the thread that spawns (the zygote dies with
+    /// it), after the reaper started. Launches under the systemd runner do
+    /// not go through it (systemd starts them).
     pub fn start_zygote(&self) -> io::Result<bool> {
         let Cage::On { exe, .. } = self else { return Ok(false) };
         let helper = host::helper_program(exe);
@@ -133,7 +132,7 @@ impl Cage {
     /// it is; a body's places are still made, and the log says it runs
     /// unconfined (`name` names it).
     /// `limits` are the resource limits the program gets inside (those a
-    /// runner without cgroups applies, see `teneral_cage::plan::Rlimits`). When the
+    /// runner without cgroups applies, see [`Rlimits`]). When the
     /// kernel is root, the program runs as the identity of `individual`
     /// (the directory of the individual it serves), recorded machine-wide
     /// ([`identity::of`]); with none, as nobody.
@@ -235,7 +234,7 @@ pub struct Options {
     /// outside, and nothing else is.
     pub forward: Vec<u16>,
     /// Directories of Unix sockets to connect to from inside (the event
-    /// socket's), see `teneral_cage::plan::Plan::socket_dirs`.
+    /// socket's), see [`teneral_cage::plan::Plan::socket_dirs`].
     pub socket_dirs: Vec<PathBuf>,
     /// Test knob (`TENERAL_TEST_PRETEND_MISSING`): features the helper must
     /// treat as missing.

@@ -5,7 +5,7 @@
 //! first), applies the steps in the module's order, writes one line to
 //! stderr naming the step that failed, and exits with that step's status.
 //! On success it never returns: it forks into the cage's PID namespace
-//! ([`crate::init`]) and ends as the program does; the program keeps its
+//! (`init`) and ends as the program does; the program keeps its
 //! environment, and of its descriptors 0, 1, 2 and those the plan names
 //! (every other one is closed first, before any namespace is made).
 

@@ -21,7 +21,7 @@
 //! - The spare: one launch made ahead, which has made its own network
 //!   namespace (loopback up), the user namespace (not root) or the one
 //!   its task limit counts in (root) and a PID namespace, and has forked
-//!   into it: the helper supervises outside ([`crate::init`]), and the
+//!   into it: the helper supervises outside (`init`), and the
 //!   cage's first process waits for one request on a socket of its own. The
 //!   zygote hands that socket and the helper's pid to the kernel, in a
 //!   message framed as a request (`spare <pid>`, the socket as its one
@@ -39,7 +39,7 @@
 //!   namespace itself, as the executed helper does.
 //!
 //! Either way the launch then runs the helper's own code
-//! ([`crate::helper::run`]) with the request's descriptors, environment
+//! (`helper::run`) with the request's descriptors, environment
 //! and working directory: every wall is the same.
 //!
 //! Framing, on a stream: an 8-byte header (payload length, descriptor
