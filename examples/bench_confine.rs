@@ -7,7 +7,7 @@
 //! the medians and the differences.
 //!
 //! Then it runs each confined case again with `TENERAL_BENCH_CONFINE_FD`
-//! (`confine::steps`), and prints where the time goes: the median time of
+//! (`teneral_cage::steps`), and prints where the time goes: the median time of
 //! each step of the cage (from the end of the step before it), with the
 //! machine's load average beside the figures.
 
@@ -21,7 +21,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 
 use teneral::confine::{self, Profile};
-use teneral::spawn::zygote::{Request, Zygote};
+use teneral_cage::zygote::{Request, Zygote};
 
 fn main() -> Result<()> {
     let runs: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(200);
@@ -74,8 +74,8 @@ fn main() -> Result<()> {
     let unshare_name = if root { "unshare -m -p -n -f" } else { "unshare -U -r -m -p -n -f" };
     let mut cases: Vec<(&str, Vec<OsString>, i32)> = vec![
         ("plain fork+exec", truth(), 0),
-        ("helper start only", helper_start, confine::EXIT_USAGE),
-        ("lean helper start only", lean_start, confine::EXIT_USAGE),
+        ("helper start only", helper_start, teneral_cage::EXIT_USAGE),
+        ("lean helper start only", lean_start, teneral_cage::EXIT_USAGE),
         (unshare_name, unshare, 0),
         ("confined, generation", generation, 0),
         ("confined, gate", gate, 0),
@@ -116,7 +116,7 @@ fn main() -> Result<()> {
             && with_zygote
             && std::env::var_os("BEFORE_ZYGOTE").is_some_and(|z| z == "1")
         {
-            zygote_before = Some(Zygote::start(&lean, &source_of(&lean)?, confine::zygote::fits)?);
+            zygote_before = Some(teneral::spawn::start_zygote(&lean, &source_of(&lean)?)?);
             let options = confine::Options { exe: Some(lean), ..confine::Options::default() };
             for (name, profile) in [
                 (
@@ -136,7 +136,7 @@ fn main() -> Result<()> {
     // from a spare that made its namespaces ahead (`ZYGOTE=0` leaves it out).
     let lean = target.join("release/teneral-confine");
     let zygote = if with_zygote {
-        Some(Zygote::start(&lean, confine::host::SOURCE_ID, confine::zygote::fits)?)
+        Some(teneral::spawn::start_zygote(&lean, teneral_cage::SOURCE_ID)?)
     } else {
         None
     };
@@ -257,7 +257,7 @@ fn run(
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).current_dir(dir).stdin(Stdio::null()).stderr(Stdio::null());
         if let Some(fd) = steps {
-            cmd.env(confine::steps::ENV, fd.to_string());
+            cmd.env(teneral_cage::steps::ENV, fd.to_string());
         }
         let status = cmd.status().with_context(|| format!("{name}: cannot start"))?;
         return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
@@ -268,7 +268,7 @@ fn run(
         vec![(0, null()?), (1, std::io::stdout().as_fd().try_clone_to_owned()?), (2, null()?)];
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     if let Some(fd) = steps {
-        env.push((confine::steps::ENV.into(), fd.to_string().into()));
+        env.push((teneral_cage::steps::ENV.into(), fd.to_string().into()));
         let file = std::fs::OpenOptions::new().append(true).open(format!("/proc/self/fd/{fd}"))?;
         fds.push((fd, file.into()));
     }
@@ -335,7 +335,7 @@ fn steps(
             let mut text = String::new();
             log.rewind()?;
             log.read_to_string(&mut text)?;
-            let mut marks = confine::steps::parse(&text);
+            let mut marks = teneral_cage::steps::parse(&text);
             marks.sort_by_key(|(_, ns)| *ns);
             marks.push(("the helper's end seen".into(), end));
             let mut last = start;

@@ -29,7 +29,7 @@ fn main() -> Result<()> {
     // running program: be that helper when called as one, as `teneral` is.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "confine") {
-        std::process::exit(teneral::confine::helper_main(&args[2..]));
+        std::process::exit(teneral_cage::helper::main(&args[2..]));
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // Cargo runs this as <target>/release/examples/<name>, wherever

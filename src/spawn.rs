@@ -23,7 +23,6 @@
 mod groups;
 mod reaper;
 mod through;
-pub mod zygote;
 
 pub use groups::{
     keep_groups, keeper_main, stop_keeping_groups, sweep_leftover_groups, CHILDREN_PATH,
@@ -43,6 +42,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
+use teneral_cage::zygote::Zygote;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
@@ -154,22 +154,24 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
     Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
 }
 
-/// Starts `helper zygote --source <source>` with `socket` as its stdin:
-/// a process group of its own, death with this thread, nothing else
+/// Starts the cage's zygote of the helper program `helper`, built from the
+/// cage's sources `source` (`teneral_cage::SOURCE_ID`, unless a benchmark
+/// names another build's), to be handed to [`use_zygote`]. Call it from the
+/// thread that starts every launch: the zygote dies with it.
+pub fn start_zygote(helper: &std::path::Path, source: &str) -> io::Result<Zygote> {
+    Zygote::start(helper, source, start_zygote_process)
+}
+
+/// Starts `helper args...` (the zygote) with `socket` as its stdin: a
+/// process group of its own, death with this thread, nothing else
 /// inherited. Its exit is collected as an adopted orphan's.
 fn start_zygote_process(
     helper: &std::path::Path,
-    source: &str,
+    args: &[&str],
     socket: OwnedFd,
 ) -> io::Result<u32> {
     let mut cmd = Command::new(helper);
-    cmd.arg("zygote")
-        .arg("--source")
-        .arg(source)
-        .env_clear()
-        .stdin(Stdio::from(socket))
-        .stdout(Stdio::null())
-        .process_group(0);
+    cmd.args(args).env_clear().stdin(Stdio::from(socket)).stdout(Stdio::null()).process_group(0);
     crate::sys::die_with_parent(&mut cmd);
     Ok(cmd.spawn()?.id())
 }

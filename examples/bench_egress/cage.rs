@@ -37,7 +37,7 @@ pub fn starts(runs: usize, model: u16, proxies: [u16; 2], sizes: &[usize]) -> Re
     host::prepare_generation(&home)?;
     let mut before = plan::generation(&home, &host::tracked_names(&home)?, &host::host(&[&home]));
     before.rules.retain(|r| r.path.exists());
-    before.net = plan::Net::Open;
+    before.net = teneral_cage::plan::Net::Open;
     let before = host::helper_argv(&teneral, before.to_args(), truth());
     let cases: [(&str, Vec<OsString>); 4] = [
         ("plain fork+exec", truth()),

@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     // thread), and on success becomes the confined program.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "confine") {
-        let status = teneral::confine::helper_main(&args[2..]);
+        let status = teneral_cage::helper::main(&args[2..]);
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
     // Before any thread: one malloc arena for all (an arena per thread keeps
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
                 Ok(0)
             }
             // Dispatched before parsing, in main; never reached.
-            Command::Confine { .. } => Ok(teneral::confine::EXIT_USAGE),
+            Command::Confine { .. } => Ok(teneral_cage::EXIT_USAGE),
             Command::KeepChildren { .. } | Command::CrashPoints | Command::UnpackOrgan { .. } => {
                 Ok(0)
             }

@@ -229,19 +229,16 @@ pub fn helper_program(exe: &Path) -> PathBuf {
     }
 }
 
-/// The sources this kernel was built from (build.rs): `teneral-confine`
-/// confines only for a kernel of its own sources.
-pub const SOURCE_ID: &str = env!("TENERAL_SOURCE_ID");
-
 /// `[exe, "confine", args..., "--", argv...]`; for `teneral-confine`,
-/// `[exe, "confine", "--source", SOURCE_ID, args..., "--", argv...]`.
+/// `[exe, "confine", "--source", SOURCE_ID, args..., "--", argv...]` (the
+/// sources of the cage this kernel links, `teneral_cage::SOURCE_ID`).
 pub fn helper_argv(exe: &Path, args: Vec<OsString>, argv: Vec<OsString>) -> Vec<OsString> {
     let mut all = Vec::with_capacity(args.len() + argv.len() + 5);
     all.push(exe.as_os_str().to_owned());
     all.push("confine".into());
     if exe.file_name().is_some_and(|n| n == "teneral-confine") {
         all.push("--source".into());
-        all.push(SOURCE_ID.into());
+        all.push(teneral_cage::SOURCE_ID.into());
     }
     all.extend(args);
     all.push("--".into());

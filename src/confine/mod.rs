@@ -1,21 +1,11 @@
-//! The cage: the one place that turns a process into a confined one.
-//!
-//! The kernel never confines itself. It starts `teneral confine` (the
-//! helper, [`helper::main`]) with a [`plan::Plan`] on its command line; the
-//! freshly executed helper, single-threaded, applies in order: closing
-//! every descriptor the plan does not name, namespaces
-//! (a private mount namespace for the generation's read-only journal, a
-//! network namespace with only loopback and the forwarded ports), the Landlock
-//! ruleset, dropping every capability, no_new_privs, the resource limits
-//! the plan names, the seccomp profile
-//! (`seccomp/teneral.json`), and then executes the program. Each step that
-//! fails ends the helper with its own status ([`EXIT_NAMESPACES`] ...), so
-//! the kernel can say which one it was ([`describe_exit`]).
+//! The kernel's side of the cage: what it decides before anything is
+//! confined. Which plan a profile gets ([`plan`]), from which paths of the
+//! machine ([`host`]), as whom ([`identity`]), and whether the cage is on at
+//! all ([`decide`]); [`Cage::wrap`] turns a launch into one of the helper
+//! with that plan. The helper, the cage's first process and the zygote, which
+//! carry the plan out, are the cage crate's (`teneral_cage`).
 //!
 //! Invariants:
-//! - A step short of fully enforced is a failure, never a warning: Landlock
-//!   is asked for with `HardRequirement`, and the helper executes nothing
-//!   unless every step succeeded.
 //! - Policy is pure ([`plan`]): which path gets which rights is decided by
 //!   functions over paths, tested by tables; the helper only applies it.
 //! - A body is started unconfined only when the owner wrote
@@ -26,79 +16,19 @@
 //! The reasons are in docs/design.md ("The cage") and the table of what each
 //! profile may touch in docs/cage.md.
 
-mod filter;
-mod helper;
 pub mod host;
 pub mod identity;
-mod init;
-mod namespaces;
 pub mod plan;
-mod relay;
-mod root;
-mod ruleset;
 pub mod sources;
-pub mod steps;
-mod sys;
-pub mod zygote;
 
 use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
 
+use teneral_cage::identity::Identity;
+use teneral_cage::plan::Rlimits;
+
 use crate::spawn::Spec;
-
-pub use filter::PROFILE_JSON;
-pub use helper::main as helper_main;
-pub use zygote::main as zygote_main;
-
-/// Wrong arguments to `teneral confine`.
-pub const EXIT_USAGE: i32 = 120;
-/// The namespaces could not be made (mount or network namespace, loopback).
-pub const EXIT_NAMESPACES: i32 = 121;
-/// The Landlock ruleset could not be built or is not fully enforced.
-pub const EXIT_LANDLOCK: i32 = 122;
-/// A capability could not be dropped.
-pub const EXIT_CAPABILITIES: i32 = 123;
-/// no_new_privs could not be set.
-pub const EXIT_NO_NEW_PRIVS: i32 = 124;
-/// The seccomp profile could not be built or loaded.
-pub const EXIT_SECCOMP: i32 = 125;
-/// The program could not be executed (it exists but cannot run).
-pub const EXIT_EXEC: i32 = 126;
-/// The program was not found.
-pub const EXIT_NOT_FOUND: i32 = 127;
-/// The resource limits could not be set.
-pub const EXIT_LIMITS: i32 = 119;
-
-/// The environment variable that names the `cgroup.procs` files a launch
-/// of the helper enters before anything else (the kernel's side of the
-/// zygote defines it, since it moves a spare's helper into them).
-pub use crate::spawn::zygote::CGROUP_PROCS;
-
-/// The user and group (`nobody`) a root kernel's cage runs as when its
-/// launch names no individual; an individual's cages run as its own
-/// identity ([`identity`]).
-pub const BODY_ID: u32 = 65534;
-
-/// The Landlock ABI the cage needs: 3 for truncation rights, 6 for keeping
-/// signals and abstract sockets inside the cage.
-pub const LANDLOCK_ABI: i32 = 6;
-
-/// Which step of the cage an exit status of the helper names, if any.
-pub fn describe_exit(code: i32) -> Option<&'static str> {
-    Some(match code {
-        EXIT_USAGE => "the cage was given wrong arguments",
-        EXIT_NAMESPACES => "the cage could not make its namespaces",
-        EXIT_LANDLOCK => "the cage could not enforce its Landlock rules",
-        EXIT_CAPABILITIES => "the cage could not drop the capabilities",
-        EXIT_NO_NEW_PRIVS => "the cage could not set no_new_privs",
-        EXIT_SECCOMP => "the cage could not load its seccomp profile",
-        EXIT_EXEC => "the cage could not execute the program",
-        EXIT_NOT_FOUND => "the cage did not find the program",
-        EXIT_LIMITS => "the cage could not set its resource limits",
-        _ => return None,
-    })
-}
 
 /// What a confined process is, as the gate and the generation name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,20 +109,20 @@ impl Cage {
         matches!(self, Cage::On { .. })
     }
 
-    /// Starts the cage's zygote (`teneral-confine zygote`, see [`zygote`])
-    /// and has [`crate::spawn::spawn`] send every launch [`Cage::wrap`]
-    /// makes through it. `Ok(false)` when there is nothing to start: the
-    /// cage is off, or the lean helper is not beside the kernel. Call it
-    /// from the thread that spawns (the zygote dies with it), after the
-    /// reaper started. Launches under the systemd runner do not go through
-    /// it (systemd starts them).
+    /// Starts the cage's zygote (`teneral-confine zygote`, see
+    /// [`teneral_cage::zygote`]) and has [`crate::spawn::spawn`] send every
+    /// launch [`Cage::wrap`] makes through it. `Ok(false)` when there is
+    /// nothing to start: the cage is off, or the lean helper is not beside
+    /// the kernel. Call it from the thread that spawns (the zygote dies with
+    /// it), after the reaper started. Launches under the systemd runner do
+    /// not go through it (systemd starts them).
     pub fn start_zygote(&self) -> io::Result<bool> {
         let Cage::On { exe, .. } = self else { return Ok(false) };
         let helper = host::helper_program(exe);
         if helper == *exe {
             return Ok(false);
         }
-        let zygote = crate::spawn::zygote::Zygote::start(&helper, host::SOURCE_ID, zygote::fits)?;
+        let zygote = crate::spawn::start_zygote(&helper, teneral_cage::SOURCE_ID)?;
         crate::spawn::use_zygote(zygote);
         Ok(true)
     }
@@ -202,7 +132,7 @@ impl Cage {
     /// it is; a body's places are still made, and the log says it runs
     /// unconfined (`name` names it).
     /// `limits` are the resource limits the program gets inside (those a
-    /// runner without cgroups applies, see [`plan::Rlimits`]). When the
+    /// runner without cgroups applies, see [`Rlimits`]). When the
     /// kernel is root, the program runs as the identity of `individual`
     /// (the directory of the individual it serves), recorded machine-wide
     /// ([`identity::of`]); with none, as nobody.
@@ -211,7 +141,7 @@ impl Cage {
         name: &str,
         profile: &Profile,
         spec: Spec,
-        limits: plan::Rlimits,
+        limits: Rlimits,
         individual: Option<&std::path::Path>,
     ) -> io::Result<Spec> {
         match self {
@@ -287,38 +217,12 @@ pub fn decide(unsafe_unconfined: bool, pretend_missing: &[String]) -> Result<Mod
     if unsafe_unconfined {
         return Ok(Mode::Unconfined);
     }
-    let missing = missing(pretend_missing);
+    let missing = teneral_cage::missing(pretend_missing);
     if missing.is_empty() {
         Ok(Mode::Confined)
     } else {
         Err(CageError::Missing(missing))
     }
-}
-
-/// The features of the running Linux the cage needs and does not find.
-pub fn missing(pretend: &[String]) -> Vec<String> {
-    let pretends = |f: &str| pretend.iter().any(|p| p == f);
-    let mut missing = Vec::new();
-    let abi = if pretends("landlock") { 0 } else { crate::sys::landlock_abi() };
-    if abi < LANDLOCK_ABI {
-        let offers = if abi == 0 { "no Landlock".to_owned() } else { format!("ABI {abi}") };
-        missing.push(format!(
-            "Landlock ABI {LANDLOCK_ABI} (Linux 6.12 or later with landlock in its lsm= list; this one offers {offers})"
-        ));
-    }
-    if pretends("seccomp") || !filter::available() {
-        missing.push("seccomp filters (CONFIG_SECCOMP_FILTER)".to_owned());
-    }
-    if pretends("namespaces") || !namespaces::available() {
-        missing.push(
-            "namespaces for an unprivileged user (no user namespace can be made here: they \
-             are off (see /proc/sys/user/max_user_namespaces and \
-             kernel.unprivileged_userns_clone), or this process is already in a sandbox that \
-             denies them, as a gate check is)"
-                .to_owned(),
-        );
-    }
-    missing
 }
 
 /// What else [`wrap_with`] may be asked for.
@@ -330,7 +234,7 @@ pub struct Options {
     /// outside, and nothing else is.
     pub forward: Vec<u16>,
     /// Directories of Unix sockets to connect to from inside (the event
-    /// socket's), see [`plan::Plan::socket_dirs`].
+    /// socket's), see [`teneral_cage::plan::Plan::socket_dirs`].
     pub socket_dirs: Vec<PathBuf>,
     /// Test knob (`TENERAL_TEST_PRETEND_MISSING`): features the helper must
     /// treat as missing.
@@ -339,9 +243,9 @@ pub struct Options {
     /// `None` (a caller that is not `teneral`, such as a test, names it).
     pub exe: Option<PathBuf>,
     /// The resource limits of the program inside.
-    pub limits: plan::Rlimits,
+    pub limits: Rlimits,
     /// Who the program is when the kernel is root; `None` is nobody.
-    pub identity: Option<identity::Identity>,
+    pub identity: Option<Identity>,
 }
 
 /// The argv that runs `argv` confined by `profile`:

@@ -184,13 +184,13 @@ impl Delegated {
         let procs = |i: usize| group.dirs[i.min(group.dirs.len() - 1)].join("cgroup.procs");
         if crate::spawn::goes_through_zygote(&spec) {
             // The zygote forks the helper, which enters these before
-            // anything else (confine::CGROUP_PROCS); no shell in between.
+            // anything else (teneral_cage::CGROUP_PROCS); no shell in between.
             let mut named = procs(0).into_os_string();
             if group.dirs.len() > 1 {
                 named.push("\n");
                 named.push(procs(1));
             }
-            let spec = spec.env(crate::confine::CGROUP_PROCS, named);
+            let spec = spec.env(teneral_cage::CGROUP_PROCS, named);
             return Ok((group, spec));
         }
         let mut wrapped = Spec::new("/bin/sh", spec.cwd.clone())

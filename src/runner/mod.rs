@@ -87,7 +87,7 @@ impl Ended {
     /// Which step of the cage failed, when the exit status names one.
     pub fn cage_step(&self) -> Option<&'static str> {
         match self.exit {
-            Exit::Code(code) => crate::confine::describe_exit(code),
+            Exit::Code(code) => teneral_cage::describe_exit(code),
             Exit::Signal(_) => None,
         }
     }
@@ -211,13 +211,13 @@ impl Runner {
     /// The resource limits the cage applies itself: `TasksMax` and
     /// `MemoryMax` as `RLIMIT_NPROC` and `RLIMIT_AS` when no unit nor cgroup
     /// holds them (the direct backend), none otherwise.
-    fn rlimits(&self, limits: &Limits) -> crate::confine::plan::Rlimits {
+    fn rlimits(&self, limits: &Limits) -> teneral_cage::plan::Rlimits {
         match self.backend {
-            Backend::Direct => crate::confine::plan::Rlimits {
+            Backend::Direct => teneral_cage::plan::Rlimits {
                 tasks: limits.tasks_max,
                 address_space: limits.memory_max,
             },
-            Backend::Systemd(_) | Backend::Cgroup(_) => crate::confine::plan::Rlimits::default(),
+            Backend::Systemd(_) | Backend::Cgroup(_) => teneral_cage::plan::Rlimits::default(),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Launches of the cage's helper sent to a zygote ([`super::zygote`])
+//! Launches of the cage's helper sent to a zygote (`teneral_cage::zygote`)
 //! instead of executed, once the kernel said to use one.
 
 use std::fs::File;
@@ -7,9 +7,10 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use teneral_cage::zygote;
 use tokio::sync::oneshot;
 
-use super::{groups, lock_registry, receiver, zygote, Child, Output, Spec};
+use super::{groups, lock_registry, receiver, Child, Output, Spec};
 
 /// The zygote that takes confined launches, once [`use_zygote`] set one.
 fn zygote_slot() -> &'static Mutex<Option<zygote::Zygote>> {
@@ -97,9 +98,9 @@ fn spawn_through(zygote: &zygote::Zygote, spec: Spec) -> io::Result<Child> {
         };
         fds.push((target, fd));
     }
-    // The benchmark's descriptor for the cage's steps (`confine::steps`),
+    // The benchmark's descriptor for the cage's steps (`teneral_cage::steps`),
     // when it names one: the same file, opened again for appending.
-    let bench = spec.env.iter().find(|(k, _)| k == "TENERAL_BENCH_CONFINE_FD");
+    let bench = spec.env.iter().find(|(k, _)| k == teneral_cage::steps::ENV);
     if let Some(fd) = bench.and_then(|(_, v)| v.to_str()?.parse::<i32>().ok()) {
         let path = format!("/proc/self/fd/{fd}");
         if let (true, Ok(file)) = (fd > 2, std::fs::OpenOptions::new().append(true).open(path)) {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use teneral::confine::host::{self, Homes};
-use teneral::confine::plan::{self, Plan};
+use teneral::confine::plan;
+use teneral_cage::plan::Plan;
 
 use super::*;
 

@@ -8,10 +8,11 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use teneral::confine::identity::{self, Identity};
+use teneral::confine::identity;
 use teneral::confine::Profile;
 use teneral::runner::{Launch, Limits, Runner};
 use teneral::spawn::Spec;
+use teneral_cage::identity::Identity;
 
 use super::*;
 
@@ -127,7 +128,7 @@ fn what_a_body_and_a_check_write_is_their_individuals_own() -> TestResult {
     assert_eq!(first, again, "a kernel started again keeps its individual's identity");
     assert!(first.uid != other.uid && first.gid != other.gid, "{first:?} and {other:?}");
     for (home, id) in [(&a, first), (&b, other)] {
-        assert!(![0, teneral::confine::BODY_ID].contains(&id.uid), "{id:?}");
+        assert!(![0, teneral_cage::BODY_ID].contains(&id.uid), "{id:?}");
         for rel in WRITTEN {
             let meta = std::fs::symlink_metadata(home.join(rel))?;
             assert_eq!((meta.uid(), meta.gid()), (id.uid, id.gid), "{}", home.join(rel).display());
@@ -250,7 +251,7 @@ fn a_link_a_check_plants_where_a_grant_leads_is_not_followed() -> TestResult {
         .env("PATH", "/usr/bin:/bin")
         .output()?;
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(teneral::confine::EXIT_NAMESPACES), "{err}");
+    assert_eq!(out.status.code(), Some(teneral_cage::EXIT_NAMESPACES), "{err}");
     assert!(err.contains("teneral confine: root:") && err.contains("is a link"), "{err}");
     assert!(!outside.join("made").exists(), "the check wrote through the link: {err}");
     for p in [&outside, &outside.join("file")] {
@@ -305,7 +306,7 @@ fn a_link_planted_beneath_a_writable_grant_is_not_followed_by_any_kernel() -> Te
         .env("PATH", "/usr/bin:/bin")
         .output()?;
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(teneral::confine::EXIT_NAMESPACES), "{err}");
+    assert_eq!(out.status.code(), Some(teneral_cage::EXIT_NAMESPACES), "{err}");
     assert!(err.contains("teneral confine: root:") && err.contains("is a link"), "{err}");
     assert!(!secret.join("made").exists(), "the check wrote through the link: {err}");
     Ok(())

@@ -42,9 +42,9 @@ fn the_helper_exits_with_the_status_of_the_step_that_failed() -> TestResult {
     let dir = tempfile::tempdir()?;
     let profile = Profile::Gate { checkout: dir.path().to_owned(), writable: vec![] };
     let table = [
-        ("namespaces", confine::EXIT_NAMESPACES, "teneral confine: namespaces:"),
-        ("landlock", confine::EXIT_LANDLOCK, "teneral confine: landlock:"),
-        ("seccomp", confine::EXIT_SECCOMP, "teneral confine: seccomp:"),
+        ("namespaces", teneral_cage::EXIT_NAMESPACES, "teneral confine: namespaces:"),
+        ("landlock", teneral_cage::EXIT_LANDLOCK, "teneral confine: landlock:"),
+        ("seccomp", teneral_cage::EXIT_SECCOMP, "teneral confine: seccomp:"),
     ];
     for (feature, code, message) in table {
         let argv = confine::wrap_with(
@@ -56,12 +56,12 @@ fn the_helper_exits_with_the_status_of_the_step_that_failed() -> TestResult {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{feature}: {err}");
         assert!(err.contains(message) && err.contains("pretended"), "{feature}: {err}");
-        assert!(confine::describe_exit(code).is_some());
+        assert!(teneral_cage::describe_exit(code).is_some());
     }
     let missing = run_confined(&profile, vec!["/no/such/program".into()], dir.path(), dir.path())?;
-    assert_eq!(missing.status.code(), Some(confine::EXIT_NOT_FOUND));
+    assert_eq!(missing.status.code(), Some(teneral_cage::EXIT_NOT_FOUND));
     let out = Command::new(teneral()).args(["confine", "--profile", "gate", "--bogus"]).output()?;
-    assert_eq!(out.status.code(), Some(confine::EXIT_USAGE));
+    assert_eq!(out.status.code(), Some(teneral_cage::EXIT_USAGE));
     let fine = run_confined(&profile, vec![OsString::from("/bin/true")], dir.path(), dir.path())?;
     assert_eq!(fine.status.code(), Some(0), "and with nothing missing it runs");
     Ok(())

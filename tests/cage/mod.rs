@@ -15,6 +15,7 @@ mod identity;
 mod missing;
 mod offer;
 mod privilege;
+mod seams;
 mod targets;
 mod unprivileged;
 mod zygote;
@@ -65,7 +66,7 @@ pub fn hostile_body() -> Vec<(&'static str, &'static str)> {
 /// (its seccomp profile denies new user namespaces), and the test harness
 /// then starts every test's body with `TENERAL_UNSAFE_UNCONFINED=1`.
 pub fn require_cage() -> Result<bool, String> {
-    let missing = teneral::confine::missing(&[]);
+    let missing = teneral_cage::missing(&[]);
     if missing.is_empty() {
         return Ok(true);
     }
@@ -303,7 +304,7 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         // The individual's own identity, recorded machine-wide: neither
         // root nor nobody.
         let id = teneral::confine::identity::of(ind.path())?;
-        assert!(id.uid != 0 && id.uid != teneral::confine::BODY_ID, "{id:?}");
+        assert!(id.uid != 0 && id.uid != teneral_cage::BODY_ID, "{id:?}");
         let uid = format!("Uid:\t{0}\t{0}\t{0}\t{0}", id.uid);
         assert!(status.contains(&uid), "root's body runs as its individual's identity: {status}");
     }
@@ -336,7 +337,7 @@ fn a_helper_from_other_sources_confines_nothing() {
         .output()
         .expect("teneral-confine starts");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(teneral::confine::EXIT_USAGE), "{stderr}");
+    assert_eq!(out.status.code(), Some(teneral_cage::EXIT_USAGE), "{stderr}");
     assert!(stderr.contains("built from other sources"), "{stderr}");
     assert!(!ran.exists(), "the program ran");
     let argv = teneral::confine::host::helper_argv(
@@ -344,6 +345,6 @@ fn a_helper_from_other_sources_confines_nothing() {
         vec!["--profile".into()],
         vec!["/bin/true".into()],
     );
-    let source = [std::ffi::OsString::from("--source"), teneral::confine::host::SOURCE_ID.into()];
+    let source = [std::ffi::OsString::from("--source"), teneral_cage::SOURCE_ID.into()];
     assert_eq!(argv[2..4], source);
 }

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use teneral::confine::host::{self, Homes};
-use teneral::confine::plan::{self, Plan, Rlimits};
-use teneral::spawn::zygote::Request;
+use teneral::confine::plan;
+use teneral_cage::plan::{Plan, Rlimits};
+use teneral_cage::zygote::Request;
 
 use super::*;
 
@@ -350,7 +351,7 @@ fn a_fork_bomb_ends_in_eagain_inside_its_cage() -> TestResult {
 
 /// The identity the machine's record gives a directory made for the test
 /// (as a kernel would for an individual there).
-fn recorded(dir: &Path) -> Outcome<teneral::confine::identity::Identity> {
+fn recorded(dir: &Path) -> Outcome<teneral_cage::identity::Identity> {
     use teneral::confine::identity::{ranges, Registry};
     let (uids, gids) = ranges();
     Ok(Registry::machine().identity_of(&dir.canonicalize()?, uids, gids)?)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, WaitOptions};
 use serde_json::Value;
 use teneral::confine::{self, Profile};
-use teneral::spawn::zygote::{Request, Zygote};
+use teneral_cage::zygote::{Request, Zygote};
 
 use super::*;
 
@@ -21,7 +21,7 @@ fn helper() -> PathBuf {
 }
 
 pub(super) fn zygote() -> std::io::Result<Zygote> {
-    Zygote::start(&helper(), confine::host::SOURCE_ID, confine::zygote::fits)
+    teneral::spawn::start_zygote(&helper(), teneral_cage::SOURCE_ID)
 }
 
 /// A launch's output files and pid.

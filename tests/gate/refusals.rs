@@ -202,7 +202,7 @@ fn what_a_check_leaves_in_the_gate_target_carries_no_privilege_out() -> TestResu
         for path in left {
             let meta = std::fs::symlink_metadata(&path)?;
             assert_eq!((meta.uid(), meta.gid()), (id.uid, id.gid), "{}", path.display());
-            assert!(![0, teneral::confine::BODY_ID].contains(&meta.uid()), "{id:?}");
+            assert!(![0, teneral_cage::BODY_ID].contains(&meta.uid()), "{id:?}");
         }
     }
     Ok(())

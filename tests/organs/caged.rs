@@ -24,7 +24,7 @@ use crate::common::{teneral, TestResult};
 /// `TENERAL_TEST_NO_CAGE` says this machine lacks it (or runs these tests
 /// inside a cage already, where cages do not nest).
 pub fn cage() -> Cage {
-    let missing = teneral::confine::missing(&[]);
+    let missing = teneral_cage::missing(&[]);
     if missing.is_empty() {
         return Cage::On { exe: teneral(), pretend_missing: vec![] };
     }

@@ -25,7 +25,7 @@ pub fn init() {
     if fd < 0 {
         return;
     }
-    if super::sys::fd_is_open(fd) {
+    if crate::sys::fd_is_open(fd) {
         FD.store(fd, Ordering::Relaxed);
     }
 }
@@ -42,8 +42,8 @@ pub fn mark(step: &str) {
     if fd < 0 {
         return;
     }
-    let line = format!("{step} {}\n", super::sys::monotonic_ns());
-    super::sys::write_raw(fd, line.as_bytes());
+    let line = format!("{step} {}\n", crate::sys::monotonic_ns());
+    crate::sys::write_raw(fd, line.as_bytes());
 }
 
 /// The lines [`mark`] wrote, as `(step, nanoseconds)`, in the order given;

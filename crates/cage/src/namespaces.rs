@@ -1,11 +1,11 @@
 //! The helper's first step: the namespaces a plan needs.
 //!
 //! - A mount namespace, in which the cage's first process builds a new
-//!   root holding only the plan's grants ([`super::root`]).
+//!   root holding only the plan's grants ([`crate::root`]).
 //! - A PID namespace, whose first process is the helper's child
-//!   ([`super::init`]): `/proc` shows only the cage's processes.
+//!   ([`crate::init`]): `/proc` shows only the cage's processes.
 //! - A network namespace with only loopback, up, for every profile but the model's, into
-//!   which the plan's forwarded ports are relayed ([`super::relay`]).
+//!   which the plan's forwarded ports are relayed ([`crate::relay`]).
 //!
 //! As root (CAP_SYS_ADMIN) they are made directly; otherwise inside a new
 //! user namespace that maps the caller's uid and gid to themselves, so files
@@ -13,8 +13,8 @@
 
 use rustix::thread::{CapabilitySet, UnshareFlags};
 
-use super::plan::{Net, Plan};
-use super::steps;
+use crate::plan::{Net, Plan};
+use crate::steps;
 
 /// Whether this process can make the namespaces a plan may ask for. Root
 /// makes them directly; anyone else needs a user namespace, which is tried
@@ -45,8 +45,8 @@ pub fn has_sys_admin() -> bool {
 /// Makes the namespaces of a cage: user (unless root), mount, PID, and a
 /// network namespace with loopback up when the plan has only loopback.
 /// The mount and PID namespaces are filled by the cage's first process
-/// ([`super::init`], [`super::root`]).
-/// What a zygote's spare made ahead (`super::zygote`): these are used, not
+/// ([`crate::init`], [`crate::root`]).
+/// What a zygote's spare made ahead (`crate::zygote`): these are used, not
 /// made again.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Made {
@@ -57,14 +57,14 @@ pub struct Made {
 }
 
 pub fn enter(plan: &Plan, made: Made) -> Result<(), String> {
-    if (made.net || made.pid) && !super::zygote::spare_fits(plan) {
+    if (made.net || made.pid) && !crate::zygote::spare_fits(plan) {
         return Err("namespaces made ahead serve only a loopback-only plan without forwarded \
                     ports"
             .into());
     }
     // The relay must be forked while this process is still in the kernel's
     // network namespace; it gets its listeners once loopback is up inside.
-    let relay = super::relay::start(&plan.forward)?;
+    let relay = crate::relay::start(&plan.forward)?;
     if relay.is_some() {
         steps::mark("fork the relay");
     }
@@ -90,7 +90,7 @@ pub fn enter(plan: &Plan, made: Made) -> Result<(), String> {
         steps::mark("loopback up");
     }
     if let Some(relay) = relay {
-        super::relay::hand_over(relay, &plan.forward)?;
+        crate::relay::hand_over(relay, &plan.forward)?;
         steps::mark("relay's listeners");
     }
     Ok(())

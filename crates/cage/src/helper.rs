@@ -5,7 +5,7 @@
 //! first), applies the steps in the module's order, writes one line to
 //! stderr naming the step that failed, and exits with that step's status.
 //! On success it never returns: it forks into the cage's PID namespace
-//! ([`super::init`]) and ends as the program does; the program keeps its
+//! (`init`) and ends as the program does; the program keeps its
 //! environment, and of its descriptors 0, 1, 2 and those the plan names
 //! (every other one is closed first, before any namespace is made).
 
@@ -14,9 +14,9 @@ use std::os::unix::process::CommandExt;
 
 use rustix::thread::{CapabilitySet, CapabilitySets};
 
-use super::plan::Plan;
-use super::zygote::Ahead;
-use super::{
+use crate::plan::Plan;
+use crate::zygote::Ahead;
+use crate::{
     filter, init, namespaces, root, ruleset, steps, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
     EXIT_LIMITS, EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
 };
@@ -28,8 +28,8 @@ pub fn main(args: &[OsString]) -> i32 {
 }
 
 /// [`main`] with what a zygote's spare made ahead of need
-/// ([`super::zygote`]): those namespaces are used instead of made.
-pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
+/// ([`crate::zygote`]): those namespaces are used instead of made.
+pub(crate) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     steps::init();
     steps::mark("helper started");
     if let Err(e) = enter_cgroups() {
@@ -69,14 +69,14 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     }
     let body = rustix::process::getuid()
         .is_root()
-        .then(|| plan.identity.unwrap_or(super::identity::Identity::NOBODY));
+        .then(|| plan.identity.unwrap_or(crate::identity::Identity::NOBODY));
     // With a task limit, root's body counts its processes in a user
     // namespace of its cage's own (RLIMIT_NPROC counts per user namespace),
     // not among every process its identity has on the machine.
     let counted = match (body, plan.limits.tasks, ahead.counted) {
         (Some(_), Some(_), Some(made)) => Some(made),
         (Some(_), Some(_), None) => {
-            match super::sys::user_namespace_fd(super::identity::EVERY_ID_BUT_ROOT) {
+            match crate::sys::user_namespace_fd(crate::identity::EVERY_ID_BUT_ROOT) {
                 Ok(fd) => Some(fd),
                 Err(e) => {
                     return fail(
@@ -120,23 +120,23 @@ pub(super) fn run(args: &[OsString], ahead: Ahead) -> i32 {
 fn keep_descriptors(plan: &Plan, ahead: &Ahead) -> Result<(), String> {
     let own: Vec<i32> = ahead.fds().into_iter().chain(steps::fd()).collect();
     let keep: Vec<i32> = plan.fds.iter().chain(&own).copied().collect();
-    super::sys::close_all_but(&keep).map_err(|e| format!("close_range: {e}"))?;
+    crate::sys::close_all_but(&keep).map_err(|e| format!("close_range: {e}"))?;
     for &fd in own.iter().filter(|fd| !plan.fds.contains(fd)) {
-        super::sys::set_cloexec(fd, true).map_err(|e| format!("descriptor {fd}: {e}"))?;
+        crate::sys::set_cloexec(fd, true).map_err(|e| format!("descriptor {fd}: {e}"))?;
     }
     for &fd in &plan.fds {
-        super::sys::set_cloexec(fd, false)
+        crate::sys::set_cloexec(fd, false)
             .map_err(|e| format!("descriptor {fd}, which the plan names, is not open: {e}"))?;
     }
     Ok(())
 }
 
-/// Enters the cgroups [`super::CGROUP_PROCS`] names, if any, before this
+/// Enters the cgroups [`crate::CGROUP_PROCS`] names, if any, before this
 /// process makes anything its limits should count; the variable does not
 /// reach the program.
 fn enter_cgroups() -> Result<(), String> {
-    let Some(named) = std::env::var_os(super::CGROUP_PROCS) else { return Ok(()) };
-    std::env::remove_var(super::CGROUP_PROCS);
+    let Some(named) = std::env::var_os(crate::CGROUP_PROCS) else { return Ok(()) };
+    std::env::remove_var(crate::CGROUP_PROCS);
     let me = std::process::id().to_string();
     for procs in named.to_string_lossy().lines().filter(|l| !l.is_empty()) {
         std::fs::write(procs, &me).map_err(|e| {
@@ -153,7 +153,7 @@ fn enter_cgroups() -> Result<(), String> {
 fn confine_and_exec(
     plan: &Plan,
     argv: &[OsString],
-    body: Option<super::identity::Identity>,
+    body: Option<crate::identity::Identity>,
     counted: Option<std::os::fd::OwnedFd>,
     cwd: &std::path::Path,
     ready: init::RootReady,
@@ -222,7 +222,7 @@ fn confine_and_exec(
 /// The program's resource limits, soft and hard alike: `RLIMIT_NPROC`
 /// (counted for its identity in its user namespace, so a fork bomb ends in
 /// EAGAIN inside) and `RLIMIT_AS`.
-fn set_limits(limits: super::plan::Rlimits) -> Result<(), String> {
+fn set_limits(limits: crate::plan::Rlimits) -> Result<(), String> {
     use rustix::process::{setrlimit, Resource, Rlimit};
     for (resource, name, limit) in [
         (Resource::Nproc, "RLIMIT_NPROC", limits.tasks),
@@ -238,7 +238,7 @@ fn set_limits(limits: super::plan::Rlimits) -> Result<(), String> {
 
 /// The supervising helper, once it has forked the cage: capabilities
 /// dropped, no_new_privs, seccomp. On failure, the step's status.
-pub(super) fn confine_supervisor() -> Result<(), (i32, String)> {
+pub(crate) fn confine_supervisor() -> Result<(), (i32, String)> {
     drop_capabilities().map_err(|e| (EXIT_CAPABILITIES, e))?;
     rustix::thread::set_no_new_privs(true).map_err(|e| (EXIT_NO_NEW_PRIVS, e.to_string()))?;
     load_seccomp().map_err(|e| (EXIT_SECCOMP, e))
@@ -271,7 +271,7 @@ fn drop_bounding() -> Result<(), String> {
 /// group, and real, effective and saved ids all changed, which also
 /// empties its capabilities. Single-threaded, so the thread's ids are the
 /// process's.
-fn become_identity(id: super::identity::Identity) -> Result<(), String> {
+fn become_identity(id: crate::identity::Identity) -> Result<(), String> {
     use rustix::process::{Gid, Uid};
     let (uid, gid) = (Uid::from_raw(id.uid), Gid::from_raw(id.gid));
     rustix::thread::set_thread_groups(&[]).map_err(|e| format!("setgroups: {e}"))?;
@@ -281,7 +281,7 @@ fn become_identity(id: super::identity::Identity) -> Result<(), String> {
 }
 
 /// The seccomp profile as `build.rs` compiled it; empty when it could not.
-pub(super) const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/teneral.bpf"));
+pub(crate) const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/teneral.bpf"));
 
 /// Loads the seccomp profile: the BPF compiled at build time when there is
 /// one (compiling it with libseccomp is most of the cage's cost), else
@@ -305,14 +305,14 @@ fn fail(status: i32, step: &str, message: &str) -> i32 {
 /// unprivileged caller outside a user namespace) the bounding set cannot be
 /// changed; there it matters not, since no_new_privs keeps an execution from
 /// gaining what the permitted set lacks.
-pub(super) fn drop_capabilities() -> Result<(), String> {
+pub(crate) fn drop_capabilities() -> Result<(), String> {
     keep_only(CapabilitySet::empty())
 }
 
 /// [`drop_capabilities`], but `keep` stays effective and permitted (the
 /// cage's first process keeps CAP_KILL). A `keep` this process lacks is
 /// not gained.
-pub(super) fn keep_only(keep: CapabilitySet) -> Result<(), String> {
+pub(crate) fn keep_only(keep: CapabilitySet) -> Result<(), String> {
     drop_bounding()?;
     rustix::thread::clear_ambient_capability_set().map_err(|e| format!("ambient set: {e}"))?;
     let had = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;

@@ -9,7 +9,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
-use super::plan::{self, Plan};
+use crate::plan::{self, Plan};
 
 const FS: ABI = ABI::V3;
 const SCOPES: ABI = ABI::V6;
@@ -39,13 +39,13 @@ pub fn restrict(plan: &Plan, no_new_privs: bool) -> Result<(), String> {
         return Err(format!(
             "this Linux offers no Landlock (pretended by TENERAL_TEST_PRETEND_MISSING); \
              the cage needs ABI {}",
-            super::LANDLOCK_ABI
+            crate::LANDLOCK_ABI
         ));
     }
     let lacks = |e: &dyn std::fmt::Display| {
         format!(
             "{e}; the cage needs Landlock ABI {} and this Linux offers ABI {}",
-            super::LANDLOCK_ABI,
+            crate::LANDLOCK_ABI,
             crate::sys::landlock_abi()
         )
     };

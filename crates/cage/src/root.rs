@@ -1,7 +1,7 @@
 //! The cage's file tree: a new root holding exactly what the plan grants.
 //!
 //! In its own mount namespace, the cage's first process (pid 1 of its PID
-//! namespace, see [`super::init`]) mounts an empty tmpfs, makes it the root
+//! namespace, see [`crate::init`]) mounts an empty tmpfs, makes it the root
 //! (`pivot_root`, as bubblewrap does), and brings into it, at the same
 //! place, each granted path of the old root by a bind mount: read-only for
 //! what the plan lets be read or executed, writable for what it lets be
@@ -13,7 +13,7 @@
 //! Invariants: nothing is reachable that no rule names, so a socket, file
 //! or directory not granted cannot even be named (ENOENT): another
 //! program's socket, the owner's `.env`, another individual. Landlock stays
-//! the second wall ([`super::ruleset`]), applied after, in the new tree. A
+//! the second wall ([`crate::ruleset`]), applied after, in the new tree. A
 //! directory that only leads to granted paths (the individual's root, its
 //! `.teneral`) exists in the tmpfs and holds only those.
 
@@ -26,10 +26,10 @@ use rustix::mount::{
     MountPropagationFlags, UnmountFlags,
 };
 
-use super::identity::{self, Identity};
-use super::plan::{Access, Plan};
-use super::steps;
-use super::sys::{attach_tree, Attrs};
+use crate::identity::{self, Identity};
+use crate::plan::{Access, Plan};
+use crate::steps;
+use crate::sys::{attach_tree, Attrs};
 
 /// Where the old root is while the new one is filled.
 const OLD: &str = "/.old-root";

@@ -1,7 +1,7 @@
 //! The helper's seccomp step: `seccomp/teneral.json`, in the OCI runtime
 //! spec's `linux.seccomp` shape (the file podman reads with
-//! `--security-opt seccomp=`), compiled into the kernel's binary and loaded
-//! with libseccomp.
+//! `--security-opt seccomp=`), compiled into the cage (so into both
+//! programs that are the helper) and loaded with libseccomp.
 //!
 //! Invariants: the file is the only source of the filter, so a native run
 //! and a podman run are confined alike; a name this libseccomp does not know
@@ -17,7 +17,7 @@ use libseccomp::{
 use serde::Deserialize;
 
 /// The seccomp profile every confined process runs under.
-pub const PROFILE_JSON: &str = include_str!("../../seccomp/teneral.json");
+pub const PROFILE_JSON: &str = include_str!("../../../seccomp/teneral.json");
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -185,11 +185,7 @@ mod tests {
         compile(PROFILE_JSON, &path).expect("the shipped profile compiles");
         let now = std::fs::read(&path).expect("the compiled filter reads back");
         assert!(!now.is_empty());
-        assert_eq!(
-            super::super::helper::PRECOMPILED,
-            &now[..],
-            "build.rs compiled another profile"
-        );
+        assert_eq!(crate::helper::PRECOMPILED, &now[..], "build.rs compiled another profile");
     }
 
     #[test]

@@ -1,21 +1,24 @@
 //! Compiles the seccomp profile (`seccomp/teneral.json`) to BPF for the
 //! machine teneral is built on, so that the cage's helper loads the filter
-//! instead of compiling it at every start (see `confine::helper`). When the
-//! target is not this machine, or libseccomp cannot compile it here, the
-//! file written is empty and the helper compiles the profile itself.
+//! instead of compiling it at every start (see `helper`). When the target
+//! is not this machine, or libseccomp cannot compile it here, the file
+//! written is empty and the helper compiles the profile itself.
 
-#[path = "src/confine/filter.rs"]
+#[path = "src/filter.rs"]
 #[allow(dead_code)]
 mod filter;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
+/// What the cage is built from, relative to this crate: its sources, the
+/// seccomp profile and the workspace's lock (which pins its dependencies).
+const SOURCES: [&str; 3] = ["src", "../../seccomp", "../../Cargo.lock"];
+
 fn main() {
-    println!("cargo:rerun-if-changed=seccomp/teneral.json");
-    println!("cargo:rerun-if-changed=src");
-    println!("cargo:rerun-if-changed=crates/core/src");
-    println!("cargo:rerun-if-changed=Cargo.lock");
+    for source in SOURCES {
+        println!("cargo:rerun-if-changed={source}");
+    }
     source_id();
     let Some(out) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
         println!("cargo:warning=no OUT_DIR; the seccomp profile is compiled at run time");
@@ -36,14 +39,15 @@ fn main() {
     }
 }
 
-/// `TENERAL_SOURCE_ID`: a hash of the sources both programs of this package
-/// are built from. The kernel hands it to `teneral-confine`, which refuses
-/// to confine anything for a kernel built from other sources (a helper left
-/// behind by `cargo build --bin teneral` would otherwise run a cage older
-/// than the kernel asks for).
+/// `TENERAL_SOURCE_ID`: a hash of the sources the cage is built from. The
+/// kernel hands it to `teneral-confine`, which refuses to confine anything
+/// for a kernel whose cage is of other sources (a helper left behind by
+/// `cargo build --bin teneral` would otherwise run a cage older than the
+/// kernel asks for). The kernel's own sources are not in it: what the
+/// kernel decides reaches the helper as a plan, whose encoding is here.
 fn source_id() {
     let mut files = Vec::new();
-    for root in ["src", "crates/core/src", "seccomp", "Cargo.lock"] {
+    for root in SOURCES {
         collect(Path::new(root), &mut files);
     }
     files.sort();

@@ -9,7 +9,7 @@
 //!   first process, and it ends as the program ended (same exit status, or
 //!   the same signal) as soon as the first process reports it on a pipe;
 //! - the first process (pid 1 inside) builds the new root
-//!   ([`super::root`]), forks the program's process, and then only reaps:
+//!   ([`crate::root`]), forks the program's process, and then only reaps:
 //!   it passes signals on to the program, collects every orphan of the
 //!   namespace, and when the program ends, kills every process left in the
 //!   namespace, reports the program's status to the helper and waits to be
@@ -75,18 +75,18 @@ pub fn fork_first() -> Result<Inside, String> {
     let mask = crate::sys::block_signals().map_err(|e| format!("cannot block signals: {e}"))?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
-    super::sys::signal_when_readable(&read).map_err(|e| format!("pipe: {e}"))?;
+    crate::sys::signal_when_readable(&read).map_err(|e| format!("pipe: {e}"))?;
     match crate::sys::fork().map_err(|e| format!("cannot fork into the PID namespace: {e}"))? {
         Some(child) => {
             drop(write);
             // What else this copy of memory owns is never used nor dropped
             // in it again: the helper only supervises from here.
             let keep: Vec<i32> =
-                std::iter::once(read.as_raw_fd()).chain(super::steps::fd()).collect();
-            if let Err(e) = super::sys::close_all_but(&keep) {
+                std::iter::once(read.as_raw_fd()).chain(crate::steps::fd()).collect();
+            if let Err(e) = crate::sys::close_all_but(&keep) {
                 eprintln!("teneral confine: supervise: close_range: {e}");
                 crate::sys::send_signal(child, libc::SIGKILL);
-                std::process::exit(super::EXIT_USAGE)
+                std::process::exit(crate::EXIT_USAGE)
             }
             supervise(child, read)
         }
@@ -108,7 +108,7 @@ fn supervise(child: i32, report: OwnedFd) -> ! {
     }
     // It only waits, reads a pipe and passes signals on from here: no
     // capability, no_new_privs and the seccomp profile, as the program.
-    if let Err((status, e)) = super::helper::confine_supervisor() {
+    if let Err((status, e)) = crate::helper::confine_supervisor() {
         eprintln!("teneral confine: supervise: {e}");
         crate::sys::send_signal(child, libc::SIGKILL);
         std::process::exit(status)
@@ -182,7 +182,7 @@ fn end_with(end: End) -> ! {
 /// its own steps meanwhile) and tells the program's process it is done
 /// ([`RootReady`]); then reaps until that process ends, and ends with its
 /// status. Should `finish_root` fail, the cage ends with
-/// [`super::EXIT_NAMESPACES`] and the program never runs.
+/// [`crate::EXIT_NAMESPACES`] and the program never runs.
 pub fn run(
     inside: Inside,
     finish_root: impl FnOnce() -> Result<(), String>,
@@ -193,7 +193,7 @@ pub fn run(
         Ok(pair) => pair,
         Err(e) => {
             eprintln!("teneral confine: root: pipe: {e}");
-            std::process::exit(super::EXIT_NAMESPACES)
+            std::process::exit(crate::EXIT_NAMESPACES)
         }
     };
     let program = match crate::sys::fork() {
@@ -203,13 +203,13 @@ pub fn run(
             drop(ready_write);
             if let Err(e) = crate::sys::restore_signals(&inside.mask) {
                 eprintln!("teneral confine: signals: {e}");
-                std::process::exit(super::EXIT_NAMESPACES);
+                std::process::exit(crate::EXIT_NAMESPACES);
             }
             std::process::exit(confine_and_exec(RootReady(ready_read)))
         }
         Err(e) => {
             eprintln!("teneral confine: cannot fork the program: {e}");
-            std::process::exit(super::EXIT_NAMESPACES)
+            std::process::exit(crate::EXIT_NAMESPACES)
         }
     };
     drop(ready_read);
@@ -217,7 +217,7 @@ pub fn run(
         // Ending here kills the program's process with the PID namespace,
         // before it executed anything (it waits for the word below).
         eprintln!("teneral confine: root: {e}");
-        std::process::exit(super::EXIT_NAMESPACES)
+        std::process::exit(crate::EXIT_NAMESPACES)
     }
     // A write that fails means the program's process has ended already (one
     // of its steps failed): its status is reported below. Should it be
@@ -226,11 +226,11 @@ pub fn run(
     drop(ready_write);
     // Of the capabilities only the one to kill what the program leaves
     // behind is of use from here (root's body is its individual's identity).
-    let _ = super::helper::keep_only(CapabilitySet::KILL);
+    let _ = crate::helper::keep_only(CapabilitySet::KILL);
     loop {
         let sig = match crate::sys::wait_signal() {
             Ok(sig) => sig,
-            Err(_) => std::process::exit(super::EXIT_NAMESPACES),
+            Err(_) => std::process::exit(crate::EXIT_NAMESPACES),
         };
         if sig != libc::SIGCHLD {
             crate::sys::send_signal(program, sig);
@@ -249,12 +249,12 @@ pub fn run(
 /// (its parent-death signal), reaping what dies meanwhile. It ends by
 /// itself if the helper has gone already, or within a second.
 fn report_and_wait(report: &OwnedFd, status: WaitStatus) -> ! {
-    super::steps::mark("program ended");
-    super::sys::kill_namespace();
+    crate::steps::mark("program ended");
+    crate::sys::kill_namespace();
     let end = match (status.exit_status(), status.terminating_signal()) {
         (Some(code), _) => [0, u8::try_from(code).unwrap_or(u8::MAX)],
         (None, Some(sig)) => [1, u8::try_from(sig).unwrap_or(0)],
-        (None, None) => [0, u8::try_from(super::EXIT_NAMESPACES).unwrap_or(u8::MAX)],
+        (None, None) => [0, u8::try_from(crate::EXIT_NAMESPACES).unwrap_or(u8::MAX)],
     };
     if !matches!(rustix::io::write(report, &end), Ok(2)) {
         end_as(status)
@@ -271,6 +271,6 @@ fn end_as(status: WaitStatus) -> ! {
     match (status.exit_status(), status.terminating_signal()) {
         (Some(code), _) => std::process::exit(code),
         (None, Some(sig)) => std::process::exit(128 + sig),
-        (None, None) => std::process::exit(super::EXIT_NAMESPACES),
+        (None, None) => std::process::exit(crate::EXIT_NAMESPACES),
     }
 }
