@@ -10,13 +10,10 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use serde_json::Value;
 
-mod limit;
 mod procs;
-pub mod skip;
-pub use skip::skip;
 mod skip_tests;
-pub use limit::{run_within, succeed_within, QUICK};
 pub use procs::{alive, processes_naming, processes_under, send};
+pub use teneral_testkit::{run_within, skip, succeed_within, system_tests, QUICK};
 
 mod tree;
 pub use tree::{commit_all, copy_tree};
@@ -379,18 +376,6 @@ impl Drop for Kernel {
             let _ = child.wait();
         }
     }
-}
-
-/// Whether system tests run: `scripts/test` sets `TENERAL_SYSTEM_TESTS=1`.
-/// They are left out of a gate's check (whose environment is bare) because
-/// they read what a gate keeps apart (the seed body) or need what a check
-/// cannot have (a user manager). Anywhere else each [`skip`]s.
-pub fn system_tests() -> bool {
-    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
-    if !on {
-        skip("a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)");
-    }
-    on
 }
 
 /// Runs `teneralctl talk` with `input` piped in; (status, stdout, stderr).

@@ -12,47 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 mod common;
+use common::Standin;
 
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=openai\nTENERAL_API_KEY=sk-old\nTENERAL_RUNNER=direct\n";
 const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
-
-/// A running `teneral standin`, killed when dropped.
-struct Standin {
-    child: Child,
-    /// `http://ADDR`.
-    root: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Standin {
-    fn start() -> Standin {
-        let dir = tempfile::tempdir().expect("a temp dir for the script");
-        let path = dir.path().join("script.jsonl");
-        std::fs::write(&path, WORDS_THEN_CALL).expect("the script");
-        let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
-        assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
-        let mut child = Command::new(teneral)
-            .args(["standin", "--listen", "127.0.0.1:0", "--script"])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("teneral standin starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("its stdout");
-        BufReader::new(stdout).read_line(&mut line).expect("its first line");
-        let url = line.trim().strip_prefix("listening on ").expect("listening on URL");
-        let root = url.strip_suffix("/v1").expect("a /v1 address").to_owned();
-        Standin { child, root, _dir: dir }
-    }
-}
-
-impl Drop for Standin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn home() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -81,8 +45,8 @@ fn start(home: &Path, standin: &Standin, port: u16) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
         .args(["setup", "--plain", "-d"])
         .arg(home)
-        .env("TENERAL_CHATGPT_ISSUER", &standin.root)
-        .env("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root))
+        .env("TENERAL_CHATGPT_ISSUER", standin.root())
+        .env("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root()))
         .env("TENERAL_CALLBACK_PORT", port.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -152,12 +116,12 @@ fn unchanged(home: &Path, text: &str) {
 
 #[test]
 fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
-    let standin = Standin::start();
+    let standin = common::standin(WORDS_THEN_CALL, None);
     let (_dir, home) = home();
     let port = free_port();
     let mut setup = start(&home, &standin, port);
     let address = setup.address();
-    assert!(address.starts_with(&format!("{}/oauth/authorize?", standin.root)), "{address}");
+    assert!(address.starts_with(&format!("{}/oauth/authorize?", standin.root())), "{address}");
     assert!(
         address
             .contains(&format!("redirect_uri=http%3A%2F%2Flocalhost%3A{port}%2Fauth%2Fcallback")),
@@ -171,7 +135,7 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
     assert!(text.contains("called the tool record_word"), "{text}");
     let expected = format!(
         "# mine\nTENERAL_PROVIDER=chatgpt\nTENERAL_BASE_URL={}/backend-api/codex\nTENERAL_MODEL=standin\nTENERAL_RUNNER=direct\n",
-        standin.root
+        standin.root()
     );
     let env = std::fs::read_to_string(home.join(".env")).expect(".env");
     assert_eq!(env, expected, "no key for chatgpt, the other lines kept");
@@ -180,7 +144,7 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
     assert_eq!(mode, 0o600);
     let tokens = teneral_core::chatgpt::read(&path).expect("the tokens read back");
     assert_eq!(tokens.account_id, "acc-standin-0001");
-    assert_eq!(tokens.issuer, standin.root);
+    assert_eq!(tokens.issuer, standin.root());
     assert!(
         !text.contains(&tokens.access_token) && !text.contains(&tokens.refresh_token),
         "{text}"
@@ -193,7 +157,7 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
 
 #[test]
 fn a_refused_sign_in_writes_nothing() {
-    let standin = Standin::start();
+    let standin = common::standin(WORDS_THEN_CALL, None);
     let (_dir, home) = home();
     let mut setup = start(&home, &standin, free_port());
     let to = open(&format!("{}&standin_decision=deny", setup.address()));
@@ -207,7 +171,7 @@ fn a_refused_sign_in_writes_nothing() {
 
 #[test]
 fn a_wrong_state_is_not_believed() {
-    let standin = Standin::start();
+    let standin = common::standin(WORDS_THEN_CALL, None);
     let (_dir, home) = home();
     let mut setup = start(&home, &standin, free_port());
     let to = open(&setup.address());
@@ -229,7 +193,7 @@ fn a_wrong_state_is_not_believed() {
 
 #[test]
 fn a_line_while_waiting_gives_up() {
-    let standin = Standin::start();
+    let standin = common::standin(WORDS_THEN_CALL, None);
     let (_dir, home) = home();
     let port = free_port();
     let mut setup = start(&home, &standin, port);
@@ -243,7 +207,7 @@ fn a_line_while_waiting_gives_up() {
 
 #[test]
 fn a_taken_port_names_the_variable() {
-    let standin = Standin::start();
+    let standin = common::standin(WORDS_THEN_CALL, None);
     let (_dir, home) = home();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to take");
     let port = taken.local_addr().expect("its address").port();
@@ -261,22 +225,17 @@ fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start();
+    let standin = common::standin(WORDS_THEN_CALL, None);
     let (_dir, home) = home();
     let port = free_port();
-    let tmux = common::Tmux {
-        socket: format!("setup-chatgpt-{}", std::process::id()),
-        dir: tempfile::tempdir().expect("a temp dir for tmux"),
-    };
     let line = format!(
         "env LANG=C.UTF-8 TENERAL_CHATGPT_ISSUER={} TENERAL_CALLBACK_PORT={port} {} setup --plain -d {}; \
          echo exit=$? tty=$(stty -a | grep -o -- '-\\?icanon' | head -1); sleep 600",
-        standin.root,
+        standin.root(),
         env!("CARGO_BIN_EXE_teneralctl"),
         home.display()
     );
-    let out = tmux.run(&["new-session", "-d", "-x", "300", "-y", "40", &line]);
-    assert!(out.status.success(), "tmux starts: {out:?}");
+    let tmux = common::Tmux::start("setup-chatgpt", 300, 40, &line);
     tmux.wait_for("Go on? [y/N]");
     tmux.type_text("y");
     tmux.keys(&["Enter"]);
@@ -290,7 +249,7 @@ fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
     let shown: Vec<&str> = joined.lines().filter(|l| l.contains("/oauth/authorize?")).collect();
     assert_eq!(shown.len(), 1, "the address on one line:\n{joined}");
     let address = shown[0].trim();
-    assert!(address.starts_with(&standin.root) && address.contains("&state="), "{joined}");
+    assert!(address.starts_with(standin.root()) && address.contains("&state="), "{joined}");
     assert!(joined.contains("(or click here to open it)"), "the OSC 8 link's text:\n{joined}");
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(), "listening while it waits");
     tmux.keys(&["Escape"]);
