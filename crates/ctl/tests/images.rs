@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use teneral_testkit::PNG;
 
 #[test]
 fn images_by_a_pasted_path_and_by_the_image_command() {

@@ -5,29 +5,14 @@
 //! it was, byte for byte and mode.
 #![allow(clippy::expect_used, clippy::panic)]
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 mod common;
+use common::{env_of, home, KEY, WORDS_THEN_CALL};
 
-const KEY: &str = "sk-test-secret-4711";
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
-const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
-
-/// An individual's directory with `.teneral/` and, when given, a `.env`.
-fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().to_owned();
-    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
-    if let Some(text) = env {
-        std::fs::write(home.join(".env"), text).expect("a .env");
-        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
-            .expect("its mode");
-    }
-    (dir, home)
-}
 
 fn setup(home: &Path, args: &[&str], answers: &str) -> (Output, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
@@ -49,13 +34,6 @@ fn setup(home: &Path, args: &[&str], answers: &str) -> (Output, String) {
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out, text)
-}
-
-fn env_of(home: &Path) -> (String, u32) {
-    let path = home.join(".env");
-    let text = std::fs::read_to_string(&path).expect(".env is there");
-    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
-    (text, mode)
 }
 
 #[test]

@@ -8,30 +8,14 @@
 #![allow(clippy::expect_used, clippy::panic)]
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 mod common;
-use common::Standin;
+use common::{browser_opens, free_port, home, Standin, WORDS_THEN_CALL};
 
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=openai\nTENERAL_API_KEY=sk-old\nTENERAL_RUNNER=direct\n";
-const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
-
-fn home() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().to_owned();
-    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
-    std::fs::write(home.join(".env"), OTHER).expect("a .env");
-    std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
-        .expect("its mode");
-    (dir, home)
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
 
 /// Setup running, its stdin open for answers given later.
 struct Running {
@@ -89,18 +73,6 @@ impl Running {
     }
 }
 
-/// The browser: opens `address` and returns where the sign-in server sends it.
-fn open(address: &str) -> String {
-    let client = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a client");
-    let response = client.get(address).send().expect("the authorize page answers");
-    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
-    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
-    to.to_owned()
-}
-
 /// The browser follows the redirect to setup's callback; its status.
 fn come_back(to: &str) -> u16 {
     reqwest::blocking::get(to).expect("the callback answers").status().as_u16()
@@ -117,7 +89,7 @@ fn unchanged(home: &Path, text: &str) {
 #[test]
 fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
     let standin = common::standin(WORDS_THEN_CALL, None);
-    let (_dir, home) = home();
+    let (_dir, home) = home(Some(OTHER));
     let port = free_port();
     let mut setup = start(&home, &standin, port);
     let address = setup.address();
@@ -127,7 +99,7 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
             .contains(&format!("redirect_uri=http%3A%2F%2Flocalhost%3A{port}%2Fauth%2Fcallback")),
         "{address}"
     );
-    let to = open(&address);
+    let to = browser_opens(&address);
     assert_eq!(come_back(&to), 200);
     let (code, text) = setup.finish("1\n");
     assert_eq!(code, Some(0), "{text}");
@@ -158,9 +130,9 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
 #[test]
 fn a_refused_sign_in_writes_nothing() {
     let standin = common::standin(WORDS_THEN_CALL, None);
-    let (_dir, home) = home();
+    let (_dir, home) = home(Some(OTHER));
     let mut setup = start(&home, &standin, free_port());
-    let to = open(&format!("{}&standin_decision=deny", setup.address()));
+    let to = browser_opens(&format!("{}&standin_decision=deny", setup.address()));
     assert!(to.contains("error=access_denied"), "{to}");
     come_back(&to);
     let (code, text) = setup.finish("");
@@ -172,9 +144,9 @@ fn a_refused_sign_in_writes_nothing() {
 #[test]
 fn a_wrong_state_is_not_believed() {
     let standin = common::standin(WORDS_THEN_CALL, None);
-    let (_dir, home) = home();
+    let (_dir, home) = home(Some(OTHER));
     let mut setup = start(&home, &standin, free_port());
-    let to = open(&setup.address());
+    let to = browser_opens(&setup.address());
     let url = reqwest::Url::parse(&to).expect("the callback address");
     let mut forged = url.clone();
     forged.query_pairs_mut().clear().extend_pairs(url.query_pairs().map(|(n, v)| {
@@ -194,7 +166,7 @@ fn a_wrong_state_is_not_believed() {
 #[test]
 fn a_line_while_waiting_gives_up() {
     let standin = common::standin(WORDS_THEN_CALL, None);
-    let (_dir, home) = home();
+    let (_dir, home) = home(Some(OTHER));
     let port = free_port();
     let mut setup = start(&home, &standin, port);
     setup.address();
@@ -208,7 +180,7 @@ fn a_line_while_waiting_gives_up() {
 #[test]
 fn a_taken_port_names_the_variable() {
     let standin = common::standin(WORDS_THEN_CALL, None);
-    let (_dir, home) = home();
+    let (_dir, home) = home(Some(OTHER));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to take");
     let port = taken.local_addr().expect("its address").port();
     let setup = start(&home, &standin, port);
@@ -226,7 +198,7 @@ fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
         return;
     }
     let standin = common::standin(WORDS_THEN_CALL, None);
-    let (_dir, home) = home();
+    let (_dir, home) = home(Some(OTHER));
     let port = free_port();
     let line = format!(
         "env LANG=C.UTF-8 TENERAL_CHATGPT_ISSUER={} TENERAL_CALLBACK_PORT={port} {} setup --plain -d {}; \

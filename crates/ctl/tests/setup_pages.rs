@@ -8,39 +8,17 @@
 //! `TENERAL_SYSTEM_TESTS` is set.
 #![allow(clippy::expect_used, clippy::panic)]
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
-use common::Standin;
+use common::{browser_opens, env_of, free_port, home, Standin, KEY, WORDS_THEN_CALL};
 #[path = "setup_pages/signin.rs"]
 mod signin;
 
-const KEY: &str = "sk-test-secret-4711";
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
-const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
 /// After setup: its exit status and whether line editing and the echo are on.
 const AFTER: &str = "echo exit=$? tty=$(stty -a | grep -wo -- '-\\?icanon')/$(stty -a | grep -wo -- '-\\?echo'); sleep 600";
-
-/// An individual's directory with `.teneral/` and, when given, a `.env` (0640).
-fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().to_owned();
-    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
-    if let Some(text) = env {
-        std::fs::write(home.join(".env"), text).expect("a .env");
-        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
-            .expect("its mode");
-    }
-    (dir, home)
-}
-
-fn env_of(home: &Path) -> (String, u32) {
-    let path = home.join(".env");
-    let text = std::fs::read_to_string(&path).expect(".env is there");
-    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
-    (text, mode)
-}
 
 /// `teneralctl setup -d home` in a 100x30 tmux terminal, with `env`.
 fn pages(home: &Path, env: &[(&str, String)]) -> common::Tmux {

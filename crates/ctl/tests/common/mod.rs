@@ -1,6 +1,7 @@
 //! What the client's tests share: a tmux terminal running one client
 //! (`teneral_testkit::tmux`), the stand-in model beside it, a test
-//! individual and its journal, and small readers of the screen.
+//! individual and its journal, small readers of the screen, and what the
+//! tests of `teneralctl setup` share (a home with its `.env`, the browser).
 //!
 //! tmux runs `teneralctl talk` against a journal the test writes,
 //! `send-keys` types and `capture-pane` reads the screen. Each test has a
@@ -10,6 +11,7 @@
 //! of a species commit leaves them out, as it leaves out the kernel's other
 //! system tests.
 #![allow(dead_code, clippy::expect_used, clippy::panic)]
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 pub use teneral_testkit::standin::Standin;
@@ -47,6 +49,51 @@ pub fn standin(script: &str, key: Option<&str>) -> Standin {
     let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
     assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
     Standin::start(&teneral, script, key).expect("teneral standin starts")
+}
+
+/// The key the stand-in takes in the setup tests.
+pub const KEY: &str = "sk-test-secret-4711";
+/// A stand-in script that answers setup's two test requests: in words,
+/// then with a call of the tool.
+pub const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
+
+/// An individual's directory with `.teneral/` and, when given, a `.env` (0640).
+pub fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path().to_owned();
+    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
+    if let Some(text) = env {
+        std::fs::write(home.join(".env"), text).expect("a .env");
+        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
+            .expect("its mode");
+    }
+    (dir, home)
+}
+
+/// The `.env` of `home`: its text and mode.
+pub fn env_of(home: &Path) -> (String, u32) {
+    let path = home.join(".env");
+    let text = std::fs::read_to_string(&path).expect(".env is there");
+    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
+    (text, mode)
+}
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// The browser opens `address`; where the sign-in server sends it back.
+pub fn browser_opens(address: &str) -> String {
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let response = client.get(address).send().expect("the authorize page answers");
+    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
+    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
+    to.to_owned()
 }
 
 /// An individual with a soul, settings and a journal of `events` (JSON
@@ -113,15 +160,6 @@ pub fn has_colour(screen: &str) -> bool {
         })
     })
 }
-
-/// A 1×1 PNG.
-pub const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
-    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
-    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
-    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
-];
 
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;

@@ -84,11 +84,6 @@ fn esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing() {
     assert!(!home.join(".teneral/auth/chatgpt.json").exists());
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
 fn chatgpt_env(standin: &Standin, port: u16) -> Vec<(&'static str, String)> {
     vec![
         ("TENERAL_CHATGPT_ISSUER", standin.root().to_owned()),
@@ -129,18 +124,6 @@ fn signin_address(tmux: &common::Tmux, standin: &Standin) -> String {
         assert!(std::time::Instant::now() < deadline, "{link} is not whole on one line:\n{joined}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-}
-
-/// The browser opens `address`; where the sign-in server sends it back.
-fn browser_opens(address: &str) -> String {
-    let client = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a client");
-    let response = client.get(address).send().expect("the authorize page answers");
-    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
-    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
-    to.to_owned()
 }
 
 #[test]
