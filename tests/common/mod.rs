@@ -378,6 +378,20 @@ impl Drop for Kernel {
     }
 }
 
+/// The runtime directory of the user manager that `scripts/with-systemd`
+/// starts for the system tests under systemd (it sets
+/// `TENERAL_TEST_SYSTEMD=1`), or `None` once the test has [`skip`]ped.
+pub fn user_manager() -> Option<String> {
+    let runtime = std::env::var("XDG_RUNTIME_DIR").ok();
+    match (std::env::var("TENERAL_TEST_SYSTEMD").as_deref(), runtime) {
+        (Ok("1"), Some(runtime)) => Some(runtime),
+        _ => {
+            skip("no user manager for this test; run it through scripts/with-systemd (scripts/test does)");
+            None
+        }
+    }
+}
+
 /// Runs `teneralctl talk` with `input` piped in; (status, stdout, stderr).
 pub fn talk(
     home: &Path,
