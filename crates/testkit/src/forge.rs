@@ -1,5 +1,5 @@
 //! A stand-in forge on loopback: the species' bare repositories served by
-//! git's own `git http-backend` (one request per connection), and the REST
+//! git's own `git http-backend` (through [`crate::git_http`]), and the REST
 //! endpoints a publish and a witness use, answering as GitHub documents
 //! them: a repository, create a pull request (201; 422 "already exists"),
 //! the open pull requests of a branch, a comment. Every request must carry
