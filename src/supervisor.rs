@@ -15,13 +15,10 @@
 
 mod counts;
 mod model;
-mod organ_sets;
 mod reconcile;
 mod run;
-mod scorecard;
 mod start;
 mod verdict;
-mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -169,7 +166,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     // are taken in, so the kernel counts as serving.
     status.ready();
 
-    let warming = warm::Warm {
+    let warming = verdict::Warm {
         home: home.clone(),
         settings: settings.clone(),
         runner: runner.clone(),

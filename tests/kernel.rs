@@ -249,26 +249,13 @@ fn the_full_client_in_a_terminal_talks_with_a_running_kernel() -> TestResult {
     let _kernel = ind.start()?;
     ind.wait_for("the birth reply", LONG, |e| e["type"] == "reply")?;
 
-    // tmux keeps its socket in a directory of its own, not /tmp's.
-    let tmux_dir = tempfile::tempdir()?;
-    let socket = format!("kernel-talk-{}", std::process::id());
-    let tmux = |args: &[&str]| {
-        let mut tmux = std::process::Command::new("tmux");
-        tmux.env("TMUX_TMPDIR", tmux_dir.path()).args(["-L", &socket]).args(args);
-        run_within(&mut tmux, QUICK, "driving the terminal").map_err(std::io::Error::other)
-    };
     let client = format!(
         "env LANG=C.UTF-8 LC_ALL= {} talk -d {}; sleep 600",
         teneralctl().display(),
         ind.path().display()
     );
-    let started = tmux(&["new-session", "-d", "-x", "100", "-y", "30", &client])?;
-    assert!(started.status.success(), "tmux starts: {started:?}");
-    let screen = || -> String {
-        tmux(&["capture-pane", "-p", "-S", "-100"])
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    };
+    let tmux = teneral_testkit::tmux::Tmux::start("kernel-talk", 100, 30, &client);
+    let screen = || tmux.screen(false);
     let wait_for = |text: &str| -> Result<String, String> {
         let until = std::time::Instant::now() + Duration::from_secs(60);
         loop {
@@ -284,8 +271,7 @@ fn the_full_client_in_a_terminal_talks_with_a_running_kernel() -> TestResult {
     };
     let result = (|| -> TestResult {
         wait_for("Hello. I have just been born.")?;
-        tmux(&["send-keys", "-l", "ping"])?;
-        tmux(&["send-keys", "Enter"])?;
+        tmux.enter("ping");
         let shown = wait_for("pong from the stand-in")?;
         let ping = shown.find("ping").ok_or("the typed line is not on screen")?;
         let pong = shown.find("pong from the stand-in").ok_or("no reply")?;
@@ -295,6 +281,6 @@ fn the_full_client_in_a_terminal_talks_with_a_running_kernel() -> TestResult {
         })?;
         Ok(())
     })();
-    let _ = tmux(&["kill-server"]);
+    drop(tmux);
     result.map_err(|e| format!("{e}\nkernel log:\n{}", ind.kernel_log()).into())
 }

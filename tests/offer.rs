@@ -1,20 +1,18 @@
 //! The kernel's answer to a body's `offer.requested`
-//! (`teneral::offer::answer`), against the stand-in forge of teneralctl's
-//! tests: the prepared commit signed as `offer/<name>` with the
-//! individual's key (git verifies it), checked, kept waiting under `ask`,
-//! published once the owner approved the signed commit (asked again: the
-//! same signature, so the same commit), and a private path failing the check.
+//! (`teneral::offer::answer`), against the stand-in forge that teneralctl's
+//! tests use too (`teneral_testkit::forge`): the prepared commit signed as
+//! `offer/<name>` with the individual's key (git verifies it), checked,
+//! kept waiting under `ask`, published once the owner approved the signed
+//! commit (asked again: the same signature, so the same commit), and a
+//! private path failing the check.
 
 use std::path::Path;
 use std::process::Command;
 
 use teneral::commit::Commit;
+use teneral_testkit::forge;
 
 use crate::common::{run_within, QUICK};
-
-#[allow(dead_code)]
-#[path = "../crates/ctl/tests/offer/forge.rs"]
-pub(crate) mod forge;
 
 const TOKEN: &str = "ghp_KernelSideForgeToken0123456789abcdXY";
 

@@ -3,7 +3,6 @@
 //! plain local branch), commits signed at test time with ed25519 keys by
 //! `git commit -S`, and the owner's acceptance by the real `teneralctl`.
 
-mod cgi;
 mod fixture;
 
 use std::path::Path;

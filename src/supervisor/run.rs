@@ -1,8 +1,8 @@
-//! One run of a body: start it with its event channel, watch it until the
-//! lifecycle rules decide, the owner sends it back, or the kernel is asked
-//! to stop.
+//! One run of a body: its organs prepared and its copy of the scorecard
+//! written, start it with its event channel, watch it until the lifecycle
+//! rules decide, the owner sends it back, or the kernel is asked to stop.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,15 +10,16 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::verdict::answer_undecided;
-use super::Kernel;
+use super::{Kernel, KernelError, Next, EXIT_GAVE_UP};
 use crate::commit::Commit;
 use crate::events::{self, kernel_event, Channel, Seen};
 use crate::generation::{self, Start};
 use crate::lifecycle::{Decision, Input, Lifecycle};
 use crate::runner::Limits;
+use crate::scorecard::{self, SCORECARD_PATH};
 use crate::state::{unix_ms_now, BodyProcess};
 use crate::status::Doing;
-use crate::{log, spawn};
+use crate::{fsutil, log, organs, spawn};
 
 mod rest;
 
@@ -52,7 +53,7 @@ impl Kernel {
         life: &mut Lifecycle,
     ) -> Result<RunEnd, super::KernelError> {
         let commit = of.commit;
-        super::scorecard::keep(&self.home).await;
+        keep_scorecard(&self.home).await;
         let socket = events::socket_path(&self.home, commit, &of.run.to_string())
             .map_err(super::io("the event socket"))?;
         let listener = events::bind(&socket).map_err(super::io("the event socket"))?;
@@ -239,5 +240,54 @@ impl Kernel {
     fn asked_to_stop(&self) {
         self.status.set(Doing::Stopping);
         self.status.stopping();
+    }
+
+    /// The organ set of the generation at `live`, prepared before each start
+    /// (a tree that went missing is unpacked again from its archive). A
+    /// missing archive stops the kernel without going back: the install lost
+    /// a file and the generation is sound. Any other organ error fails the
+    /// generation. `Ok(Err(next))` says what follows instead of a start.
+    pub(super) async fn organs(
+        &mut self,
+        commit: &Commit,
+        live: &Path,
+    ) -> Result<Result<Option<PathBuf>, Next>, KernelError> {
+        let program = std::env::current_exe()
+            .map_err(|e| KernelError::Io(format!("the kernel's own binary: {e}")))?;
+        let mut unpacker = organs::Unpacker::new(&self.runner, &program);
+        unpacker.stop_timeout = self.settings.timing.stop_grace;
+        let prepared = organs::prepare(&self.home, live, &unpacker).await;
+        let e = match prepared {
+            Ok(set) => return Ok(Ok(set)),
+            Err(e) => e,
+        };
+        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
+        if e.archive_missing() {
+            return Ok(Err(Next::End(EXIT_GAVE_UP, format!("{e}; then start the kernel again"))));
+        }
+        Ok(Err(self.fail(commit, format!("its organs cannot be prepared: {e}"), String::new())?))
+    }
+}
+
+/// The copy of the scorecard a body may read: `memory/scorecard.json`,
+/// written by the kernel before each start of a body, from the kernel's own
+/// journal (`teneral_core::scorecard`), and held read-only in the
+/// generation's cage, so the figures an agent argues from are the kernel's.
+///
+/// Counts the journal and writes the copy; a failure is logged and the body
+/// starts anyway (with the copy it had, or none).
+async fn keep_scorecard(home: &Path) {
+    let home = home.to_owned();
+    let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let all = scorecard::of_individual(&home, None)?;
+        let text = serde_json::to_string_pretty(&scorecard::document(&all))
+            .map_err(std::io::Error::other)?;
+        fsutil::write_atomic(&home.join(SCORECARD_PATH), text.as_bytes())
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => log::warn(format!("cannot write {SCORECARD_PATH} for the body: {e}")),
+        Err(e) => log::warn(format!("cannot write {SCORECARD_PATH} for the body: {e}")),
     }
 }

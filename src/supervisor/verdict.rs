@@ -1,16 +1,23 @@
 //! What follows when a generation fails, when the owner sends it back, and
 //! when the gate has judged what it asked for: going back one step,
-//! switching generations, and the answer to every mutation request.
+//! switching generations, and the answer to every mutation request; and the
+//! gate's warm-up before the first one ([`Warm`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
 use crate::lifecycle::{after_refusal, AfterRefusal};
+use crate::runner::Runner;
+use crate::settings::Settings;
 use crate::state::{Refused, Trial};
-use crate::status::Doing;
+use crate::status::{Doing, Reporter};
 use crate::{back_request as back, log, repo};
 
 /// Tells the agent a mutation it asked for got no verdict, so it asks again.
@@ -275,5 +282,61 @@ fn words(n: u32) -> String {
         "three".into()
     } else {
         n.to_string()
+    }
+}
+
+/// Warming the gate: after a start, the kernel's own checks of the running
+/// tree (its type check and tests) run in the background at the lowest
+/// priority, so the agent's first mutation finds their passes kept and
+/// waits only for the body's checks. A mutation asked for while they still
+/// run waits for them rather than running them a second time.
+///
+/// What the background task needs, owned.
+pub(super) struct Warm {
+    pub home: PathBuf,
+    pub settings: Settings,
+    pub runner: Runner,
+    pub journal: SharedJournal,
+    pub status: Arc<Reporter>,
+    /// The running generation's commit.
+    pub running: Commit,
+}
+
+impl Warm {
+    /// Starts warming, when the owner has not turned it off. Call inside
+    /// the supervisor's local set.
+    pub(super) fn start(self) -> Option<JoinHandle<()>> {
+        self.settings.warm_gate.then(|| tokio::task::spawn_local(self.run()))
+    }
+
+    async fn run(self) {
+        let what = format!("the gate warms up (the kernel's checks of {})", short(&self.running));
+        self.status.set_background(Some(what));
+        let result = self.checks().await;
+        self.status.set_background(None);
+        match result {
+            Ok(0) => log::info("gate: the kernel's checks of the running tree were done before"),
+            Ok(n) => log::info(format!("gate: warmed, {n} of the kernel's checks passed")),
+            // A failure here decides nothing: the mutation's gate runs them again.
+            Err(why) => log::info(format!(
+                "gate: warming did not pass ({why}); the first mutation runs the kernel's checks"
+            )),
+        }
+    }
+
+    async fn checks(&self) -> Result<usize, String> {
+        let repo = repo::open(&self.home).map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let gate = Gate {
+            home: &self.home,
+            repo: &repo,
+            settings: &self.settings,
+            journal: &self.journal,
+            running: &self.running,
+            kernel_exe: &exe,
+            runner: &self.runner,
+            status: None,
+        };
+        gate.warm().await
     }
 }

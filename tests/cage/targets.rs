@@ -2,46 +2,25 @@
 //! behind the model proxy, an ssh-agent's socket in the host's /tmp, and
 //! a cargo registry token in the kernel's cargo home.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+
+use teneral_testkit::standin::Standin;
 
 use super::SECRET;
 use crate::common::*;
 
 /// The upstream "provider": a stand-in model that takes only the real key.
 pub struct Upstream {
-    child: Child,
+    _standin: Standin,
     pub base_url: String,
 }
 
 impl Upstream {
-    pub fn start(dir: &Path) -> Result<Upstream, Box<dyn std::error::Error>> {
-        let script = dir.join("upstream.jsonl");
-        std::fs::write(&script, "{\"reply\": \"model reached\"}\n")?;
-        let mut child = Command::new(teneral())
-            .args(["standin", "--listen", "127.0.0.1:0", "--key", SECRET, "--script"])
-            .arg(&script)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut line = String::new();
-        if let Some(out) = child.stdout.take() {
-            BufReader::new(out).read_line(&mut line)?;
-        }
-        let base_url = line.trim().strip_prefix("listening on ").unwrap_or_default().to_owned();
-        if base_url.is_empty() {
-            let _ = child.kill();
-            return Err(format!("the upstream stand-in said {line:?}").into());
-        }
-        Ok(Upstream { child, base_url })
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Starts it (`_dir`, the test's directory, is not needed: the stand-in
+    /// keeps its script in a directory of its own).
+    pub fn start(_dir: &Path) -> Result<Upstream, Box<dyn std::error::Error>> {
+        let standin = Standin::start(&teneral(), "{\"reply\": \"model reached\"}\n", Some(SECRET))?;
+        Ok(Upstream { base_url: standin.url.clone(), _standin: standin })
     }
 }
 

@@ -10,13 +10,10 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use serde_json::Value;
 
-mod limit;
 mod procs;
-pub mod skip;
-pub use skip::skip;
 mod skip_tests;
-pub use limit::{run_within, succeed_within, QUICK};
 pub use procs::{alive, processes_naming, processes_under, send};
+pub use teneral_testkit::{run_within, skip, succeed_within, system_tests, QUICK};
 
 mod tree;
 pub use tree::{commit_all, copy_tree};
@@ -381,16 +378,18 @@ impl Drop for Kernel {
     }
 }
 
-/// Whether system tests run: `scripts/test` sets `TENERAL_SYSTEM_TESTS=1`.
-/// They are left out of a gate's check (whose environment is bare) because
-/// they read what a gate keeps apart (the seed body) or need what a check
-/// cannot have (a user manager). Anywhere else each [`skip`]s.
-pub fn system_tests() -> bool {
-    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
-    if !on {
-        skip("a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)");
+/// The runtime directory of the user manager that `scripts/with-systemd`
+/// starts for the system tests under systemd (it sets
+/// `TENERAL_TEST_SYSTEMD=1`), or `None` once the test has [`skip`]ped.
+pub fn user_manager() -> Option<String> {
+    let runtime = std::env::var("XDG_RUNTIME_DIR").ok();
+    match (std::env::var("TENERAL_TEST_SYSTEMD").as_deref(), runtime) {
+        (Ok("1"), Some(runtime)) => Some(runtime),
+        _ => {
+            skip("no user manager for this test; run it through scripts/with-systemd (scripts/test does)");
+            None
+        }
     }
-    on
 }
 
 /// Runs `teneralctl talk` with `input` piped in; (status, stdout, stderr).

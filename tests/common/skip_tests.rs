@@ -1,36 +1,14 @@
-//! The skip helper itself: a skip is one line on stderr and in the log, and
-//! under `TENERAL_REQUIRE_ALL=1` it fails its test.
+//! The skip in a real test binary: a test of this binary that skips is one
+//! line on stderr and in the log, and under `TENERAL_REQUIRE_ALL=1` it fails
+//! (`teneral_testkit::skip`, whose own tests cover the rest).
 
 use std::process::Command;
 
-use super::skip::{skip_as, REQUIRE_ALL, SKIP_LOG};
 use super::TestResult;
+use teneral_testkit::skip::{REQUIRE_ALL, SKIP_LOG};
 
 /// A test that skips at once outside `scripts/with-systemd`.
 const SKIPPING: &str = "systemd::runner::a_check_past_its_runtime_limit_is_stopped_as_over_time";
-
-#[test]
-fn each_skip_appends_its_one_line_to_the_log() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let log = dir.path().join("skips");
-    skip_as("a::first", "no user manager", false, Some(&log));
-    skip_as("b::second", "needs root", false, Some(&log));
-    let lines = std::fs::read_to_string(&log)?;
-    assert_eq!(lines, "SKIPPED a::first: no user manager\nSKIPPED b::second: needs root\n");
-    Ok(())
-}
-
-#[test]
-fn under_require_all_a_skip_fails_and_is_not_logged() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let log = dir.path().join("skips");
-    let failed = std::panic::catch_unwind(|| skip_as("a::first", "needs root", true, Some(&log)));
-    let Err(why) = failed else { panic!("a skip under {REQUIRE_ALL}=1 passed") };
-    let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(why.starts_with("SKIPPED a::first: needs root"), "{why}");
-    assert!(!log.exists(), "a failed skip is counted as a failure, not as a skip");
-    Ok(())
-}
 
 /// Runs [`SKIPPING`] in a test binary of its own with the log at `log`,
 /// `TENERAL_REQUIRE_ALL` set to `require_all` or unset.

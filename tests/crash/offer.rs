@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{die_at, LONG, SHORT};
 use crate::common::*;
 
-use crate::offer::forge;
+use teneral_testkit::forge;
 
 const TOKEN: &str = "ghp_CrashSideForgeToken0123456789abcdefXY";
 

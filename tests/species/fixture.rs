@@ -1,5 +1,5 @@
 //! A species and an individual made with real git: the maintainer's working
-//! copy pushes to a bare repository that the CGI host serves; the
+//! copy pushes to a bare repository that the git server serves; the
 //! individual's repository is a clone of it over HTTP (so `origin` is a
 //! remote on loopback); the agent's workspace is a clone of the individual's
 //! that merges the species, and its commits reach the individual's object
@@ -14,8 +14,8 @@ use teneral::journal::writer::Journal;
 use teneral::settings::Settings;
 use teneral::species::{self, Judgement, Refusal, SpeciesContext};
 
-use super::cgi::Host;
 use crate::common::{run_within, succeed_within};
+use teneral_testkit::git_http::GitServer;
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -56,7 +56,7 @@ pub fn write(dir: &Path, files: &[(&str, &str)]) -> Res<()> {
 
 pub struct World {
     pub dir: tempfile::TempDir,
-    pub host: Host,
+    pub host: GitServer,
     /// The maintainer's working copy.
     pub seed: PathBuf,
     /// The species' bare repository, as a path.
@@ -93,7 +93,7 @@ impl World {
         let bare_str = bare.to_string_lossy().into_owned();
         git(&seed, &["push", "-q", &bare_str, "main"])?;
         let s0 = git(&seed, &["rev-parse", "HEAD"])?;
-        let host = Host::start(&srv)?;
+        let host = GitServer::start(&srv)?;
         let home = dir.path().join("home");
         git(dir.path(), &["clone", "-q", &host.url("species.git"), "home"])?;
         let ws = dir.path().join("ws");

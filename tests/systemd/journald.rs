@@ -26,7 +26,7 @@ except OSError as e:
 
 #[test]
 fn a_body_cannot_write_to_journald() -> TestResult {
-    if super::manager().is_none() {
+    if user_manager().is_none() {
         return Ok(());
     }
     let socket = std::path::Path::new("/run/systemd/journal/socket");
@@ -67,7 +67,7 @@ fn a_body_cannot_write_to_journald() -> TestResult {
 /// instance to start again.
 #[test]
 fn every_kernel_entry_names_its_individual_and_generation() -> TestResult {
-    let Some(runtime) = super::manager() else { return Ok(()) };
+    let Some(runtime) = user_manager() else { return Ok(()) };
     let ind = Individual::seed(SCRIPT, &["TENERAL_RUNNER=systemd"])?;
     install_units(&runtime, ind.path(), true)?;
     systemctl(&["daemon-reload"])?;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{manager, run, systemctl, text, LONG, SHORT};
+use super::{run, systemctl, text, LONG, SHORT};
 use crate::common::*;
 
 fn active(unit: &str) -> String {
@@ -30,7 +30,7 @@ fn gate_unit_of(pid: u32, candidate: &str) -> Result<String, String> {
 
 #[test]
 fn a_killed_kernels_gate_unit_is_stopped_at_the_next_start_and_no_one_elses() -> TestResult {
-    let Some(_runtime) = manager() else { return Ok(()) };
+    let Some(_runtime) = user_manager() else { return Ok(()) };
     // Another individual's unit, by its description: the sweep leaves it.
     let other = "teneral-gate-0000000-other.service";
     let out = run(

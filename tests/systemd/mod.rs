@@ -23,18 +23,6 @@ const SCRIPT: &str = r#"{"reply": "Hello. I have just been born."}
 {"expect": "ping", "reply": "pong from the stand-in"}
 "#;
 
-/// The runtime directory of the user manager, or why the test skips.
-pub(super) fn manager() -> Option<String> {
-    let runtime = std::env::var("XDG_RUNTIME_DIR").ok();
-    match (std::env::var("TENERAL_TEST_SYSTEMD").as_deref(), runtime) {
-        (Ok("1"), Some(runtime)) => Some(runtime),
-        _ => {
-            skip("no user manager for this test; run it through scripts/with-systemd (scripts/test does)");
-            None
-        }
-    }
-}
-
 /// `program` with `args`, within [`QUICK`]: a command that hangs fails
 /// naming itself.
 pub(super) fn run(program: &str, args: &[&str]) -> std::io::Result<Output> {
@@ -109,7 +97,7 @@ fn journal_entries(matches: &[&str], want: impl Fn(&Value) -> bool) -> Result<Va
 
 #[test]
 fn systemctl_starts_talks_to_and_stops_teneral() -> TestResult {
-    let Some(runtime) = manager() else { return Ok(()) };
+    let Some(runtime) = user_manager() else { return Ok(()) };
     let ind = Individual::seed(
         SCRIPT,
         &["TENERAL_RUNNER=systemd", "TENERAL_MEMORY_MAX=512M", "TENERAL_TASKS_MAX=200"],
@@ -226,7 +214,7 @@ const ALLOCATE: &str = r#"fn main() {
 
 #[test]
 fn a_body_past_its_memory_limit_is_killed_and_the_rules_apply() -> TestResult {
-    let Some(runtime) = manager() else { return Ok(()) };
+    let Some(runtime) = user_manager() else { return Ok(()) };
     let ind = Individual::with_body(
         &body_of(ALLOCATE),
         "",
@@ -299,7 +287,7 @@ fn bomb_children() -> usize {
 
 #[test]
 fn a_fork_bomb_is_stopped_by_tasks_max() -> TestResult {
-    let Some(runtime) = manager() else { return Ok(()) };
+    let Some(runtime) = user_manager() else { return Ok(()) };
     let ind = Individual::with_body(
         &body_of(FORK_BOMB),
         "",
@@ -327,7 +315,7 @@ fn a_fork_bomb_is_stopped_by_tasks_max() -> TestResult {
 
 #[test]
 fn a_killed_kernel_takes_its_generation_unit_with_it() -> TestResult {
-    let Some(runtime) = manager() else { return Ok(()) };
+    let Some(runtime) = user_manager() else { return Ok(()) };
     let ind = Individual::seed(SCRIPT, &["TENERAL_RUNNER=systemd"])?;
     install_units(&runtime, ind.path(), true)?;
     systemctl(&["daemon-reload"])?;
@@ -356,7 +344,7 @@ fn a_killed_kernel_takes_its_generation_unit_with_it() -> TestResult {
 
 #[test]
 fn runner_systemd_without_a_manager_refuses_to_start_and_says_why() -> TestResult {
-    let Some(_runtime) = manager() else { return Ok(()) };
+    let Some(_runtime) = user_manager() else { return Ok(()) };
     let ind = Individual::seed(SCRIPT, &["TENERAL_RUNNER=systemd"])?;
     let out = Command::new(teneral())
         .args(["run", "--dir"])

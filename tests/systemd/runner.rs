@@ -8,8 +8,8 @@ use teneral::runner::{Cage, Launch, Limits, Runner};
 use teneral::settings::RunnerChoice;
 use teneral::spawn::{Exit, Spec};
 
-use super::{manager, run, systemctl, SHORT};
-use crate::common::TestResult;
+use super::{run, systemctl, SHORT};
+use crate::common::{user_manager, TestResult};
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, std::io::Error> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -18,7 +18,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, std::io::Er
 
 #[test]
 fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
-    let Some(_runtime) = manager() else { return Ok(()) };
+    let Some(_runtime) = user_manager() else { return Ok(()) };
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let spec = Spec::new("/bin/sh", "/").arg("-c").arg("echo checking; exec sleep 600");
@@ -51,7 +51,7 @@ fn a_check_past_its_runtime_limit_is_stopped_as_over_time() -> TestResult {
 
 #[test]
 fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
-    let Some(_runtime) = manager() else { return Ok(()) };
+    let Some(_runtime) = user_manager() else { return Ok(()) };
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let spec = Spec::new("env", "/").env("ONLY_THIS", "1").env("PATH", "/usr/bin:/bin");
@@ -76,7 +76,7 @@ fn a_unit_gets_exactly_the_environment_it_is_given() -> TestResult {
 
 #[test]
 fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
-    let Some(_runtime) = manager() else { return Ok(()) };
+    let Some(_runtime) = user_manager() else { return Ok(()) };
     block_on(async {
         let runner = Runner::choose(RunnerChoice::Systemd, Cage::Off).await?;
         let limits = Limits {
@@ -113,7 +113,7 @@ fn a_unit_that_ends_at_once_or_cannot_start_is_told_apart() -> TestResult {
 /// loopback only), the same environment, the same stop when time runs out.
 #[test]
 fn a_caged_launch_is_applied_alike_by_both_backends() -> TestResult {
-    let Some(_runtime) = manager() else { return Ok(()) };
+    let Some(_runtime) = user_manager() else { return Ok(()) };
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_teneral"));
     let dir = tempfile::tempdir()?;
     let checkout = dir.path().join("checkout");

@@ -5,12 +5,13 @@
 
 use std::fs;
 use std::path::Path;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::{system_tests, talk as piped, Individual, TestResult};
+use teneral_testkit::tmux::Tmux;
+use teneral_testkit::PNG;
 
 /// Commits what `edit` does to the agent's workspace, as an agent would;
 /// returns the commit.
@@ -74,81 +75,17 @@ fn piped_the_gate_steps_are_shown_as_they_start_and_end() -> TestResult {
     Ok(())
 }
 
-/// A 1×1 PNG.
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
-    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
-    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
-    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
 /// A GIF header is enough for the magic bytes and the size.
 const GIF: &[u8] = b"GIF89a\x02\x00\x03\x00\x00\x00\x00;";
 
 /// `teneralctl talk` (the full client) in a tmux of its own, killed when dropped.
-struct Terminal {
-    socket: String,
-    dir: tempfile::TempDir,
-}
-
-impl Terminal {
-    fn start(home: &Path) -> Terminal {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = tempfile::tempdir().expect("a directory for tmux's socket");
-        let me = Terminal { socket: format!("talk-kernel-{}-{n}", std::process::id()), dir };
-        let line = format!(
-            "env -u NO_COLOR LANG=C.UTF-8 LC_ALL= {} talk -d {}; sleep 600",
-            crate::common::teneralctl().display(),
-            home.display()
-        );
-        let out = me.tmux(&["new-session", "-d", "-x", "100", "-y", "30", &line]);
-        assert!(out.status.success(), "tmux starts (scripts/deps installs it): {out:?}");
-        me
-    }
-
-    fn tmux(&self, args: &[&str]) -> std::process::Output {
-        let mut tmux = std::process::Command::new("tmux");
-        tmux.env("TMUX_TMPDIR", self.dir.path()).args(["-L", &self.socket]).args(args);
-        crate::common::run_within(&mut tmux, crate::common::QUICK, "driving the terminal")
-            .expect("tmux runs (scripts/deps installs it)")
-    }
-
-    fn screen(&self) -> String {
-        let out = self.tmux(&["capture-pane", "-p", "-t", "0", "-S", "-200"]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for(&self, text: &str, within: Duration) -> String {
-        let until = Instant::now() + within;
-        loop {
-            let screen = self.screen();
-            if screen.contains(text) {
-                return screen;
-            }
-            assert!(Instant::now() < until, "{text:?} never showed; the screen:\n{screen}");
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Types `text`, then Enter.
-    fn enter(&self, text: &str) {
-        assert!(self.tmux(&["send-keys", "-t", "0", "-l", text]).status.success());
-        assert!(self.tmux(&["send-keys", "-t", "0", "Enter"]).status.success());
-    }
-
-    /// Pastes `text` as a terminal does (bracketed: the client asked for it).
-    fn paste(&self, text: &str) {
-        assert!(self.tmux(&["set-buffer", "--", text]).status.success());
-        assert!(self.tmux(&["paste-buffer", "-p", "-t", "0"]).status.success());
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-    }
+fn terminal(home: &Path) -> Tmux {
+    let line = format!(
+        "env -u NO_COLOR LANG=C.UTF-8 LC_ALL= {} talk -d {}; sleep 600",
+        crate::common::teneralctl().display(),
+        home.display()
+    );
+    Tmux::start("talk-kernel", 100, 30, &line)
 }
 
 /// The images of the last request to the stand-in that carries any, as
@@ -207,26 +144,26 @@ fn the_full_client_sends_images_to_the_model_and_interrupts_a_slow_turn() -> Tes
         let ind = Individual::seed(script, &["TENERAL_STANDIN_LOG=standin.jsonl", &wire])?;
         let _kernel = ind.start()?;
         ind.wait_for("the birth turn", Duration::from_secs(600), |e| e["type"] == "turn.ended")?;
-        let term = Terminal::start(ind.path());
+        let term = terminal(ind.path());
         let within = Duration::from_secs(60);
-        term.wait_for("lists the commands", within);
+        term.wait_for_within("lists the commands", within);
         term.paste(&format!("'{}'", shot.display()));
-        term.wait_for("[image 1 · png · 1×1 · 70 B]", within);
+        term.wait_for_within("[image 1 · png · 1×1 · 70 B]", within);
         term.enter(&format!("/image {}", anim.display()));
-        term.wait_for("[image 2 · gif · 2×3 · 14 B]", within);
+        term.wait_for_within("[image 2 · gif · 2×3 · 14 B]", within);
         term.enter("what are these?");
-        let screen = term.wait_for("two small pictures", within);
+        let screen = term.wait_for_within("two small pictures", within);
         assert!(screen.contains("› what are these?"), "{protocol}: {screen}");
         let sent = images_sent(ind.path(), protocol);
         assert_eq!(sent, want, "{protocol}: the stand-in's log\n{}", ind.kernel_log());
 
         term.enter("take your time");
-        term.wait_for("◆ thinking", within);
-        term.wait_for("esc to interrupt", within);
-        assert!(term.tmux(&["send-keys", "-t", "0", "Escape"]).status.success());
-        term.wait_for("interrupted by you", within);
+        term.wait_for_within("◆ thinking", within);
+        term.wait_for_within("esc to interrupt", within);
+        assert!(term.run(&["send-keys", "-t", "0", "Escape"]).status.success());
+        term.wait_for_within("interrupted by you", within);
         ind.wait_for("the interrupt", within, |e| e["type"] == "turn.interrupted")?;
-        assert!(!term.screen().contains("too late"), "{protocol}: the slow reply never came");
+        assert!(!term.screen(false).contains("too late"), "{protocol}: the slow reply never came");
     }
     Ok(())
 }

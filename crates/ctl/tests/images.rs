@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use teneral_testkit::PNG;
 
 #[test]
 fn images_by_a_pasted_path_and_by_the_image_command() {
@@ -22,7 +23,7 @@ fn images_by_a_pasted_path_and_by_the_image_command() {
     let notes = files.path().join("notes.png");
     std::fs::write(&notes, "text under a picture's name").expect("a text file");
 
-    let tmux = Tmux::start(home, &[]);
+    let tmux = talk_terminal(home, &[]);
     tmux.wait_for("lists the commands");
     tmux.paste(&format!("'{}'", shot.display()));
     tmux.wait_for("[image 1 · png · 1×1 · 70 B]");
@@ -69,7 +70,7 @@ fn ctrl_v_without_a_display_says_what_to_do() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start(dir.path(), &[("DISPLAY", ""), ("WAYLAND_DISPLAY", "")]);
+    let tmux = talk_terminal(dir.path(), &[("DISPLAY", ""), ("WAYLAND_DISPLAY", "")]);
     tmux.wait_for("lists the commands");
     tmux.keys(&["C-v"]);
     tmux.wait_for("Ctrl+V: no display here; paste the image's path or use /image <path>");
@@ -87,7 +88,7 @@ fn the_plain_client_attaches_images_too() {
     std::fs::write(&shot, PNG).expect("a png");
     let notes = files.path().join("notes.txt");
     std::fs::write(&notes, "not a picture").expect("a text file");
-    let tmux = Tmux::start_with(home, &[], &["--plain"]);
+    let tmux = talk_terminal_with(home, &[], &["--plain"]);
     tmux.wait_for("/help lists the commands");
     tmux.type_text(&format!("/image {}", notes.display()));
     tmux.keys(&["Enter"]);

@@ -16,13 +16,13 @@ fn a_failing_model_is_shown_at_once_in_both_clients() {
     }
     let dir = individual(CONVERSATION);
     let home = dir.path();
-    let plain = Tmux::start_with(home, &[], &["--plain"]);
+    let plain = talk_terminal_with(home, &[], &["--plain"]);
     plain.wait_for("/help lists the commands");
     plain.type_text("are you there?");
     plain.keys(&["Enter"]);
     plain.wait_for("[teneral is not running: your line waits");
     let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
-    let full = Tmux::start(home, &[]);
+    let full = talk_terminal(home, &[]);
     full.wait_for("◆ resting");
     append(
         home,
@@ -48,7 +48,7 @@ fn the_gate_shows_each_step_and_the_mutation_exit_is_no_crash() {
     let dir = individual(CONVERSATION);
     let home = dir.path();
     let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
-    let tmux = Tmux::start(home, &[]);
+    let tmux = talk_terminal(home, &[]);
     tmux.wait_for("◆ resting");
     append(home, &[r#"{"type":"mutation.requested","candidate":"fedcba9876543210"}"#]);
     tmux.wait_for("asked for a mutation to fedcba9");
@@ -80,7 +80,7 @@ fn two_clients_see_each_others_lines() {
     let dir = individual(CONVERSATION);
     let home = dir.path();
     let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
-    let (a, b) = (Tmux::start(home, &[]), Tmux::start(home, &[]));
+    let (a, b) = (talk_terminal(home, &[]), talk_terminal(home, &[]));
     a.wait_for("◆ resting");
     b.wait_for("◆ resting");
     for (from, n) in [(&a, 1), (&b, 2)] {
@@ -118,7 +118,7 @@ fn a_resize_redraws_the_live_region_and_history_prints_again() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start(dir.path(), &[]);
+    let tmux = talk_terminal(dir.path(), &[]);
     tmux.wait_for("lists the commands");
     assert!(tmux.run(&["resize-window", "-t", "0", "-x", "50", "-y", "20"]).status.success());
     tmux.type_text("narrow");
@@ -145,7 +145,7 @@ fn a_vanished_terminal_is_noticed_within_half_a_minute() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start(dir.path(), &[]);
+    let tmux = talk_terminal(dir.path(), &[]);
     tmux.wait_for("lists the commands");
     let pid = client_pid(&tmux);
     assert!(Path::new(&format!("/proc/{pid}")).exists());
@@ -176,7 +176,7 @@ fn true_colour_with_256_and_16_colour_fallbacks() {
         (&[("TERM", "xterm")], "38;5;6m", &["38;2;", "38;5;31m"]),
     ];
     for (env, want, not) in cases {
-        let tmux = Tmux::start(dir.path(), env);
+        let tmux = talk_terminal(dir.path(), env);
         tmux.wait_for("See the docs");
         let screen = tmux.screen(true);
         assert!(screen.contains(want) && has_colour(&screen), "{env:?}: {screen}");
@@ -192,7 +192,7 @@ fn the_plain_client_prints_the_history_again() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start_with(dir.path(), &[], &["--plain"]);
+    let tmux = talk_terminal_with(dir.path(), &[], &["--plain"]);
     tmux.wait_for("/help lists the commands");
     tmux.type_text("/history");
     tmux.keys(&["Enter"]);

@@ -3,12 +3,8 @@
 //! (`gpg.format=ssh`), the way an agent's checkout signs them.
 #![allow(clippy::expect_used)]
 
-#[path = "offer/forge.rs"]
-mod forge;
 #[path = "offer/publish.rs"]
 mod publish;
-#[path = "../../../tests/common/skip.rs"]
-mod skip;
 #[path = "offer/witness.rs"]
 mod witness;
 

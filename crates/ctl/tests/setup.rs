@@ -4,65 +4,15 @@
 //! provider and each way the tests fail. Every failure must leave `.env` as
 //! it was, byte for byte and mode.
 #![allow(clippy::expect_used, clippy::panic)]
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 mod common;
+use common::{env_of, home, KEY, WORDS_THEN_CALL};
 
-const KEY: &str = "sk-test-secret-4711";
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
-const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
-
-/// A running `teneral standin`, killed when dropped.
-struct Standin {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Standin {
-    fn start(script: &str) -> Standin {
-        let dir = tempfile::tempdir().expect("a temp dir for the script");
-        let path = dir.path().join("script.jsonl");
-        std::fs::write(&path, script).expect("the script");
-        let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
-        assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
-        let mut child = Command::new(teneral)
-            .args(["standin", "--listen", "127.0.0.1:0", "--key", KEY, "--script"])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("teneral standin starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("its stdout");
-        BufReader::new(stdout).read_line(&mut line).expect("its first line");
-        let url = line.trim().strip_prefix("listening on ").expect("listening on URL").to_owned();
-        Standin { child, url, _dir: dir }
-    }
-}
-
-impl Drop for Standin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An individual's directory with `.teneral/` and, when given, a `.env`.
-fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().to_owned();
-    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
-    if let Some(text) = env {
-        std::fs::write(home.join(".env"), text).expect("a .env");
-        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
-            .expect("its mode");
-    }
-    (dir, home)
-}
 
 fn setup(home: &Path, args: &[&str], answers: &str) -> (Output, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
@@ -86,16 +36,9 @@ fn setup(home: &Path, args: &[&str], answers: &str) -> (Output, String) {
     (out, text)
 }
 
-fn env_of(home: &Path) -> (String, u32) {
-    let path = home.join(".env");
-    let text = std::fs::read_to_string(&path).expect(".env is there");
-    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
-    (text, mode)
-}
-
 #[test]
 fn compatible_is_tested_then_written_with_the_other_settings_kept() {
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
     let answers = format!("y\ncompatible\n{}\n{KEY}\n1\n", standin.url);
     let (out, text) = setup(&home, &["--plain"], &answers);
@@ -114,7 +57,7 @@ fn compatible_is_tested_then_written_with_the_other_settings_kept() {
 
 #[test]
 fn a_running_kernel_under_systemd_gets_the_restart_line() {
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
     let _kernel = teneralctl::lock::acquire(&home).expect("the lock, as a kernel holds it");
     let status = r#"{"pid":1,"generation":null,"status":"resting","since":"2026-11-30T10:00:00.000Z","unit":"teneral.service"}"#;
@@ -131,7 +74,7 @@ fn a_running_kernel_under_systemd_gets_the_restart_line() {
 
 #[test]
 fn openai_speaks_the_responses_api_and_a_new_env_starts_from_the_example() {
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(None);
     std::fs::write(
         home.join(".env.example"),
@@ -190,7 +133,7 @@ fn each_failure_writes_nothing_and_says_why() {
     ];
     for (script, key, url, said) in cases {
         for provider in ["compatible", "openai"] {
-            let standin = Standin::start(script);
+            let standin = common::standin(script, Some(KEY));
             let url = url.map_or(standin.url.clone(), |url| url.to_owned());
             let (_dir, home) = home(Some(OTHER));
             let answers = format!("y\n{provider}\n{url}\n{key}\nstandin\n");
@@ -251,19 +194,14 @@ fn at_a_terminal_the_key_is_typed_unseen() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
-    let tmux = common::Tmux {
-        socket: format!("setup-test-{}", std::process::id()),
-        dir: tempfile::tempdir().expect("a temp dir for tmux"),
-    };
     let line = format!(
         "env LANG=C.UTF-8 {} setup --plain -d {}; echo exit=$?; sleep 600",
         env!("CARGO_BIN_EXE_teneralctl"),
         home.display()
     );
-    let out = tmux.run(&["new-session", "-d", "-x", "100", "-y", "40", &line]);
-    assert!(out.status.success(), "tmux starts: {out:?}");
+    let tmux = common::Tmux::start("setup-test", 100, 40, &line);
     tmux.wait_for("Go on? [y/N]");
     tmux.type_text("y");
     tmux.keys(&["Enter"]);

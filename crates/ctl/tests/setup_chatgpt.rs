@@ -8,66 +8,14 @@
 #![allow(clippy::expect_used, clippy::panic)]
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 mod common;
+use common::{browser_opens, free_port, home, Standin, WORDS_THEN_CALL};
 
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=openai\nTENERAL_API_KEY=sk-old\nTENERAL_RUNNER=direct\n";
-const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
-
-/// A running `teneral standin`, killed when dropped.
-struct Standin {
-    child: Child,
-    /// `http://ADDR`.
-    root: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Standin {
-    fn start() -> Standin {
-        let dir = tempfile::tempdir().expect("a temp dir for the script");
-        let path = dir.path().join("script.jsonl");
-        std::fs::write(&path, WORDS_THEN_CALL).expect("the script");
-        let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
-        assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
-        let mut child = Command::new(teneral)
-            .args(["standin", "--listen", "127.0.0.1:0", "--script"])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("teneral standin starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("its stdout");
-        BufReader::new(stdout).read_line(&mut line).expect("its first line");
-        let url = line.trim().strip_prefix("listening on ").expect("listening on URL");
-        let root = url.strip_suffix("/v1").expect("a /v1 address").to_owned();
-        Standin { child, root, _dir: dir }
-    }
-}
-
-impl Drop for Standin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn home() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().to_owned();
-    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
-    std::fs::write(home.join(".env"), OTHER).expect("a .env");
-    std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
-        .expect("its mode");
-    (dir, home)
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
 
 /// Setup running, its stdin open for answers given later.
 struct Running {
@@ -81,8 +29,8 @@ fn start(home: &Path, standin: &Standin, port: u16) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
         .args(["setup", "--plain", "-d"])
         .arg(home)
-        .env("TENERAL_CHATGPT_ISSUER", &standin.root)
-        .env("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root))
+        .env("TENERAL_CHATGPT_ISSUER", standin.root())
+        .env("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root()))
         .env("TENERAL_CALLBACK_PORT", port.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -125,18 +73,6 @@ impl Running {
     }
 }
 
-/// The browser: opens `address` and returns where the sign-in server sends it.
-fn open(address: &str) -> String {
-    let client = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a client");
-    let response = client.get(address).send().expect("the authorize page answers");
-    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
-    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
-    to.to_owned()
-}
-
 /// The browser follows the redirect to setup's callback; its status.
 fn come_back(to: &str) -> u16 {
     reqwest::blocking::get(to).expect("the callback answers").status().as_u16()
@@ -152,18 +88,18 @@ fn unchanged(home: &Path, text: &str) {
 
 #[test]
 fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
-    let standin = Standin::start();
-    let (_dir, home) = home();
+    let standin = common::standin(WORDS_THEN_CALL, None);
+    let (_dir, home) = home(Some(OTHER));
     let port = free_port();
     let mut setup = start(&home, &standin, port);
     let address = setup.address();
-    assert!(address.starts_with(&format!("{}/oauth/authorize?", standin.root)), "{address}");
+    assert!(address.starts_with(&format!("{}/oauth/authorize?", standin.root())), "{address}");
     assert!(
         address
             .contains(&format!("redirect_uri=http%3A%2F%2Flocalhost%3A{port}%2Fauth%2Fcallback")),
         "{address}"
     );
-    let to = open(&address);
+    let to = browser_opens(&address);
     assert_eq!(come_back(&to), 200);
     let (code, text) = setup.finish("1\n");
     assert_eq!(code, Some(0), "{text}");
@@ -171,7 +107,7 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
     assert!(text.contains("called the tool record_word"), "{text}");
     let expected = format!(
         "# mine\nTENERAL_PROVIDER=chatgpt\nTENERAL_BASE_URL={}/backend-api/codex\nTENERAL_MODEL=standin\nTENERAL_RUNNER=direct\n",
-        standin.root
+        standin.root()
     );
     let env = std::fs::read_to_string(home.join(".env")).expect(".env");
     assert_eq!(env, expected, "no key for chatgpt, the other lines kept");
@@ -180,7 +116,7 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
     assert_eq!(mode, 0o600);
     let tokens = teneral_core::chatgpt::read(&path).expect("the tokens read back");
     assert_eq!(tokens.account_id, "acc-standin-0001");
-    assert_eq!(tokens.issuer, standin.root);
+    assert_eq!(tokens.issuer, standin.root());
     assert!(
         !text.contains(&tokens.access_token) && !text.contains(&tokens.refresh_token),
         "{text}"
@@ -193,10 +129,10 @@ fn signs_in_tests_through_the_plan_and_writes_tokens_and_env() {
 
 #[test]
 fn a_refused_sign_in_writes_nothing() {
-    let standin = Standin::start();
-    let (_dir, home) = home();
+    let standin = common::standin(WORDS_THEN_CALL, None);
+    let (_dir, home) = home(Some(OTHER));
     let mut setup = start(&home, &standin, free_port());
-    let to = open(&format!("{}&standin_decision=deny", setup.address()));
+    let to = browser_opens(&format!("{}&standin_decision=deny", setup.address()));
     assert!(to.contains("error=access_denied"), "{to}");
     come_back(&to);
     let (code, text) = setup.finish("");
@@ -207,10 +143,10 @@ fn a_refused_sign_in_writes_nothing() {
 
 #[test]
 fn a_wrong_state_is_not_believed() {
-    let standin = Standin::start();
-    let (_dir, home) = home();
+    let standin = common::standin(WORDS_THEN_CALL, None);
+    let (_dir, home) = home(Some(OTHER));
     let mut setup = start(&home, &standin, free_port());
-    let to = open(&setup.address());
+    let to = browser_opens(&setup.address());
     let url = reqwest::Url::parse(&to).expect("the callback address");
     let mut forged = url.clone();
     forged.query_pairs_mut().clear().extend_pairs(url.query_pairs().map(|(n, v)| {
@@ -229,8 +165,8 @@ fn a_wrong_state_is_not_believed() {
 
 #[test]
 fn a_line_while_waiting_gives_up() {
-    let standin = Standin::start();
-    let (_dir, home) = home();
+    let standin = common::standin(WORDS_THEN_CALL, None);
+    let (_dir, home) = home(Some(OTHER));
     let port = free_port();
     let mut setup = start(&home, &standin, port);
     setup.address();
@@ -243,8 +179,8 @@ fn a_line_while_waiting_gives_up() {
 
 #[test]
 fn a_taken_port_names_the_variable() {
-    let standin = Standin::start();
-    let (_dir, home) = home();
+    let standin = common::standin(WORDS_THEN_CALL, None);
+    let (_dir, home) = home(Some(OTHER));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to take");
     let port = taken.local_addr().expect("its address").port();
     let setup = start(&home, &standin, port);
@@ -261,22 +197,17 @@ fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start();
-    let (_dir, home) = home();
+    let standin = common::standin(WORDS_THEN_CALL, None);
+    let (_dir, home) = home(Some(OTHER));
     let port = free_port();
-    let tmux = common::Tmux {
-        socket: format!("setup-chatgpt-{}", std::process::id()),
-        dir: tempfile::tempdir().expect("a temp dir for tmux"),
-    };
     let line = format!(
         "env LANG=C.UTF-8 TENERAL_CHATGPT_ISSUER={} TENERAL_CALLBACK_PORT={port} {} setup --plain -d {}; \
          echo exit=$? tty=$(stty -a | grep -o -- '-\\?icanon' | head -1); sleep 600",
-        standin.root,
+        standin.root(),
         env!("CARGO_BIN_EXE_teneralctl"),
         home.display()
     );
-    let out = tmux.run(&["new-session", "-d", "-x", "300", "-y", "40", &line]);
-    assert!(out.status.success(), "tmux starts: {out:?}");
+    let tmux = common::Tmux::start("setup-chatgpt", 300, 40, &line);
     tmux.wait_for("Go on? [y/N]");
     tmux.type_text("y");
     tmux.keys(&["Enter"]);
@@ -290,7 +221,7 @@ fn at_a_terminal_esc_gives_up_and_the_terminal_is_restored() {
     let shown: Vec<&str> = joined.lines().filter(|l| l.contains("/oauth/authorize?")).collect();
     assert_eq!(shown.len(), 1, "the address on one line:\n{joined}");
     let address = shown[0].trim();
-    assert!(address.starts_with(&standin.root) && address.contains("&state="), "{joined}");
+    assert!(address.starts_with(standin.root()) && address.contains("&state="), "{joined}");
     assert!(joined.contains("(or click here to open it)"), "the OSC 8 link's text:\n{joined}");
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(), "listening while it waits");
     tmux.keys(&["Escape"]);

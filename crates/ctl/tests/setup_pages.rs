@@ -7,82 +7,18 @@
 //! System tests, as the talk client's: they need tmux and run when
 //! `TENERAL_SYSTEM_TESTS` is set.
 #![allow(clippy::expect_used, clippy::panic)]
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 
 mod common;
+use common::{browser_opens, env_of, free_port, home, Standin, KEY, WORDS_THEN_CALL};
 #[path = "setup_pages/signin.rs"]
 mod signin;
 
-const KEY: &str = "sk-test-secret-4711";
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
-const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
 /// After setup: its exit status and whether line editing and the echo are on.
 const AFTER: &str = "echo exit=$? tty=$(stty -a | grep -wo -- '-\\?icanon')/$(stty -a | grep -wo -- '-\\?echo'); sleep 600";
-
-/// A running `teneral standin`, killed when dropped.
-struct Standin {
-    child: Child,
-    /// `http://ADDR`; the model API is under `/v1`.
-    root: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Standin {
-    fn start(script: &str) -> Standin {
-        let dir = tempfile::tempdir().expect("a temp dir for the script");
-        let path = dir.path().join("script.jsonl");
-        std::fs::write(&path, script).expect("the script");
-        let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
-        assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
-        let mut child = Command::new(teneral)
-            .args(["standin", "--listen", "127.0.0.1:0", "--key", KEY, "--script"])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("teneral standin starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("its stdout");
-        BufReader::new(stdout).read_line(&mut line).expect("its first line");
-        let url = line.trim().strip_prefix("listening on ").expect("listening on URL");
-        let root = url.strip_suffix("/v1").expect("a /v1 address").to_owned();
-        Standin { child, root, _dir: dir }
-    }
-
-    fn url(&self) -> String {
-        format!("{}/v1", self.root)
-    }
-}
-
-impl Drop for Standin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An individual's directory with `.teneral/` and, when given, a `.env` (0640).
-fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().to_owned();
-    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
-    if let Some(text) = env {
-        std::fs::write(home.join(".env"), text).expect("a .env");
-        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
-            .expect("its mode");
-    }
-    (dir, home)
-}
-
-fn env_of(home: &Path) -> (String, u32) {
-    let path = home.join(".env");
-    let text = std::fs::read_to_string(&path).expect(".env is there");
-    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
-    (text, mode)
-}
 
 /// `teneralctl setup -d home` in a 100x30 tmux terminal, with `env`.
 fn pages(home: &Path, env: &[(&str, String)]) -> common::Tmux {
@@ -91,12 +27,6 @@ fn pages(home: &Path, env: &[(&str, String)]) -> common::Tmux {
 
 /// The same, `width` columns wide.
 fn pages_of_width(home: &Path, env: &[(&str, String)], width: u16) -> common::Tmux {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmux = common::Tmux {
-        socket: format!("setup-pages-{}-{n}", std::process::id()),
-        dir: tempfile::tempdir().expect("a temp dir for tmux"),
-    };
     let mut line = String::from("env LANG=C.UTF-8");
     for (name, value) in env {
         line.push_str(&format!(" {name}={value}"));
@@ -106,9 +36,7 @@ fn pages_of_width(home: &Path, env: &[(&str, String)], width: u16) -> common::Tm
         env!("CARGO_BIN_EXE_teneralctl"),
         home.display()
     ));
-    let width = width.to_string();
-    let out = tmux.run(&["new-session", "-d", "-x", &width, "-y", "30", &line]);
-    assert!(out.status.success(), "tmux starts: {out:?}");
+    let tmux = common::Tmux::start("setup-pages", width, 30, &line);
     let written = tmux.dir.path().join("written");
     let pipe = format!("cat >> {}", written.display());
     assert!(tmux.run(&["pipe-pane", "-o", "-t", "0", &pipe]).status.success());
@@ -142,14 +70,14 @@ fn compatible_chosen_with_the_arrows_tested_then_written_after_yes() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
     let tmux = pages(&home, &[]);
     tmux.wait_for("▸ 1  openai");
     tmux.keys(&["Down"]);
     tmux.wait_for("▸ 2  compatible");
     tmux.keys(&["Enter"]);
-    address_and_key(&tmux, &standin.url(), KEY);
+    address_and_key(&tmux, &standin.url, KEY);
     tmux.wait_for_all(&["offers these models", "▸   1  standin"]);
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("Replace them?");
@@ -167,7 +95,7 @@ fn compatible_chosen_with_the_arrows_tested_then_written_after_yes() {
     assert!(screen.contains("Wrote ") && !screen.contains(KEY), "said on leaving:\n{screen}");
     let expected = format!(
         "# mine\nTENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={KEY}\nTENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n",
-        standin.url()
+        standin.url
     );
     assert_eq!(env_of(&home), (expected, 0o600));
 }
@@ -177,7 +105,7 @@ fn openai_by_number_into_a_new_env_from_the_example() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(None);
     std::fs::write(home.join(".env.example"), "# example\nTENERAL_CONTEXT_CHARS=250000\n")
         .expect("an example");
@@ -185,7 +113,7 @@ fn openai_by_number_into_a_new_env_from_the_example() {
     tmux.wait_for("▸ 1  openai");
     tmux.type_text("1");
     tmux.wait_for("Address: https://api.openai.com/v1");
-    address_and_key(&tmux, &standin.url(), KEY);
+    address_and_key(&tmux, &standin.url, KEY);
     tmux.wait_for("▸   1  standin");
     tmux.type_text("1");
     tmux.keys(&["Enter"]);
@@ -195,7 +123,7 @@ fn openai_by_number_into_a_new_env_from_the_example() {
     ended(&tmux, 0);
     let expected = format!(
         "# example\nTENERAL_CONTEXT_CHARS=250000\n\n# The model provider (written by teneralctl setup).\nTENERAL_PROVIDER=openai\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={KEY}\nTENERAL_MODEL=standin\n",
-        standin.url()
+        standin.url
     );
     assert_eq!(env_of(&home), (expected, 0o600));
 }
@@ -241,13 +169,13 @@ fn a_failing_test_request_shows_the_status_and_message_and_writes_nothing() {
         (words_twice, KEY, &["passed: answered in words", "failed: the model answered the tool test in words"]),
     ];
     for (script, key, said) in cases {
-        let standin = Standin::start(script);
+        let standin = common::standin(script, Some(KEY));
         let (_dir, home) = home(Some(OTHER));
         // Wide enough for the provider's message on one line.
         let tmux = pages_of_width(&home, &[], 250);
         tmux.wait_for("▸ 1  openai");
         tmux.type_text("2");
-        address_and_key(&tmux, &standin.url(), key);
+        address_and_key(&tmux, &standin.url, key);
         tmux.wait_for("Or type a number or a name:");
         tmux.type_text("standin");
         tmux.keys(&["Enter"]);

@@ -18,7 +18,7 @@ fn the_panel_a_markdown_reply_and_a_tool_line() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start(dir.path(), &[]);
+    let tmux = talk_terminal(dir.path(), &[]);
     let wants = [
         "model        gpt-test",
         "› What are you working on?",
@@ -45,7 +45,7 @@ fn the_command_list_filters_and_completes() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start(dir.path(), &[]);
+    let tmux = talk_terminal(dir.path(), &[]);
     tmux.wait_for("lists the commands");
     tmux.type_text("/");
     // The list is drawn top down: its second row means the first is there.
@@ -75,7 +75,7 @@ fn two_slashes_send_a_slash_line_and_an_unknown_command_is_refused() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let tmux = Tmux::start(dir.path(), &[]);
+    let tmux = talk_terminal(dir.path(), &[]);
     tmux.wait_for("lists the commands");
     tmux.type_text("/hlep");
     tmux.keys(&["Enter"]);
@@ -98,12 +98,12 @@ fn no_color_and_an_ascii_locale() {
         return;
     }
     let dir = individual(CONVERSATION);
-    let coloured = Tmux::start(dir.path(), &[]);
+    let coloured = talk_terminal(dir.path(), &[]);
     coloured.wait_for("See the docs");
     assert!(has_colour(&coloured.screen(true)), "the control has colours");
     drop(coloured);
 
-    let tmux = Tmux::start(dir.path(), &[("NO_COLOR", "1"), ("LANG", "C"), ("LC_ALL", "C")]);
+    let tmux = talk_terminal(dir.path(), &[("NO_COLOR", "1"), ("LANG", "C"), ("LC_ALL", "C")]);
     tmux.wait_for_all(&[
         "See the docs",
         "> What are you working on?",
@@ -129,7 +129,7 @@ fn hostile_text_is_shown_inert() {
         r#"{"type":"stimulus","source":"inbox","from":"eve\u001b[2J","text":"hi\u001b]0;pwned-inbox\u0007"}"#,
         r#"{"type":"turn.ended"}"#,
     ]);
-    let tmux = Tmux::start(dir.path(), &[]);
+    let tmux = talk_terminal(dir.path(), &[]);
     let screen = tmux.wait_for("woken by a message from eve: hi");
     for want in [
         "● safe clip clear link c1",
@@ -153,7 +153,7 @@ fn leaving_leaves_the_conversation_in_the_scrollback() {
     }
     let dir = individual(CONVERSATION);
     for leave in [&["C-d"][..], &["C-c"][..], &["/quit", "Enter"][..]] {
-        let tmux = Tmux::start(dir.path(), &[]);
+        let tmux = talk_terminal(dir.path(), &[]);
         tmux.wait_for("lists the commands");
         if leave[0].starts_with('/') {
             tmux.type_text(leave[0]);
@@ -175,7 +175,7 @@ fn new_events_are_printed_and_esc_interrupts_a_turn() {
     let dir = individual(CONVERSATION);
     let home = dir.path();
     let _kernel = teneralctl::lock::acquire(home).expect("the lock, as a kernel holds it");
-    let tmux = Tmux::start(home, &[]);
+    let tmux = talk_terminal(home, &[]);
     tmux.wait_for("◆ resting");
     tmux.keys(&["Escape"]);
     tmux.wait_for("there is no turn to stop now; nothing was sent");

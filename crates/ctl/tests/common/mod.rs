@@ -1,5 +1,7 @@
-//! What the terminal tests share: a tmux server running one client, a
-//! test individual and its journal, and small readers of the screen.
+//! What the client's tests share: a tmux terminal running one client
+//! (`teneral_testkit::tmux`), the stand-in model beside it, a test
+//! individual and its journal, small readers of the screen, and what the
+//! tests of `teneralctl setup` share (a home with its `.env`, the browser).
 //!
 //! tmux runs `teneralctl talk` against a journal the test writes,
 //! `send-keys` types and `capture-pane` reads the screen. Each test has a
@@ -9,129 +11,93 @@
 //! of a species commit leaves them out, as it leaves out the kernel's other
 //! system tests.
 #![allow(dead_code, clippy::expect_used, clippy::panic)]
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
-#[path = "../../../../tests/common/skip.rs"]
-pub mod skip;
-pub use skip::skip;
+pub use teneral_testkit::standin::Standin;
+pub use teneral_testkit::system_tests;
+pub use teneral_testkit::tmux::Tmux;
 
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
-/// One tmux server running one client.
-pub struct Tmux {
-    pub socket: String,
-    /// tmux's own directory for its socket (TMUX_TMPDIR), not /tmp's.
-    pub dir: tempfile::TempDir,
+/// Starts `teneralctl talk -d home` in an 80x30 terminal with `env`.
+pub fn talk_terminal(home: &Path, env: &[(&str, &str)]) -> Tmux {
+    talk_terminal_with(home, env, &[])
 }
 
-impl Tmux {
-    /// Starts `teneralctl talk -d home` in an 80x30 terminal with `env`.
-    pub fn start(home: &Path, env: &[(&str, &str)]) -> Tmux {
-        Tmux::start_with(home, env, &[])
+/// Starts `teneralctl talk -d home` with `args` after it.
+pub fn talk_terminal_with(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Tmux {
+    let mut line = String::from("env -u NO_COLOR -u COLORTERM LANG=C.UTF-8 LC_ALL= LC_CTYPE=");
+    for (k, v) in env {
+        line.push_str(&format!(" {k}={v}"));
     }
-
-    /// Starts `teneralctl talk -d home` with `args` after it.
-    pub fn start_with(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = format!("talk-test-{}-{n}", std::process::id());
-        let dir = tempfile::tempdir().expect("a temp dir for tmux");
-        let tmux = Tmux { socket, dir };
-        let mut line = String::from("env -u NO_COLOR -u COLORTERM LANG=C.UTF-8 LC_ALL= LC_CTYPE=");
-        for (k, v) in env {
-            line.push_str(&format!(" {k}={v}"));
-        }
-        line.push_str(&format!(
-            " {} talk -d {} {}; sleep 600",
-            env!("CARGO_BIN_EXE_teneralctl"),
-            home.display(),
-            args.join(" ")
-        ));
-        let out = tmux.run(&["new-session", "-d", "-x", "80", "-y", "30", &line]);
-        assert!(out.status.success(), "tmux starts: {out:?}");
-        tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
-        tmux
-    }
-
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .env("TMUX_TMPDIR", self.dir.path())
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs (scripts/deps installs it)")
-    }
-
-    /// Presses keys as tmux names them (`Enter`, `C-d`, `Escape`).
-    pub fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "0"];
-        args.extend_from_slice(keys);
-        assert!(self.run(&args).status.success());
-    }
-
-    /// Types `text` as it is.
-    pub fn type_text(&self, text: &str) {
-        assert!(self.run(&["send-keys", "-t", "0", "-l", text]).status.success());
-    }
-
-    /// The screen as text (`escapes`: with its colours as SGR sequences).
-    pub fn screen(&self, escapes: bool) -> String {
-        let mut args = vec!["capture-pane", "-p", "-t", "0", "-S", "-200"];
-        if escapes {
-            args.push("-e");
-        }
-        String::from_utf8_lossy(&self.run(&args).stdout).into_owned()
-    }
-
-    /// Waits until the screen contains every one of `texts` (lines are
-    /// printed one after the other, and the live region drawn apart);
-    /// returns the screen.
-    pub fn wait_for_all(&self, texts: &[&str]) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = self.screen(false);
-            if texts.iter().all(|t| screen.contains(t)) {
-                return screen;
-            }
-            assert!(Instant::now() < deadline, "{texts:?} never all showed; the screen:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits until the screen contains `text`; returns the screen.
-    pub fn wait_for(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = self.screen(false);
-            if screen.contains(text) {
-                return screen;
-            }
-            assert!(Instant::now() < deadline, "{text:?} never showed; the screen:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    line.push_str(&format!(
+        " {} talk -d {} {}; sleep 600",
+        env!("CARGO_BIN_EXE_teneralctl"),
+        home.display(),
+        args.join(" ")
+    ));
+    let tmux = Tmux::start("talk-test", 80, 30, &line);
+    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+    tmux
 }
 
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
+/// `teneral standin` serving `script`, taking only `key` when given: the
+/// kernel's binary beside this one (`cargo build --bin teneral` first, as
+/// `cargo test --workspace` does).
+pub fn standin(script: &str, key: Option<&str>) -> Standin {
+    let teneral = Path::new(env!("CARGO_BIN_EXE_teneralctl")).with_file_name("teneral");
+    assert!(teneral.exists(), "{} is missing: cargo build --bin teneral", teneral.display());
+    Standin::start(&teneral, script, key).expect("teneral standin starts")
+}
+
+/// The key the stand-in takes in the setup tests.
+pub const KEY: &str = "sk-test-secret-4711";
+/// A stand-in script that answers setup's two test requests: in words,
+/// then with a call of the tool.
+pub const WORDS_THEN_CALL: &str = "{\"reply\":\"Hello, owner.\"}\n{\"tool_calls\":[{\"name\":\"record_word\",\"arguments\":{\"word\":\"ready\"}}]}\n";
+
+/// An individual's directory with `.teneral/` and, when given, a `.env` (0640).
+pub fn home(env: Option<&str>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path().to_owned();
+    std::fs::create_dir(home.join(".teneral")).expect(".teneral/");
+    if let Some(text) = env {
+        std::fs::write(home.join(".env"), text).expect("a .env");
+        std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o640))
+            .expect("its mode");
     }
+    (dir, home)
+}
+
+/// The `.env` of `home`: its text and mode.
+pub fn env_of(home: &Path) -> (String, u32) {
+    let path = home.join(".env");
+    let text = std::fs::read_to_string(&path).expect(".env is there");
+    let mode = std::fs::metadata(&path).expect("its metadata").permissions().mode() & 0o777;
+    (text, mode)
+}
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// The browser opens `address`; where the sign-in server sends it back.
+pub fn browser_opens(address: &str) -> String {
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let response = client.get(address).send().expect("the authorize page answers");
+    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
+    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
+    to.to_owned()
 }
 
 /// An individual with a soul, settings and a journal of `events` (JSON
 /// objects without `ts`, `seq` and `commit`, which are added).
-/// Whether system tests run; each [`skip`]s when they do not.
-pub fn system_tests() -> bool {
-    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
-    if !on {
-        skip("a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)");
-    }
-    on
-}
-
 pub fn individual(events: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temp dir");
     let home = dir.path();
@@ -195,26 +161,9 @@ pub fn has_colour(screen: &str) -> bool {
     })
 }
 
-/// A 1×1 PNG.
-pub const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
-    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
-    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
-    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-impl Tmux {
-    /// Pastes `text` as a terminal does (bracketed, when the client asked).
-    pub fn paste(&self, text: &str) {
-        assert!(self.run(&["set-buffer", "--", text]).status.success());
-        assert!(self.run(&["paste-buffer", "-p", "-t", "0"]).status.success());
-    }
 }
 
 /// The pid of `teneralctl` in the tmux of `tmux`.

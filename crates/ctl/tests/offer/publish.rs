@@ -1,5 +1,5 @@
 //! Approving and publishing an offer against the stand-in forge
-//! ([`super::forge`]): refused while not approved, approved from
+//! (`teneral_testkit::forge`): refused while not approved, approved from
 //! `teneralctl` and from talk, published (the branch on the forge, the pull
 //! request's text with the kernel's block), resumed after a failure between
 //! the push and the pull request without a second push, refused with
@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::forge::Forge;
 use super::*;
+use teneral_testkit::forge::Forge;
 
 const TOKEN: &str = "ghp_StandInForgeToken0123456789abcdefXY";
 

@@ -16,7 +16,7 @@ fn a_witness_runs_the_gates_then_the_owners_command_and_posts_its_exit_not_its_o
     // The gates and the command run in the cage, which cannot be made inside
     // a gate check (cages do not nest; the gate sets TENERAL_TEST_NO_CAGE).
     if std::env::var_os("TENERAL_TEST_NO_CAGE").is_some() {
-        super::skip::skip("the witness's gates need the cage (TENERAL_TEST_NO_CAGE is set)");
+        teneral_testkit::skip("the witness's gates need the cage (TENERAL_TEST_NO_CAGE is set)");
         return;
     }
     let p = offered();

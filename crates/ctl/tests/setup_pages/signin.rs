@@ -9,7 +9,7 @@ fn chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
     let port = free_port();
     let tmux = pages(&home, &chatgpt_env(&standin, port));
@@ -29,7 +29,7 @@ fn chatgpt_signs_in_on_its_page_and_writes_the_tokens_and_env() {
     ended(&tmux, 0);
     let expected = format!(
         "# mine\nTENERAL_PROVIDER=chatgpt\nTENERAL_BASE_URL={}/backend-api/codex\nTENERAL_MODEL=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n",
-        standin.root
+        standin.root()
     );
     assert_eq!(env_of(&home), (expected, 0o600));
     let path = home.join(".teneral/auth/chatgpt.json");
@@ -45,7 +45,7 @@ fn esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
     let tmux = pages(&home, &[]);
     tmux.wait_for("▸ 1  openai");
@@ -84,15 +84,10 @@ fn esc_on_the_first_page_during_the_sign_in_and_ctrl_c_write_nothing() {
     assert!(!home.join(".teneral/auth/chatgpt.json").exists());
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
 fn chatgpt_env(standin: &Standin, port: u16) -> Vec<(&'static str, String)> {
     vec![
-        ("TENERAL_CHATGPT_ISSUER", standin.root.clone()),
-        ("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root)),
+        ("TENERAL_CHATGPT_ISSUER", standin.root().to_owned()),
+        ("TENERAL_CHATGPT_URL", format!("{}/backend-api/codex", standin.root())),
         ("TENERAL_CALLBACK_PORT", port.to_string()),
     ]
 }
@@ -102,7 +97,7 @@ fn chatgpt_env(standin: &Standin, port: u16) -> Vec<(&'static str, String)> {
 /// the terminal's wrapping is joined (`capture-pane -J`).
 fn signin_address(tmux: &common::Tmux, standin: &Standin) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let start = format!("\x1b]8;;{}/oauth/authorize?", standin.root);
+    let start = format!("\x1b]8;;{}/oauth/authorize?", standin.root());
     let link = loop {
         let written = std::fs::read(tmux.dir.path().join("written")).unwrap_or_default();
         let written = String::from_utf8_lossy(&written).into_owned();
@@ -131,24 +126,12 @@ fn signin_address(tmux: &common::Tmux, standin: &Standin) -> String {
     }
 }
 
-/// The browser opens `address`; where the sign-in server sends it back.
-fn browser_opens(address: &str) -> String {
-    let client = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a client");
-    let response = client.get(address).send().expect("the authorize page answers");
-    assert_eq!(response.status().as_u16(), 302, "the stand-in redirects: {response:?}");
-    let to = response.headers().get("location").expect("a Location").to_str().expect("text");
-    to.to_owned()
-}
-
 #[test]
 fn a_taken_port_or_a_refused_sign_in_ends_on_the_last_page_writing_nothing() {
     if !common::system_tests() {
         return;
     }
-    let standin = Standin::start(WORDS_THEN_CALL);
+    let standin = common::standin(WORDS_THEN_CALL, Some(KEY));
     let (_dir, home) = home(Some(OTHER));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to take");
     let port = taken.local_addr().expect("its address").port();

@@ -7,9 +7,8 @@
 //! `TENERAL_REQUIRE_ALL=1`, set where the machine has every tier, the skip
 //! fails the test instead.
 //!
-//! The kernel's integration tests and the client's (`crates/ctl/tests`)
-//! both include this file.
-#![allow(dead_code, clippy::panic)]
+//! [`system_tests`] is the switch of the system tests, which skip outside
+//! `scripts/test`.
 
 use std::io::Write;
 use std::path::Path;
@@ -51,5 +50,47 @@ pub fn skip_as(test: &str, reason: &str, require_all: bool, log: Option<&Path>) 
         .and_then(|mut file| file.write_all(format!("{line}\n").as_bytes()));
     if let Err(e) = appended {
         panic!("{line}, and it cannot be counted: appending to {}: {e}", log.display());
+    }
+}
+
+/// Whether system tests run: `scripts/test` sets `TENERAL_SYSTEM_TESTS=1`.
+/// They are left out of a gate's check (whose environment is bare) because
+/// they read what a gate keeps apart (the seed body) or need what a check
+/// cannot have (a user manager, tmux). Anywhere else each [`skip`]s.
+pub fn system_tests() -> bool {
+    let on = std::env::var_os("TENERAL_SYSTEM_TESTS").is_some();
+    if !on {
+        skip("a system test (set TENERAL_SYSTEM_TESTS=1, as scripts/test does)");
+    }
+    on
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{skip_as, REQUIRE_ALL};
+
+    #[test]
+    fn each_skip_appends_its_one_line_to_the_log() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let log = dir.path().join("skips");
+        skip_as("a::first", "no user manager", false, Some(&log));
+        skip_as("b::second", "needs root", false, Some(&log));
+        let lines = std::fs::read_to_string(&log)?;
+        assert_eq!(lines, "SKIPPED a::first: no user manager\nSKIPPED b::second: needs root\n");
+        Ok(())
+    }
+
+    #[test]
+    fn under_require_all_a_skip_fails_and_is_not_logged() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let log = dir.path().join("skips");
+        let failed =
+            std::panic::catch_unwind(|| skip_as("a::first", "needs root", true, Some(&log)));
+        let Err(why) = failed else { panic!("a skip under {REQUIRE_ALL}=1 passed") };
+        let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(why.starts_with("SKIPPED a::first: needs root"), "{why}");
+        assert!(!log.exists(), "a failed skip is counted as a failure, not as a skip");
+        Ok(())
     }
 }

@@ -83,37 +83,60 @@ pub fn succeed_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-#[test]
-fn a_command_that_hangs_is_stopped_at_its_limit_and_named() {
-    // The shell waits on a child of its own: both must go at the limit.
-    let marker = format!("sleep 3{}.5", std::process::id() % 1000);
-    let started = Instant::now();
-    let result = run_within(
-        Command::new("sh").args(["-c", &format!("{marker} & wait")]),
-        Duration::from_millis(500),
-        "waiting on a sleeping child",
-    );
-    let took = started.elapsed();
-    let err = result.expect_err("the command hangs");
-    assert!(err.contains("sh -c sleep"), "names the command: {err}");
-    assert!(err.contains("waiting on a sleeping child"), "says what it did: {err}");
-    assert!(err.contains("did not end within 500ms"), "{err}");
-    assert!(took < Duration::from_secs(5), "stopped at its limit, not later: {took:?}");
-    let end = Instant::now() + Duration::from_secs(5);
-    while !super::processes_naming(&marker).is_empty() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(super::processes_naming(&marker).is_empty(), "the group's sleep is killed");
-}
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+    use std::time::{Duration, Instant};
 
-#[test]
-fn a_command_within_its_limit_gives_its_output_and_a_failure_names_it() {
-    let out =
-        succeed_within(Command::new("sh").args(["-c", "echo out; echo err >&2"]), QUICK, "echoing");
-    assert_eq!(out.as_deref(), Ok("out\n"));
-    let failed =
-        succeed_within(Command::new("sh").args(["-c", "echo no >&2; exit 3"]), QUICK, "failing");
-    let err = failed.expect_err("exit 3 is a failure");
-    assert!(err.contains("`sh -c echo no >&2; exit 3` (failing) failed"), "{err}");
-    assert!(err.contains("exit status: 3") && err.ends_with(": no"), "{err}");
+    use super::{run_within, succeed_within, QUICK};
+
+    #[test]
+    fn a_command_that_hangs_is_stopped_at_its_limit_and_named() {
+        // The shell waits on a child of its own: both must go at the limit.
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let pid_file = dir.path().join("sleep.pid");
+        let script = format!("sleep 30.5 & echo $! > {}; wait", pid_file.display());
+        let started = Instant::now();
+        let result = run_within(
+            Command::new("sh").args(["-c", &script]),
+            Duration::from_millis(500),
+            "waiting on a sleeping child",
+        );
+        let took = started.elapsed();
+        let err = result.expect_err("the command hangs");
+        assert!(err.contains("sh -c sleep"), "names the command: {err}");
+        assert!(err.contains("waiting on a sleeping child"), "says what it did: {err}");
+        assert!(err.contains("did not end within 500ms"), "{err}");
+        assert!(took < Duration::from_secs(5), "stopped at its limit, not later: {took:?}");
+        let pid = std::fs::read_to_string(&pid_file).expect("the shell wrote its child's pid");
+        // Gone, or a zombie until whoever inherited it reaps it.
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|stat| {
+                !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')
+            })
+        };
+        let end = Instant::now() + Duration::from_secs(5);
+        while alive() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(), "the group's sleep is killed");
+    }
+
+    #[test]
+    fn a_command_within_its_limit_gives_its_output_and_a_failure_names_it() {
+        let out = succeed_within(
+            Command::new("sh").args(["-c", "echo out; echo err >&2"]),
+            QUICK,
+            "echoing",
+        );
+        assert_eq!(out.as_deref(), Ok("out\n"));
+        let failed = succeed_within(
+            Command::new("sh").args(["-c", "echo no >&2; exit 3"]),
+            QUICK,
+            "failing",
+        );
+        let err = failed.expect_err("exit 3 is a failure");
+        assert!(err.contains("`sh -c echo no >&2; exit 3` (failing) failed"), "{err}");
+        assert!(err.contains("exit status: 3") && err.ends_with(": no"), "{err}");
+    }
 }

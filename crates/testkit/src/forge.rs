@@ -1,20 +1,22 @@
 //! A stand-in forge on loopback: the species' bare repositories served by
-//! git's own `git http-backend` (one request per connection), and the REST
+//! git's own `git http-backend` (through [`crate::git_http`]), and the REST
 //! endpoints a publish and a witness use, answering as GitHub documents
 //! them: a repository, create a pull request (201; 422 "already exists"),
 //! the open pull requests of a branch, a comment. Every request must carry
 //! the token: git's as HTTP Basic (asked for with a 401), the API's as
 //! `Authorization: Bearer`.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
+
+use crate::git_http::{self, respond, serve_git, Request};
+use crate::limit::{run_within, QUICK};
 
 /// What the forge saw and holds.
 #[derive(Default)]
@@ -48,13 +50,14 @@ impl Forge {
         let state = Arc::new(Mutex::new(State { token: token.to_owned(), ..State::default() }));
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s, f) = (root.to_owned(), state.clone(), stop.clone());
+        let backend = git_http::backend();
         let thread = std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if f.load(Ordering::Relaxed) {
                     break;
                 }
                 if let Ok(stream) = stream {
-                    if let Err(e) = serve(stream, &r, &s, port) {
+                    if let Err(e) = serve(stream, &r, &backend, &s, port) {
                         eprintln!("forge: {e}");
                     }
                 }
@@ -99,53 +102,20 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    headers: &str,
-    body: &[u8],
-) -> std::io::Result<()> {
-    stream.write_all(format!("HTTP/1.1 {status}\r\n{headers}").as_bytes())?;
-    stream.write_all(
-        format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()).as_bytes(),
-    )?;
-    stream.write_all(body)?;
-    stream.flush()
-}
-
 fn respond_json(stream: &mut TcpStream, status: &str, body: &Value) -> std::io::Result<()> {
     respond(stream, status, "Content-Type: application/json\r\n", body.to_string().as_bytes())
 }
 
-fn serve(stream: TcpStream, root: &Path, state: &Mutex<State>, port: u16) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("GET").to_owned();
-    let target = parts.next().unwrap_or("/").to_owned();
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
-    let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        read_chunked(&mut reader)?
-    } else {
-        let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body)?;
-        body
-    };
-    let mut stream = stream;
-    let auth = header("authorization").unwrap_or_default();
+fn serve(
+    mut stream: TcpStream,
+    root: &Path,
+    backend: &Path,
+    state: &Mutex<State>,
+    port: u16,
+) -> std::io::Result<()> {
+    let request = Request::read(&stream)?;
+    let (method, path, query) = (&request.method, request.path.as_str(), &request.query);
+    let auth = request.header("authorization").unwrap_or_default();
     let token = state.lock().expect("the state").token.clone();
     if let Some(api) = path.strip_prefix("/api") {
         if auth != format!("Bearer {token}") {
@@ -153,7 +123,7 @@ fn serve(stream: TcpStream, root: &Path, state: &Mutex<State>, port: u16) -> std
             let answer = json!({"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"});
             return respond_json(&mut stream, "401 Unauthorized", &answer);
         }
-        return rest(&mut stream, &method, api, query, &body, root, state, port);
+        return rest(&mut stream, method, api, query, &request.body, root, state, port);
     }
     if auth != format!("Basic {}", base64(format!("x-access-token:{token}").as_bytes())) {
         if !auth.is_empty() {
@@ -171,7 +141,7 @@ fn serve(stream: TcpStream, root: &Path, state: &Mutex<State>, port: u16) -> std
     }
     let hold = state.lock().expect("the state").hold_git;
     std::thread::sleep(hold);
-    cgi(&mut stream, &method, path, query, &header, body, root)
+    serve_git(&mut stream, request, root, backend, Some("x-access-token"))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -203,23 +173,25 @@ fn rest(
             }
             let repo = root.join(format!("{o}/{r}.git"));
             let number = s.pulls.len() as u64 + 1;
-            let made = Command::new("git")
+            let mut update = Command::new("git");
+            update
                 .args([
                     "update-ref",
                     &format!("refs/pull/{number}/head"),
                     &format!("refs/heads/{head}"),
                 ])
-                .current_dir(&repo)
-                .status()?;
-            if !made.success() {
+                .current_dir(&repo);
+            let made = run_within(&mut update, QUICK, "making the pull request's ref")
+                .map_err(std::io::Error::other)?;
+            if !made.status.success() {
                 let answer = json!({"message": "Validation Failed", "errors": [{"resource": "PullRequest",
                     "field": "head", "code": "invalid"}]});
                 return respond_json(stream, "422 Unprocessable Entity", &answer);
             }
-            let sha = Command::new("git")
-                .args(["rev-parse", &format!("refs/pull/{number}/head")])
-                .current_dir(&repo)
-                .output()?;
+            let mut parse = Command::new("git");
+            parse.args(["rev-parse", &format!("refs/pull/{number}/head")]).current_dir(&repo);
+            let sha = run_within(&mut parse, QUICK, "reading the pull request's commit")
+                .map_err(std::io::Error::other)?;
             let sha = String::from_utf8_lossy(&sha.stdout).trim().to_owned();
             let pull = json!({"number": number, "state": "open",
                 "html_url": format!("http://127.0.0.1:{port}/{o}/{r}/pull/{number}"),
@@ -261,76 +233,5 @@ fn rest(
             respond_json(stream, "201 Created", &comment)
         }
         _ => respond_json(stream, "404 Not Found", &json!({"message": "Not Found"})),
-    }
-}
-
-fn cgi(
-    stream: &mut TcpStream,
-    method: &str,
-    path: &str,
-    query: &str,
-    header: &dyn Fn(&str) -> Option<String>,
-    body: Vec<u8>,
-    root: &Path,
-) -> std::io::Result<()> {
-    let exec = Command::new("git").arg("--exec-path").output()?;
-    let backend =
-        PathBuf::from(String::from_utf8_lossy(&exec.stdout).trim()).join("git-http-backend");
-    let mut cgi = Command::new(backend);
-    cgi.env_clear()
-        .env("GIT_PROJECT_ROOT", root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("REMOTE_USER", "x-access-token")
-        .env("REQUEST_METHOD", method)
-        .env("PATH_INFO", path)
-        .env("QUERY_STRING", query)
-        .env("CONTENT_LENGTH", body.len().to_string())
-        .env("REMOTE_ADDR", "127.0.0.1")
-        .env("SERVER_PROTOCOL", "HTTP/1.1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    if let Some(t) = header("content-type") {
-        cgi.env("CONTENT_TYPE", t);
-    }
-    if let Some(p) = header("git-protocol") {
-        cgi.env("GIT_PROTOCOL", p);
-    }
-    let mut child = cgi.spawn()?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let writer = std::thread::spawn(move || stdin.write_all(&body));
-    let output = child.wait_with_output()?;
-    let _ = writer.join();
-    let out = output.stdout;
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
-    let split = split.or_else(|| out.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
-    let (head, rest) = match split {
-        Some((i, n)) => (String::from_utf8_lossy(&out[..i]).into_owned(), &out[i + n..]),
-        None => (String::new(), &out[..]),
-    };
-    let mut status = "200 OK".to_owned();
-    let mut response = String::new();
-    for h in head.lines().filter(|l| !l.trim().is_empty()) {
-        match h.split_once(':') {
-            Some((k, v)) if k.eq_ignore_ascii_case("status") => status = v.trim().to_owned(),
-            _ => response.push_str(&format!("{h}\r\n")),
-        }
-    }
-    respond(stream, &status, &response, rest)
-}
-
-fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let mut size = String::new();
-        reader.read_line(&mut size)?;
-        let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
-            .map_err(std::io::Error::other)?;
-        let mut chunk = vec![0; size + 2];
-        reader.read_exact(&mut chunk)?;
-        if size == 0 {
-            return Ok(body);
-        }
-        body.extend_from_slice(&chunk[..size]);
     }
 }
