@@ -2,8 +2,8 @@
 //!
 //! The start (the reconcile, the body's build, the cage, the model and the
 //! proxies) runs code and grows a heap an idle kernel does not touch again.
-//! Kept, that was about a third of an idle kernel's resident memory (issue
-//! 19: the kernel <= 8 MB idle). So once the body is started:
+//! Kept, that was about a third of an idle kernel's resident memory (whose
+//! goal is 8 MB at most). So once the body is started:
 //! - glibc's free heap pages go back to Linux;
 //! - Linux is asked to reclaim the pages of the kernel's own executable
 //!   (`MADV_PAGEOUT`, a hint that never changes what memory holds). A page
