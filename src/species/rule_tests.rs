@@ -32,7 +32,7 @@ fn changeable_and_document_paths() {
         ("docs/species.md", false, true),
         (".github/workflows/ci.yml", false, true),
         (".ci/run", false, true),
-        ("src/species/mod.rs", false, false),
+        ("src/species.rs", false, false),
         ("docsx/a", false, false),
         ("SIGNERS", false, false),
     ];

@@ -51,11 +51,11 @@ pub const ENETUNREACH: i64 = 101;
 /// The hostile body's files, as a test individual's `body/`.
 pub fn hostile_body() -> Vec<(&'static str, &'static str)> {
     vec![
-        ("body/Cargo.toml", include_str!("hostile/Cargo.toml")),
-        ("body/Cargo.lock", include_str!("hostile/Cargo.lock")),
-        ("body/src/main.rs", include_str!("hostile/src/main.rs")),
-        ("body/src/tools.rs", include_str!("hostile/src/tools.rs")),
-        ("body/build.rs", include_str!("hostile/build.rs")),
+        ("body/Cargo.toml", include_str!("cage/hostile/Cargo.toml")),
+        ("body/Cargo.lock", include_str!("cage/hostile/Cargo.lock")),
+        ("body/src/main.rs", include_str!("cage/hostile/src/main.rs")),
+        ("body/src/tools.rs", include_str!("cage/hostile/src/tools.rs")),
+        ("body/build.rs", include_str!("cage/hostile/build.rs")),
     ]
 }
 
