@@ -7,6 +7,7 @@ use serde_json::json;
 use super::{Kernel, KernelError, Next, EXIT_GAVE_UP};
 use crate::commit::Commit;
 use crate::events::kernel_event;
+use crate::journal::EventKind;
 use crate::organs;
 
 impl Kernel {
@@ -29,7 +30,12 @@ impl Kernel {
             Ok(set) => return Ok(Ok(set)),
             Err(e) => e,
         };
-        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
+        kernel_event(
+            &self.journal,
+            commit,
+            EventKind::KernelNotice,
+            json!({"text": e.to_string()}),
+        );
         if e.archive_missing() {
             return Ok(Err(Next::End(EXIT_GAVE_UP, format!("{e}; then start the kernel again"))));
         }

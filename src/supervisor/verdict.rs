@@ -8,6 +8,7 @@ use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
+use crate::journal::EventKind;
 use crate::lifecycle::{after_refusal, AfterRefusal};
 use crate::state::{Refused, Trial};
 use crate::status::Doing;
@@ -25,7 +26,7 @@ pub(super) fn answer_undecided(
     kernel_event(
         journal,
         commit,
-        "mutation.rejected",
+        EventKind::MutationRejected,
         json!({
             "candidate": candidate,
             "request": request,
@@ -55,7 +56,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "generation.rolledback",
+                    EventKind::GenerationRolledback,
                     json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
                 );
                 crate::crash::point("rolledback.journaled");
@@ -66,7 +67,7 @@ impl Kernel {
                     "generation {} failed: {reason}\nwhat it last wrote to stderr:\n{tail}",
                     short(commit)
                 );
-                kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
+                kernel_event(&self.journal, commit, EventKind::KernelNotice, json!({"text": text}));
                 Ok(Next::End(
                     EXIT_GAVE_UP,
                     format!("generation {} failed: {reason}; nothing to go back to", short(commit)),
@@ -118,7 +119,7 @@ impl Kernel {
             kernel_event(
                 &self.journal,
                 commit,
-                "mutation.rejected",
+                EventKind::MutationRejected,
                 json!({"check": "request", "output": "the body exited 75 without asking for a mutation (send mutation.requested first)"}),
             );
             return Ok(Next::Same);
@@ -158,7 +159,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "mutation.accepted",
+                    EventKind::MutationAccepted,
                     json!({"from": commit, "to": candidate, "request": request}),
                 );
                 crate::crash::point("verdict.journaled");
@@ -186,7 +187,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "mutation.rejected",
+                    EventKind::MutationRejected,
                     json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000), "refusals": times}),
                 );
                 crate::crash::point("verdict.journaled");
@@ -251,7 +252,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "kernel.notice",
+                    EventKind::KernelNotice,
                     json!({"text": format!("not going back: {why}")}),
                 );
                 None
