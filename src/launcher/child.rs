@@ -17,8 +17,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::contract::{KERNEL_VARIABLE, LAUNCHER_VERSION, VERSION_VARIABLE};
 use super::kernels::Which;
-use crate::journal::EventKind;
-use crate::journal::{reader::parse_line, JOURNAL_PATH};
+use crate::journal::{reader::parse_line, EventKind, JOURNAL_PATH};
 use crate::spawn::{self, Exit, Output, Spec};
 
 /// Lines of a kernel's stderr kept for the rollback's event.

@@ -19,8 +19,7 @@ use super::trial::Trial;
 use super::LaunchError;
 use crate::commit::short;
 use crate::journal::reader::{parse_line, Backwards};
-use crate::journal::EventKind;
-use crate::journal::{writer::Journal, JOURNAL_PATH};
+use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 use crate::state::State;
 use crate::{crash, lock, log, repo};
 

@@ -55,8 +55,43 @@ pub fn journaled_row<'a>(
                 row = Some(Some((candidate, times)))
             }
             (Some(EventKind::MutationAccepted), _) => row = Some(None),
-            // Only a verdict (with its count) says anything of the row.
-            (_, _) => {}
+            // Nothing decided: not one of the row.
+            (Some(EventKind::MutationRejected), None) => {}
+            // Only a verdict says anything of the row.
+            (
+                Some(
+                    EventKind::GenerationReady
+                    | EventKind::OwnerLine
+                    | EventKind::Birth
+                    | EventKind::Reply
+                    | EventKind::Reasoning
+                    | EventKind::ToolCall
+                    | EventKind::ToolResult
+                    | EventKind::TurnEnded
+                    | EventKind::TurnInterrupted
+                    | EventKind::ModelRetry
+                    | EventKind::Usage
+                    | EventKind::Stimulus
+                    | EventKind::MutationRequested
+                    | EventKind::OfferRequested
+                    | EventKind::Note
+                    | EventKind::Log
+                    | EventKind::KernelStarted
+                    | EventKind::KernelStopped
+                    | EventKind::KernelNotice
+                    | EventKind::GenerationStarted
+                    | EventKind::GenerationExited
+                    | EventKind::MutationCheck
+                    | EventKind::GenerationRolledback
+                    | EventKind::GenerationSentback
+                    | EventKind::EventsDropped
+                    | EventKind::OfferAnswered
+                    | EventKind::OfferPublished
+                    | EventKind::SpeciesAccepted,
+                )
+                | None,
+                _,
+            ) => {}
         }
     }
     row

@@ -19,8 +19,7 @@ use std::collections::VecDeque;
 use serde_json::{json, Map, Value};
 
 use crate::generations::Lineage;
-use crate::journal::Event;
-use crate::journal::EventKind;
+use crate::journal::{Event, EventKind};
 
 /// Script steps kept per turn; a turn with more answers is replayed with
 /// the stand-in's default after these.
@@ -124,7 +123,38 @@ impl Collector {
                 event.fields.get("envelope").and_then(Value::as_object).cloned().map(Kind::Envelope)
             }
             // Only what the owner or the inbox said is replayed.
-            Some(_) | None => None,
+            Some(
+                EventKind::GenerationReady
+                | EventKind::Birth
+                | EventKind::Reply
+                | EventKind::Reasoning
+                | EventKind::ToolCall
+                | EventKind::ToolResult
+                | EventKind::TurnEnded
+                | EventKind::TurnInterrupted
+                | EventKind::ModelRetry
+                | EventKind::Usage
+                | EventKind::Stimulus
+                | EventKind::MutationRequested
+                | EventKind::OfferRequested
+                | EventKind::Note
+                | EventKind::Log
+                | EventKind::KernelStarted
+                | EventKind::KernelStopped
+                | EventKind::KernelNotice
+                | EventKind::GenerationStarted
+                | EventKind::GenerationExited
+                | EventKind::MutationCheck
+                | EventKind::MutationRejected
+                | EventKind::MutationAccepted
+                | EventKind::GenerationRolledback
+                | EventKind::GenerationSentback
+                | EventKind::EventsDropped
+                | EventKind::OfferAnswered
+                | EventKind::OfferPublished
+                | EventKind::SpeciesAccepted,
+            )
+            | None => None,
         };
         if let Some(kind) = kind {
             if self.kept.len() == self.last {

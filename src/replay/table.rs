@@ -4,8 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::journal::Event;
-use crate::journal::EventKind;
+use crate::journal::{Event, EventKind};
 
 /// One thing a body did in its turn, as journaled.
 #[derive(Debug, Clone, PartialEq, Eq)]

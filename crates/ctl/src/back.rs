@@ -30,8 +30,7 @@ use serde_json::json;
 
 use crate::generations::Refusal;
 use crate::journal::writer::{Journal, JournalError};
-use crate::journal::EventKind;
-use crate::journal::{Event, JOURNAL_PATH};
+use crate::journal::{Event, EventKind, JOURNAL_PATH};
 use crate::lock::{self, LockError, LOCK_PATH};
 use crate::state::{State, StateError};
 use crate::talk::{follow, Wake};

@@ -27,8 +27,7 @@ use super::theme::{Role, Theme};
 use super::view::Doing;
 use super::view::View;
 use super::{panel, Client, TalkError, TalkOptions, Wake};
-use crate::journal::Event;
-use crate::journal::EventKind;
+use crate::journal::{Event, EventKind};
 
 pub(super) type Screen = Terminal<Tracked<BufWriter<Stdout>>>;
 

@@ -11,8 +11,7 @@
 
 use super::render::sanitize;
 use super::view::{gate_step, parse_ts};
-use crate::journal::Event;
-use crate::journal::EventKind;
+use crate::journal::{Event, EventKind};
 
 /// What the client knows of the gate under way.
 #[derive(Debug, Default)]

@@ -42,8 +42,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::journal::EventKind;
-use crate::journal::{Event, JOURNAL_PATH};
+use crate::journal::{Event, EventKind, JOURNAL_PATH};
 use follow::{look_back, Tail};
 use turns::{Activity, Recent};
 

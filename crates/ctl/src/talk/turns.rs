@@ -55,7 +55,39 @@ pub fn activity_after(kind: Option<EventKind>) -> Option<Activity> {
 
 /// Whether an event of kind `kind` begins an exchange (something woke the agent).
 fn starts_exchange(kind: Option<EventKind>) -> bool {
-    matches!(kind, Some(EventKind::OwnerLine | EventKind::Stimulus | EventKind::Birth))
+    match kind {
+        Some(EventKind::OwnerLine | EventKind::Stimulus | EventKind::Birth) => true,
+        Some(
+            EventKind::GenerationReady
+            | EventKind::Reply
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted,
+        )
+        | None => false,
+    }
 }
 
 /// Whether a look back may pass over lines of kind `kind` without parsing
