@@ -35,6 +35,15 @@ macro_rules! kinds {
                     $(EventKind::$variant => $name,)*
                 }
             }
+
+            /// The kind whose name is exactly `name`; old names are not
+            /// taken (what a body sends must use the current ones).
+            pub fn named(name: &str) -> Option<EventKind> {
+                match name {
+                    $($name => Some(EventKind::$variant),)*
+                    _ => None,
+                }
+            }
         }
     };
 }
@@ -78,7 +87,7 @@ kinds! {
 /// Who writes an event of a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Writer {
-    /// The kernel, of its own (the supervisor, the launcher, `teneral replay`).
+    /// The kernel, of its own (the supervisor, the launcher).
     Kernel,
     /// A body, through the event socket; the kernel checks and stamps it.
     Body,
@@ -93,27 +102,21 @@ pub const OLD_NAMES: [(&str, EventKind); 2] = [
 ];
 
 impl EventKind {
-    /// The kind whose name is exactly `name`; old names are not taken
-    /// (what a body sends must use the current ones).
-    pub fn named(name: &str) -> Option<EventKind> {
-        EventKind::named_bytes(name.as_bytes())
-    }
-
     /// [`EventKind::named`] of a name as raw bytes (as a scan reads it).
     pub fn named_bytes(name: &[u8]) -> Option<EventKind> {
-        EventKind::ALL.iter().copied().find(|kind| kind.name().as_bytes() == name)
+        std::str::from_utf8(name).ok().and_then(EventKind::named)
     }
 
     /// The kind named `name`, an old name ([`OLD_NAMES`]) read as the kind
     /// it became; `None` for a name no kind has.
     pub fn parse(name: &str) -> Option<EventKind> {
-        EventKind::parse_bytes(name.as_bytes())
+        let old = OLD_NAMES.iter().find(|(old, _)| *old == name).map(|&(_, kind)| kind);
+        old.or_else(|| EventKind::named(name))
     }
 
     /// [`EventKind::parse`] of a name as raw bytes (as a scan reads it).
     pub fn parse_bytes(name: &[u8]) -> Option<EventKind> {
-        let old = OLD_NAMES.iter().find(|(old, _)| old.as_bytes() == name).map(|&(_, kind)| kind);
-        old.or_else(|| EventKind::named_bytes(name))
+        std::str::from_utf8(name).ok().and_then(EventKind::parse)
     }
 
     /// Who writes events of this kind, as the code does.
@@ -424,6 +427,43 @@ intro `not.a.kind`
 | `h.i` | `j` |
 ";
         assert_eq!(documented(text), ["a.b", "c.d", "g"]);
+    }
+
+    /// The scorecard counts every kind of the agent's work and the
+    /// kernel's verdicts, and none of the offers, drops, consents or logs.
+    #[test]
+    fn what_the_scorecard_counts() {
+        let mut counted: Vec<&str> =
+            EventKind::ALL.iter().filter(|k| k.counted_by_scorecard()).map(|k| k.name()).collect();
+        counted.sort_unstable();
+        let mut want = vec![
+            "kernel.started",
+            "kernel.stopped",
+            "kernel.notice",
+            "generation.started",
+            "generation.exited",
+            "generation.ready",
+            "generation.rolledback",
+            "generation.sentback",
+            "owner.line",
+            "birth",
+            "reply",
+            "reasoning",
+            "tool.call",
+            "tool.result",
+            "turn.ended",
+            "turn.interrupted",
+            "model.retry",
+            "usage",
+            "stimulus",
+            "mutation.requested",
+            "mutation.check",
+            "mutation.accepted",
+            "mutation.rejected",
+            "note",
+        ];
+        want.sort_unstable();
+        assert_eq!(counted, want);
     }
 
     #[test]
