@@ -36,6 +36,7 @@ pub use bounds::Bounds;
 pub use socket::{bind, home_id, socket_path, sockets_dir, sweep_stale, SOCKET_DIR_VAR};
 
 use crate::commit::Commit;
+use crate::journal::kind::EventKind;
 use crate::journal::rules::{check_cost, check_owner_file_name, check_shape, Accepted};
 use crate::journal::writer::Journal;
 use crate::log::{self, Priority};
@@ -82,7 +83,7 @@ pub enum Seen {
 pub type SharedJournal = Arc<Mutex<Journal>>;
 
 /// Appends an event the kernel writes itself, logging a failure.
-pub fn kernel_event(journal: &SharedJournal, commit: &Commit, kind: &str, fields: Value) {
+pub fn kernel_event(journal: &SharedJournal, commit: &Commit, kind: EventKind, fields: Value) {
     log::event(kind, format!("{kind} {fields}"));
     let mut j = journal.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = j.append_kernel(commit, kind, fields) {
@@ -156,7 +157,7 @@ impl Channel {
                 "count": flood.count,
                 "seconds": (flood.seconds * 1000.0).round() / 1000.0,
             });
-            kernel_event(&self.journal, &self.commit, "events.dropped", fields);
+            kernel_event(&self.journal, &self.commit, EventKind::EventsDropped, fields);
         }
     }
 }
@@ -358,26 +359,29 @@ impl Channel {
                 )),
             }
         }
-        if kind == "mutation.requested" {
-            crate::crash::point("request.journaled");
+        // The channel's rules took only a kind a body sends.
+        if let Some(known) = EventKind::named(&kind) {
+            if known == EventKind::MutationRequested {
+                crate::crash::point("request.journaled");
+            }
+            self.tell(known, event, seq);
         }
-        self.tell(&kind, event, seq);
         json!({"ok": true, "seq": seq})
     }
 
-    fn tell(&self, kind: &str, event: &Map<String, Value>, seq: u64) {
+    fn tell(&self, kind: EventKind, event: &Map<String, Value>, seq: u64) {
         let text = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         let seen = match kind {
-            "generation.ready" => Some(Seen::Ready),
-            "owner.line" => Some(Seen::OwnerLine),
-            "reply" => {
-                log::agent("reply", kind, first_line(&text("text")));
+            EventKind::GenerationReady => Some(Seen::Ready),
+            EventKind::OwnerLine => Some(Seen::OwnerLine),
+            EventKind::Reply => {
+                log::agent(kind.name(), kind, first_line(&text("text")));
                 Some(Seen::Replied)
             }
-            "turn.interrupted" => Some(Seen::Interrupted),
-            "turn.ended" => Some(Seen::TurnEnded),
+            EventKind::TurnInterrupted => Some(Seen::Interrupted),
+            EventKind::TurnEnded => Some(Seen::TurnEnded),
             // The channel's rules took only a full commit id.
-            "mutation.requested" => match Commit::parse(&text("candidate")) {
+            EventKind::MutationRequested => match Commit::parse(&text("candidate")) {
                 Ok(candidate) => Some(Seen::MutationRequested { candidate, seq }),
                 Err(e) => {
                     log::info(format!("a mutation request the rules let through: {e}"));
@@ -385,19 +389,37 @@ impl Channel {
                 }
             },
             // The channel's rules took only a full commit id.
-            "offer.requested" => Commit::parse(&text("head"))
+            EventKind::OfferRequested => Commit::parse(&text("head"))
                 .ok()
                 .map(|commit| Seen::OfferRequested { name: text("name"), commit, seq }),
-            "tool.call" => {
+            EventKind::ToolCall => {
                 log::agent("tool", kind, text("name"));
                 Some(Seen::Tool(text("name")))
             }
-            "reasoning" => {
+            EventKind::Reasoning => {
                 log::agent("thinking", kind, first_line(&text("text")));
                 Some(Seen::Thinking)
             }
-            "stimulus" | "birth" | "tool.result" => Some(Seen::Thinking),
-            _ => None,
+            EventKind::Stimulus | EventKind::Birth | EventKind::ToolResult => Some(Seen::Thinking),
+            // What says nothing of what the agent does.
+            EventKind::ModelRetry | EventKind::Usage | EventKind::Note => None,
+            // Never journaled from a body: its log goes to the kernel's log,
+            // and the rest are the kernel's own.
+            EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => None,
         };
         if let Some(seen) = seen {
             let _ = self.seen.send(seen);

@@ -45,6 +45,7 @@ use serde_json::json;
 
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
+use crate::journal::EventKind;
 use crate::runner::{self, Limits, Runner};
 use crate::settings::Settings;
 use crate::status::{Doing, Reporter};
@@ -369,6 +370,6 @@ impl Gate<'_> {
         for (name, seconds) in extra {
             fields[*name] = json!(round(*seconds));
         }
-        kernel_event(self.journal, self.running, "mutation.check", fields);
+        kernel_event(self.journal, self.running, EventKind::MutationCheck, fields);
     }
 }

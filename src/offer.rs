@@ -25,6 +25,7 @@ use teneral_offer::publish::{self, PublishError};
 use teneral_offer::{key, sign};
 
 use crate::commit::Commit;
+use crate::journal::EventKind;
 use crate::runner::{Limits, Runner};
 
 /// What an answer says.
@@ -162,10 +163,10 @@ pub fn spawn_answer(
         if let Some(done) = done {
             let mut event = publish::event(&done);
             event["request"] = json!(request);
-            crate::events::kernel_event(&journal, &generation, "offer.published", event);
+            crate::events::kernel_event(&journal, &generation, EventKind::OfferPublished, event);
             crate::crash::point("offer.published.journaled");
         }
-        crate::events::kernel_event(&journal, &generation, "offer.answered", fields);
+        crate::events::kernel_event(&journal, &generation, EventKind::OfferAnswered, fields);
     });
 }
 

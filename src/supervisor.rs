@@ -30,7 +30,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::generation;
-use crate::journal::{writer::Journal, JOURNAL_PATH};
+use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, RunCounts, Windows};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
@@ -148,7 +148,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     kernel_event(
         &journal,
         &commit,
-        "kernel.started",
+        EventKind::KernelStarted,
         json!({
             "pid": std::process::id(),
             counts::CRASHES_IN_ROW: carried.crashes_in_row,
@@ -194,7 +194,12 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let (status, reason) = k.supervise().await?;
     let now = k.current();
     start::tell_cut_turn_at_end(&k.home, &k.journal, &now);
-    kernel_event(&k.journal, &now, "kernel.stopped", json!({"reason": reason, "status": status}));
+    kernel_event(
+        &k.journal,
+        &now,
+        EventKind::KernelStopped,
+        json!({"reason": reason, "status": status}),
+    );
     if status != EXIT_STOPPED && status != crate::launcher::contract::EXIT_NEXT_KERNEL {
         k.state.stopped = Some(Stopped { reason: reason.clone(), status, at: now_text() });
         log::at(log::Priority::Error, format!("stopping: {reason}"));
@@ -307,7 +312,7 @@ impl Kernel {
             built = build => match built {
                 Ok(path) => path,
                 Err(e) => {
-                    kernel_event(&self.journal, &commit, "kernel.notice", json!({"text": e.to_string()}));
+                    kernel_event(&self.journal, &commit, EventKind::KernelNotice, json!({"text": e.to_string()}));
                     return self.fail(&commit, format!("it cannot be built: {e}"), String::new());
                 }
             },
@@ -356,7 +361,7 @@ impl Kernel {
                     kernel_event(
                         &self.journal,
                         &commit,
-                        "generation.sentback",
+                        EventKind::GenerationSentback,
                         json!({"from": commit, "to": to, "by": "owner"}),
                     );
                     crate::crash::point("sentback.journaled");

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use teneral::journal::writer::Journal;
+use teneral::journal::EventKind;
 use teneral::state::{State, Stopped};
 
 use crate::common::*;
@@ -62,6 +63,7 @@ fn lived(ind: Individual) -> Result<Lived, Box<dyn std::error::Error>> {
 fn kernel_writes(home: &Path, events: &[(&String, &str, Value)]) -> TestResult {
     let mut journal = Journal::open(&home.join("memory/journal.jsonl"))?;
     for (commit, kind, fields) in events {
+        let kind = EventKind::parse(kind).ok_or_else(|| format!("{kind} is no event kind"))?;
         journal.append_kernel(commit, kind, fields.clone())?;
     }
     Ok(())

@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::journal::kind::EventKind;
+
 /// A class of events with a bucket of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
@@ -25,18 +27,50 @@ impl Class {
 
     /// The class of an event of raw type `kind` (as the scan read it).
     pub fn of(kind: Option<&[u8]>) -> Class {
-        match kind {
-            Some(b"log") => Class::Log,
-            Some(b"note") => Class::Note,
-            _ => Class::Event,
+        match kind.and_then(EventKind::named_bytes) {
+            Some(EventKind::Log) => Class::Log,
+            Some(EventKind::Note) => Class::Note,
+            // Every other type is of one class, by design.
+            Some(
+                EventKind::GenerationReady
+                | EventKind::OwnerLine
+                | EventKind::Birth
+                | EventKind::Reply
+                | EventKind::Reasoning
+                | EventKind::ToolCall
+                | EventKind::ToolResult
+                | EventKind::TurnEnded
+                | EventKind::TurnInterrupted
+                | EventKind::ModelRetry
+                | EventKind::Usage
+                | EventKind::Stimulus
+                | EventKind::MutationRequested
+                | EventKind::OfferRequested
+                | EventKind::KernelStarted
+                | EventKind::KernelStopped
+                | EventKind::KernelNotice
+                | EventKind::GenerationStarted
+                | EventKind::GenerationExited
+                | EventKind::MutationCheck
+                | EventKind::MutationRejected
+                | EventKind::MutationAccepted
+                | EventKind::GenerationRolledback
+                | EventKind::GenerationSentback
+                | EventKind::EventsDropped
+                | EventKind::OfferAnswered
+                | EventKind::OfferPublished
+                | EventKind::SpeciesAccepted,
+            )
+            | None => Class::Event,
         }
     }
 
-    /// Its name in `events.dropped` (`kind`).
+    /// Its name in `events.dropped` (`kind`): the type of its events, or
+    /// `event` for every other.
     pub fn name(self) -> &'static str {
         match self {
-            Class::Log => "log",
-            Class::Note => "note",
+            Class::Log => EventKind::Log.name(),
+            Class::Note => EventKind::Note.name(),
             Class::Event => "event",
         }
     }

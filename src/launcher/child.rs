@@ -17,7 +17,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::contract::{KERNEL_VARIABLE, LAUNCHER_VERSION, VERSION_VARIABLE};
 use super::kernels::Which;
-use crate::journal::{reader::parse_line, JOURNAL_PATH};
+use crate::journal::{reader::parse_line, EventKind, JOURNAL_PATH};
 use crate::spawn::{self, Exit, Output, Spec};
 
 /// Lines of a kernel's stderr kept for the rollback's event.
@@ -146,5 +146,5 @@ fn saw_ready(journal: &PathBuf, offset: &mut u64, generation: &str) -> bool {
     bytes[..last]
         .split(|b| *b == b'\n')
         .filter_map(parse_line)
-        .any(|e| e.kind == "generation.ready" && e.commit == generation)
+        .any(|e| e.is(EventKind::GenerationReady) && e.commit == generation)
 }

@@ -19,7 +19,7 @@ use super::trial::Trial;
 use super::LaunchError;
 use crate::commit::short;
 use crate::journal::reader::{parse_line, Backwards};
-use crate::journal::{writer::Journal, JOURNAL_PATH};
+use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 use crate::state::State;
 use crate::{crash, lock, log, repo};
 
@@ -40,7 +40,7 @@ pub fn roll_back(
     let mut journal = Journal::open(&home.join(JOURNAL_PATH))?;
     journal.append_kernel(
         from,
-        "generation.rolledback",
+        EventKind::GenerationRolledback,
         json!({"from": from, "to": to, "reason": reason, "stderr": stderr, "by": "launcher"}),
     )?;
     drop(journal);
@@ -142,16 +142,45 @@ fn journaled(home: &Path, trial: &Trial) -> bool {
     let Ok(mut lines) = Backwards::new(file) else { return false };
     while let Ok(Some(line)) = lines.next_line() {
         let Some(event) = parse_line(&line) else { continue };
-        match event.kind.as_str() {
-            "kernel.started" => return false,
-            "generation.rolledback"
+        let Some(kind) = event.known_kind() else { continue };
+        match kind {
+            EventKind::KernelStarted => return false,
+            EventKind::GenerationRolledback => {
                 if event.text("by") == "launcher"
                     && event.text("from") == trial.commit.as_str()
-                    && event.text("to") == trial.previous.as_str() =>
-            {
-                return true
+                    && event.text("to") == trial.previous.as_str()
+                {
+                    return true;
+                }
             }
-            _ => {}
+            EventKind::GenerationReady
+            | EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reply
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => {}
         }
     }
     false

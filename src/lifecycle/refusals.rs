@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::commit::Commit;
+use crate::journal::EventKind;
 
 /// Refusals in a row of one commit after which the kernel stops.
 pub const GIVE_UP_AFTER: u32 = 3;
@@ -45,14 +46,52 @@ pub fn after_refusal(
 /// count (nothing decided, or a journal from before counts were journaled)
 /// is not one of the row.
 pub fn journaled_row<'a>(
-    events: impl IntoIterator<Item = (&'a str, &'a str, Option<u32>)>,
+    events: impl IntoIterator<Item = (Option<EventKind>, &'a str, Option<u32>)>,
 ) -> Option<Option<(&'a str, u32)>> {
     let mut row = None;
     for (kind, candidate, times) in events {
         match (kind, times) {
-            ("mutation.rejected", Some(times)) => row = Some(Some((candidate, times))),
-            ("mutation.accepted", _) => row = Some(None),
-            _ => {}
+            (Some(EventKind::MutationRejected), Some(times)) => {
+                row = Some(Some((candidate, times)))
+            }
+            (Some(EventKind::MutationAccepted), _) => row = Some(None),
+            // Nothing decided: not one of the row.
+            (Some(EventKind::MutationRejected), None) => {}
+            // Only a verdict says anything of the row.
+            (
+                Some(
+                    EventKind::GenerationReady
+                    | EventKind::OwnerLine
+                    | EventKind::Birth
+                    | EventKind::Reply
+                    | EventKind::Reasoning
+                    | EventKind::ToolCall
+                    | EventKind::ToolResult
+                    | EventKind::TurnEnded
+                    | EventKind::TurnInterrupted
+                    | EventKind::ModelRetry
+                    | EventKind::Usage
+                    | EventKind::Stimulus
+                    | EventKind::MutationRequested
+                    | EventKind::OfferRequested
+                    | EventKind::Note
+                    | EventKind::Log
+                    | EventKind::KernelStarted
+                    | EventKind::KernelStopped
+                    | EventKind::KernelNotice
+                    | EventKind::GenerationStarted
+                    | EventKind::GenerationExited
+                    | EventKind::MutationCheck
+                    | EventKind::GenerationRolledback
+                    | EventKind::GenerationSentback
+                    | EventKind::EventsDropped
+                    | EventKind::OfferAnswered
+                    | EventKind::OfferPublished
+                    | EventKind::SpeciesAccepted,
+                )
+                | None,
+                _,
+            ) => {}
         }
     }
     row
@@ -110,7 +149,8 @@ mod tests {
             (&[("mutation.rejected", "a", None)], None),
         ];
         for (events, row) in cases {
-            assert_eq!(journaled_row(events.iter().copied()), *row, "{events:?}");
+            let typed = events.iter().map(|&(kind, c, t)| (EventKind::parse(kind), c, t));
+            assert_eq!(journaled_row(typed), *row, "{events:?}");
         }
     }
 }

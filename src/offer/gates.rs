@@ -19,6 +19,7 @@ use teneral_offer::gates::{Gates, Outcome};
 use crate::commit::Commit;
 use crate::gate::{Gate, Verdict};
 use crate::journal::writer::Journal;
+use crate::journal::EventKind;
 use crate::runner::Runner;
 use crate::settings::Settings;
 
@@ -86,7 +87,7 @@ pub fn steps(journal: &str) -> Vec<(String, Outcome, f64)> {
     journal
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|e| e["type"] == "mutation.check")
+        .filter(|e| e["type"] == EventKind::MutationCheck.name())
         .filter_map(|e| {
             let outcome = Outcome::parse(e["result"].as_str()?)?;
             Some((e["check"].as_str()?.to_owned(), outcome, e["seconds"].as_f64().unwrap_or(0.0)))

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use crate::commit::Commit;
 use crate::journal::reader::Event;
+use crate::journal::EventKind;
 
 /// Why a request the start answers got no answer from its kernel.
 pub const STOPPED: &str = "the kernel stopped before answering; ask again";
@@ -50,19 +51,21 @@ impl Offers {
     /// Takes in one event (any kind; only the offers' count).
     pub fn see(&mut self, event: &Event) {
         let request = || event.fields.get("request").and_then(Value::as_u64);
-        match event.kind.as_str() {
-            "offer.requested" => self.open.push(Asked {
+        // A type this build does not know says nothing of offers.
+        let Some(kind) = event.known_kind() else { return };
+        match kind {
+            EventKind::OfferRequested => self.open.push(Asked {
                 seq: event.seq,
                 name: event.text("name").to_owned(),
                 commit: event.commit.clone(),
             }),
-            "offer.answered" => {
+            EventKind::OfferAnswered => {
                 if let Some(seq) = request() {
                     self.open.retain(|a| a.seq != seq);
                 }
             }
             // teneralctl's publishes name no request: they answer none.
-            "offer.published" => {
+            EventKind::OfferPublished => {
                 if let Some(request) = request() {
                     self.published.push(WentOut {
                         request,
@@ -73,7 +76,33 @@ impl Offers {
                     });
                 }
             }
-            _ => {}
+            EventKind::GenerationReady
+            | EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reply
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::MutationRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::SpeciesAccepted => {}
         }
     }
 }
@@ -153,7 +182,7 @@ pub fn journal_answer(
         return None;
     };
     let fields = fields(owed, kept_report(home, owed));
-    crate::events::kernel_event(journal, &by, "offer.answered", fields);
+    crate::events::kernel_event(journal, &by, EventKind::OfferAnswered, fields);
     crate::crash::point("offer.reconciled");
     Some(match owed {
         Owed::Stopped(_) => format!(

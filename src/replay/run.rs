@@ -20,7 +20,7 @@ use super::table::{actions_of, Ending, Run};
 use crate::commit::Commit;
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
-use crate::journal::{writer::Journal, JOURNAL_PATH};
+use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::standin::child::{StandinChild, Start as StandinStart};
@@ -84,7 +84,8 @@ impl Ground<'_> {
             std::fs::create_dir_all(made).map_err(setup)?;
         }
         let mut journal = Journal::open(&dir.join(JOURNAL_PATH)).map_err(|e| e.to_string())?;
-        for (kind, fields) in [("birth", json!({"text": BIRTH})), ("turn.ended", json!({}))] {
+        let born = [(EventKind::Birth, json!({"text": BIRTH})), (EventKind::TurnEnded, json!({}))];
+        for (kind, fields) in born {
             journal.append_kernel(commit.as_str(), kind, fields).map_err(|e| e.to_string())?;
         }
         let after = journal.next_seq() - 1;

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use serde_json::{json, Map, Value};
 
 use crate::generations::Lineage;
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 /// Script steps kept per turn; a turn with more answers is replayed with
 /// the stand-in's default after these.
@@ -75,7 +75,7 @@ impl Stimulus {
             .map(|step| {
                 let mut line = Map::new();
                 if let Some(reply) = &step.reply {
-                    line.insert("reply".into(), json!(reply));
+                    line.insert("reply".into(), json!(reply)); // not an event kind: the script's key
                 }
                 if !step.calls.is_empty() {
                     let calls: Vec<Value> = step
@@ -116,12 +116,45 @@ impl Collector {
         if self.last == 0 {
             return;
         }
-        let kind = match event.kind.as_str() {
-            "owner.line" => Some(Kind::Line(event.text("text").to_owned())),
-            "stimulus" if event.text("source") == "inbox" => {
+        let known = event.known_kind();
+        let kind = match known {
+            Some(EventKind::OwnerLine) => Some(Kind::Line(event.text("text").to_owned())),
+            Some(EventKind::Stimulus) if event.text("source") == "inbox" => {
                 event.fields.get("envelope").and_then(Value::as_object).cloned().map(Kind::Envelope)
             }
-            _ => None,
+            // Only what the owner or the inbox said is replayed.
+            Some(
+                EventKind::GenerationReady
+                | EventKind::Birth
+                | EventKind::Reply
+                | EventKind::Reasoning
+                | EventKind::ToolCall
+                | EventKind::ToolResult
+                | EventKind::TurnEnded
+                | EventKind::TurnInterrupted
+                | EventKind::ModelRetry
+                | EventKind::Usage
+                | EventKind::Stimulus
+                | EventKind::MutationRequested
+                | EventKind::OfferRequested
+                | EventKind::Note
+                | EventKind::Log
+                | EventKind::KernelStarted
+                | EventKind::KernelStopped
+                | EventKind::KernelNotice
+                | EventKind::GenerationStarted
+                | EventKind::GenerationExited
+                | EventKind::MutationCheck
+                | EventKind::MutationRejected
+                | EventKind::MutationAccepted
+                | EventKind::GenerationRolledback
+                | EventKind::GenerationSentback
+                | EventKind::EventsDropped
+                | EventKind::OfferAnswered
+                | EventKind::OfferPublished
+                | EventKind::SpeciesAccepted,
+            )
+            | None => None,
         };
         if let Some(kind) = kind {
             if self.kept.len() == self.last {
@@ -138,16 +171,23 @@ impl Collector {
         let Some(stimulus) = self.kept.back_mut() else { return };
         let words = self.after_words;
         self.after_words = false;
-        match event.kind.as_str() {
-            "turn.ended" | "turn.interrupted" | "stimulus" | "generation.exited" => {
+        // A type this build does not know is passed over.
+        let Some(kind) = known else { return };
+        match kind {
+            EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::Stimulus
+            | EventKind::GenerationExited => {
                 self.open = false;
             }
-            "reply" if event.text("from") != "body" && stimulus.script.len() < MAX_STEPS => {
-                let reply = Some(event.text("text").to_owned());
-                stimulus.script.push(Step { reply, calls: Vec::new() });
-                self.after_words = true;
+            EventKind::Reply => {
+                if event.text("from") != "body" && stimulus.script.len() < MAX_STEPS {
+                    let reply = Some(event.text("text").to_owned());
+                    stimulus.script.push(Step { reply, calls: Vec::new() });
+                    self.after_words = true;
+                }
             }
-            "tool.call" => {
+            EventKind::ToolCall => {
                 let Some(index) = event.fields.get("index").and_then(Value::as_u64) else {
                     return;
                 };
@@ -161,7 +201,32 @@ impl Collector {
                     script.push(Step { reply: None, calls: vec![(name, input)] });
                 }
             }
-            _ => {}
+            // Nothing of the stand-in's script.
+            EventKind::GenerationReady
+            | EventKind::Birth
+            | EventKind::Reasoning
+            | EventKind::ToolResult
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted
+            // Taken above: it begins a stimulus of its own.
+            | EventKind::OwnerLine => {}
         }
     }
 

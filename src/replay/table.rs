@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 /// One thing a body did in its turn, as journaled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,13 +72,15 @@ pub fn actions_of(events: &[Event], after: u64) -> Vec<Action> {
     let mut actions = Vec::new();
     let mut ids: Vec<(String, usize)> = Vec::new();
     for event in events.iter().filter(|e| e.seq > after) {
-        match event.kind.as_str() {
-            "reply" => actions.push(Action::Reply(event.text("text").to_owned())),
-            "tool.call" => {
+        // A type this build does not know is passed over.
+        let Some(kind) = event.known_kind() else { continue };
+        match kind {
+            EventKind::Reply => actions.push(Action::Reply(event.text("text").to_owned())),
+            EventKind::ToolCall => {
                 ids.push((event.text("id").to_owned(), actions.len()));
                 actions.push(Action::Tool { name: event.text("name").to_owned(), failed: None });
             }
-            "tool.result" => {
+            EventKind::ToolResult => {
                 let failed = event.fields.get("error").and_then(Value::as_bool) == Some(true);
                 let at = ids.iter().rev().find(|(id, _)| id == event.text("id")).map(|(_, at)| *at);
                 if let Some(Action::Tool { failed: slot, .. }) = at.and_then(|i| actions.get_mut(i))
@@ -86,7 +88,34 @@ pub fn actions_of(events: &[Event], after: u64) -> Vec<Action> {
                     *slot = Some(failed);
                 }
             }
-            _ => {}
+            // Not an action of the run.
+            EventKind::GenerationReady
+            | EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reasoning
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => {}
         }
     }
     actions
@@ -225,6 +254,7 @@ pub fn text(report: &Report) -> Vec<String> {
         ),
         format!(
             "{:>3}  {:<24} | {:<5} {:>5} {:<12} {:>8} | {:<5} {:>5} {:<12} {:>8}",
+            // not an event kind: "stimulus" is a column's head
             "#", "stimulus", "A rep", "tools", "failed", "time", "B rep", "tools", "failed", "time"
         ),
     ];
@@ -261,8 +291,8 @@ pub fn text(report: &Report) -> Vec<String> {
 
 fn ending_json(ending: &Ending) -> Value {
     match ending {
-        Ending::TurnEnded => json!("turn.ended"),
-        Ending::Interrupted => json!("turn.interrupted"),
+        Ending::TurnEnded => json!(EventKind::TurnEnded.name()),
+        Ending::Interrupted => json!(EventKind::TurnInterrupted.name()),
         Ending::BodyEnded(exit) => json!({"body_ended": exit}),
         Ending::TimeUp(secs) => json!({"time_up_seconds": secs}),
         Ending::NotRun(why) => json!({"not_run": why}),
@@ -275,7 +305,7 @@ fn run_json(run: &Run) -> Value {
         .iter()
         .map(|a| match a {
             Action::Tool { name, failed } => json!({"tool": name, "failed": failed}),
-            Action::Reply(text) => json!({"reply": text}),
+            Action::Reply(text) => json!({"reply": text}), // not an event kind: the report's key
         })
         .collect();
     json!({
@@ -307,7 +337,7 @@ pub fn to_json(report: &Report) -> Value {
         .map(|row| {
             json!({
                 "seq": row.seq,
-                "stimulus": row.stimulus,
+                "stimulus": row.stimulus, // not an event kind: the report's key
                 "scripted": row.scripted,
                 "a": run_json(&row.a),
                 "b": run_json(&row.b),

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::commit::Commit;
 use crate::events::{kernel_event, SharedJournal};
+use crate::journal::EventKind;
 use crate::owner::OWNER_DIR;
 use crate::{fsutil, log};
 
@@ -148,7 +149,7 @@ pub fn take_in(
                 kernel_event(
                     journal,
                     running,
-                    "species.accepted",
+                    EventKind::SpeciesAccepted,
                     json!({"species": commit.as_str(), "via": via}),
                 );
                 taken.push(Accepted { commit, via });

@@ -5,6 +5,7 @@
 //! to the generation begins it anew). A pure function with a table test.
 
 use crate::journal::reader::Event;
+use crate::journal::EventKind;
 use crate::lifecycle::RunCounts;
 
 /// The field names, in `kernel.started` and `generation.exited`.
@@ -19,15 +20,52 @@ pub fn carried(started: Option<&Event>, events: &[Event], commit: &str) -> RunCo
         _ => RunCounts::default(),
     };
     for event in events {
-        match event.kind.as_str() {
-            "mutation.accepted" | "generation.rolledback" | "generation.sentback"
-                if event.text("to") == commit =>
-            {
-                counts = RunCounts::default();
+        // A type this build does not know changes nothing.
+        let Some(kind) = event.known_kind() else { continue };
+        match kind {
+            EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback => {
+                if event.text("to") == commit {
+                    counts = RunCounts::default();
+                }
             }
-            "generation.exited" if event.commit == commit => counts = held(event),
-            "reply" if event.commit == commit => counts.crashes_in_row = 0,
-            _ => {}
+            EventKind::GenerationExited => {
+                if event.commit == commit {
+                    counts = held(event);
+                }
+            }
+            EventKind::Reply => {
+                if event.commit == commit {
+                    counts.crashes_in_row = 0;
+                }
+            }
+            // Nothing of the counts.
+            EventKind::GenerationReady
+            | EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => {}
         }
     }
     counts

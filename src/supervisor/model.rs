@@ -13,6 +13,7 @@ use teneral_core::chatgpt;
 use super::KernelError;
 use crate::commit::Commit;
 use crate::events::{kernel_event, SharedJournal};
+use crate::journal::EventKind;
 use crate::runner::{Limits, Runner};
 use crate::settings::{Provider, Secret, Settings};
 use crate::standin::child::{self, StandinChild};
@@ -87,7 +88,7 @@ impl Model {
             // generation that was running, which `talk` shows.
             let (journal, commit) = (Arc::clone(journal), commit.clone());
             session.set_notice(Arc::new(move |text: &str| {
-                kernel_event(&journal, &commit, "kernel.notice", json!({"text": text}));
+                kernel_event(&journal, &commit, EventKind::KernelNotice, json!({"text": text}));
             }));
             let base_url =
                 settings.base_url.clone().unwrap_or_else(|| chatgpt::BACKEND_URL.to_owned());

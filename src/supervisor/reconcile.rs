@@ -13,6 +13,7 @@
 //! `offer.requested` answered once (`crate::offer::reconcile`).
 
 use crate::journal::reader::Event;
+use crate::journal::EventKind;
 use crate::offer::reconcile::{unanswered, Offers, Owed};
 
 /// How a generation became the current one.
@@ -78,23 +79,27 @@ impl Tail {
             tail.cut_line = Some(CutLine { seq });
         }
         for event in events {
-            match event.kind.as_str() {
-                "owner.line" => {
+            // A type this build does not know is passed over.
+            let Some(kind) = event.known_kind() else { continue };
+            match kind {
+                EventKind::OwnerLine => {
                     tail.owner_files.push(event.text("file").to_owned());
                     tail.cut_line = Some(CutLine { seq: event.seq });
                 }
-                "reply" | "turn.ended" | "turn.interrupted" => tail.cut_line = None,
-                "kernel.notice" => {
+                EventKind::Reply | EventKind::TurnEnded | EventKind::TurnInterrupted => {
+                    tail.cut_line = None
+                }
+                EventKind::KernelNotice => {
                     if let Some(seq) = event.fields.get(CUT_TURN).and_then(|v| v.as_u64()) {
                         tail.cut_line = Some(CutLine { seq });
                     }
                 }
-                "mutation.requested" => tail.open_requests.push(Request {
+                EventKind::MutationRequested => tail.open_requests.push(Request {
                     seq: event.seq,
                     candidate: event.text("candidate").to_owned(),
                     commit: event.commit.clone(),
                 }),
-                "mutation.accepted" | "mutation.rejected" => {
+                EventKind::MutationAccepted | EventKind::MutationRejected => {
                     let answered = event.fields.get("request").and_then(|v| v.as_u64());
                     let candidate = match event.text("candidate") {
                         "" => event.text("to"),
@@ -106,14 +111,34 @@ impl Tail {
                         Some(seq) => r.seq != seq,
                         None => r.candidate != candidate,
                     });
-                    if event.kind == "mutation.accepted" {
+                    if event.is(EventKind::MutationAccepted) {
                         tail.last_move = moved(event, MoveKind::Accepted);
                     }
                 }
-                "generation.rolledback" | "generation.sentback" => {
+                EventKind::GenerationRolledback | EventKind::GenerationSentback => {
                     tail.last_move = moved(event, MoveKind::Back);
                 }
-                _ => tail.offers.see(event),
+                // What may be of an offer (`Offers::see` passes over the rest).
+                EventKind::GenerationReady
+                | EventKind::Birth
+                | EventKind::Reasoning
+                | EventKind::ToolCall
+                | EventKind::ToolResult
+                | EventKind::ModelRetry
+                | EventKind::Usage
+                | EventKind::Stimulus
+                | EventKind::OfferRequested
+                | EventKind::Note
+                | EventKind::Log
+                | EventKind::KernelStarted
+                | EventKind::KernelStopped
+                | EventKind::GenerationStarted
+                | EventKind::GenerationExited
+                | EventKind::MutationCheck
+                | EventKind::EventsDropped
+                | EventKind::OfferAnswered
+                | EventKind::OfferPublished
+                | EventKind::SpeciesAccepted => tail.offers.see(event),
             }
         }
         tail

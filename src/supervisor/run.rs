@@ -14,6 +14,7 @@ use super::{Kernel, KernelError, Next, EXIT_GAVE_UP};
 use crate::commit::Commit;
 use crate::events::{self, kernel_event, Channel, Seen};
 use crate::generation::{self, Start};
+use crate::journal::EventKind;
 use crate::lifecycle::{Decision, Input, Lifecycle};
 use crate::runner::Limits;
 use crate::scorecard::{self, SCORECARD_PATH};
@@ -93,7 +94,7 @@ impl Kernel {
         if let Some(unit) = &unit {
             started["unit"] = json!(unit);
         }
-        kernel_event(&self.journal, commit, "generation.started", started);
+        kernel_event(&self.journal, commit, EventKind::GenerationStarted, started);
         life.on(Input::Started, Instant::now());
         // The start is behind: what only it used goes back to Linux.
         rest::let_go();
@@ -127,7 +128,7 @@ impl Kernel {
                     let decision = life.on(Input::Exited { code }, Instant::now());
                     // Journaled with the counts its decision left, before it is acted on.
                     let counts = life.counts();
-                    kernel_event(&self.journal, commit, "generation.exited", json!({
+                    kernel_event(&self.journal, commit, EventKind::GenerationExited, json!({
                         "status": exit.to_string(), "result": ended.result,
                         super::counts::CRASHES_IN_ROW: counts.crashes_in_row,
                         super::counts::RESTARTS: counts.restarts,
@@ -261,7 +262,12 @@ impl Kernel {
             Ok(set) => return Ok(Ok(set)),
             Err(e) => e,
         };
-        kernel_event(&self.journal, commit, "kernel.notice", json!({"text": e.to_string()}));
+        kernel_event(
+            &self.journal,
+            commit,
+            EventKind::KernelNotice,
+            json!({"text": e.to_string()}),
+        );
         if e.archive_missing() {
             return Ok(Err(Next::End(EXIT_GAVE_UP, format!("{e}; then start the kernel again"))));
         }

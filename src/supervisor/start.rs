@@ -14,7 +14,7 @@ use super::{io, KernelError};
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::journal::reader::{parse_line, Backwards, Event};
-use crate::journal::JOURNAL_PATH;
+use crate::journal::{EventKind, JOURNAL_PATH};
 use crate::lifecycle::RunCounts;
 use crate::owner::OWNER_DIR;
 use crate::state::{Refused, State, Trial};
@@ -22,23 +22,24 @@ use crate::{crash, log, repo};
 
 /// Types the start never reads: a body's own words, which it may journal
 /// by the thousand between two starts.
-const PASSED_AT_START: &[&str] = &[
-    "note",
-    "reply",
-    "reasoning",
-    "tool.call",
-    "tool.result",
-    "birth",
-    "stimulus",
-    "usage",
-    "model.retry",
-    "generation.ready",
+const PASSED_AT_START: &[EventKind] = &[
+    EventKind::Note,
+    EventKind::Reply,
+    EventKind::Reasoning,
+    EventKind::ToolCall,
+    EventKind::ToolResult,
+    EventKind::Birth,
+    EventKind::Stimulus,
+    EventKind::Usage,
+    EventKind::ModelRetry,
+    EventKind::GenerationReady,
 ];
 
 /// Types that only say a turn was answered or over: a run of them between
 /// two events the start keeps is kept as one, a `reply` if any of the run is
 /// one (`reconcile::Tail`'s cut turn and `counts::carried` read no more).
-const ANSWERED: &[&str] = &["reply", "turn.ended", "turn.interrupted"];
+const ANSWERED: &[EventKind] =
+    &[EventKind::Reply, EventKind::TurnEnded, EventKind::TurnInterrupted];
 
 /// The fields the start reads of an event it keeps (`reconcile::Tail`,
 /// `offer::reconcile::Offers`, `lifecycle::journaled_row`); a string is
@@ -90,22 +91,23 @@ fn since_last_start(home: &Path) -> Result<(Option<Event>, Vec<Event>), KernelEr
     let mut started = None;
     while let Some(line) = lines.next_line().map_err(io("the journal"))? {
         let Some(event) = parse_line(&line) else { continue };
-        if event.kind == "kernel.started" {
+        if event.is(EventKind::KernelStarted) {
             started = Some(event);
             break;
         }
-        if ANSWERED.contains(&event.kind.as_str()) {
+        let answered = |e: &Event| e.known_kind().is_some_and(|k| ANSWERED.contains(&k));
+        if answered(&event) {
             // Read backwards: the last kept is the next one in time.
-            if let Some(next) = events.last_mut().filter(|n: &&mut Event| {
-                ANSWERED.contains(&n.kind.as_str()) && n.commit == event.commit
-            }) {
-                if event.kind == "reply" {
+            if let Some(next) =
+                events.last_mut().filter(|n: &&mut Event| answered(n) && n.commit == event.commit)
+            {
+                if event.is(EventKind::Reply) {
                     next.kind = event.kind;
                 }
                 continue;
             }
         }
-        if !PASSED_AT_START.contains(&event.kind.as_str()) {
+        if !event.known_kind().is_some_and(|k| PASSED_AT_START.contains(&k)) {
             events.push(slim(event));
         }
     }
@@ -257,7 +259,12 @@ pub(super) fn reconcile_at_start(
     if let (false, Some(commit)) = (done.is_empty(), &state.generation) {
         let text = format!("at start, the kernel {}", done.join("; "));
         log::info(&text);
-        kernel_event(journal, commit, "kernel.notice", json!({"text": text, "reconciled": done}));
+        kernel_event(
+            journal,
+            commit,
+            EventKind::KernelNotice,
+            json!({"text": text, "reconciled": done}),
+        );
     }
     crash::point("reconciled");
     if let (true, Some(to)) = (hand_over, &state.generation) {
@@ -281,7 +288,7 @@ pub(super) fn tell_cut_turn(journal: &SharedJournal, commit: &Commit, line: &Cut
     );
     log::info(&text);
     let fields = json!({"text": text, CUT_TURN: line.seq});
-    kernel_event(journal, commit, "kernel.notice", fields);
+    kernel_event(journal, commit, EventKind::KernelNotice, fields);
 }
 
 /// At the kernel's end (a stop, or the hand-over to the next kernel): the
@@ -304,7 +311,12 @@ pub(super) fn tell_cut_turn_at_end(home: &Path, journal: &SharedJournal, commit:
         line.seq
     );
     log::info(&text);
-    kernel_event(journal, commit, "kernel.notice", json!({"text": text, CUT_TURN: line.seq}));
+    kernel_event(
+        journal,
+        commit,
+        EventKind::KernelNotice,
+        json!({"text": text, CUT_TURN: line.seq}),
+    );
 }
 
 /// Takes the refusals in a row from the journal when a kill fell between
@@ -312,7 +324,7 @@ pub(super) fn tell_cut_turn_at_end(home: &Path, journal: &SharedJournal, commit:
 fn refusals_the_state_missed(events: &[Event], state: &mut State) -> Option<String> {
     let times = |e: &Event| e.fields.get("refusals").and_then(|v| v.as_u64());
     let row = crate::lifecycle::journaled_row(events.iter().map(|e| {
-        (e.kind.as_str(), e.text("candidate"), times(e).and_then(|t| u32::try_from(t).ok()))
+        (e.known_kind(), e.text("candidate"), times(e).and_then(|t| u32::try_from(t).ok()))
     }));
     let Some(Some((candidate, times))) = row else { return None };
     let commit = Commit::parse(candidate).ok()?;
@@ -390,7 +402,12 @@ pub(super) fn say_if_install_differs(
     };
     let text = install::words(commit.as_str(), &paths);
     log::warn(&text);
-    kernel_event(journal, commit, "kernel.notice", json!({"text": text, "install_differs": paths}));
+    kernel_event(
+        journal,
+        commit,
+        EventKind::KernelNotice,
+        json!({"text": text, "install_differs": paths}),
+    );
     if let Err(e) = install::mark_said(home, commit.as_str()) {
         log::warn(format!("cannot note that the install's difference was said: {e}"));
     }

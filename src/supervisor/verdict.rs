@@ -13,6 +13,7 @@ use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
 use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
+use crate::journal::EventKind;
 use crate::lifecycle::{after_refusal, AfterRefusal};
 use crate::runner::Runner;
 use crate::settings::Settings;
@@ -32,7 +33,7 @@ pub(super) fn answer_undecided(
     kernel_event(
         journal,
         commit,
-        "mutation.rejected",
+        EventKind::MutationRejected,
         json!({
             "candidate": candidate,
             "request": request,
@@ -62,7 +63,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "generation.rolledback",
+                    EventKind::GenerationRolledback,
                     json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
                 );
                 crate::crash::point("rolledback.journaled");
@@ -73,7 +74,7 @@ impl Kernel {
                     "generation {} failed: {reason}\nwhat it last wrote to stderr:\n{tail}",
                     short(commit)
                 );
-                kernel_event(&self.journal, commit, "kernel.notice", json!({"text": text}));
+                kernel_event(&self.journal, commit, EventKind::KernelNotice, json!({"text": text}));
                 Ok(Next::End(
                     EXIT_GAVE_UP,
                     format!("generation {} failed: {reason}; nothing to go back to", short(commit)),
@@ -125,7 +126,7 @@ impl Kernel {
             kernel_event(
                 &self.journal,
                 commit,
-                "mutation.rejected",
+                EventKind::MutationRejected,
                 json!({"check": "request", "output": "the body exited 75 without asking for a mutation (send mutation.requested first)"}),
             );
             return Ok(Next::Same);
@@ -165,7 +166,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "mutation.accepted",
+                    EventKind::MutationAccepted,
                     json!({"from": commit, "to": candidate, "request": request}),
                 );
                 crate::crash::point("verdict.journaled");
@@ -193,7 +194,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "mutation.rejected",
+                    EventKind::MutationRejected,
                     json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000), "refusals": times}),
                 );
                 crate::crash::point("verdict.journaled");
@@ -258,7 +259,7 @@ impl Kernel {
                 kernel_event(
                     &self.journal,
                     commit,
-                    "kernel.notice",
+                    EventKind::KernelNotice,
                     json!({"text": format!("not going back: {why}")}),
                 );
                 None

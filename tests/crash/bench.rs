@@ -102,7 +102,7 @@ fn promote_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
     let path = ind.path().join("memory/journal.jsonl");
     let mut journal = teneral::journal::writer::Journal::open(&path)?;
     let fields = serde_json::json!({"from": from, "to": to});
-    journal.append_kernel(from, "mutation.accepted", fields)?;
+    journal.append_kernel(from, teneral::journal::EventKind::MutationAccepted, fields)?;
     Ok(())
 }
 
@@ -114,7 +114,7 @@ fn on_trial_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
     let mut journal = teneral::journal::writer::Journal::open(&path)?;
     journal.append_kernel(
         from,
-        "mutation.accepted",
+        teneral::journal::EventKind::MutationAccepted,
         serde_json::json!({"from": from, "to": to}),
     )?;
     put_on_trial(ind, to, from)

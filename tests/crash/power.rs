@@ -147,7 +147,7 @@ fn record_transition(
             let mut journal = teneral::journal::writer::Journal::open(&path)?;
             journal.append_kernel(
                 &base,
-                "mutation.accepted",
+                teneral::journal::EventKind::MutationAccepted,
                 serde_json::json!({"from": base, "to": silent}),
             )?;
             let readies = count(&ind, "generation.ready");

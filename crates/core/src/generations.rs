@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 /// Characters of a commit shown, and the fewest a name of one may have.
 pub const SHORT: usize = crate::commit::SHORT_LEN;
@@ -90,6 +90,44 @@ pub struct Lineage {
     stack: Vec<usize>,
 }
 
+/// Whether an event of `kind` places a generation in the lineage's order
+/// or marks it ready ([`Lineage::take`]); of the others, a reply is only
+/// counted and the rest leave the lineage as it is.
+pub fn moves_lineage(kind: EventKind) -> bool {
+    match kind {
+        EventKind::KernelStarted
+        | EventKind::MutationAccepted
+        | EventKind::GenerationRolledback
+        | EventKind::GenerationSentback
+        | EventKind::GenerationReady => true,
+        EventKind::Reply
+        | EventKind::OwnerLine
+        | EventKind::Birth
+        | EventKind::Reasoning
+        | EventKind::ToolCall
+        | EventKind::ToolResult
+        | EventKind::TurnEnded
+        | EventKind::TurnInterrupted
+        | EventKind::ModelRetry
+        | EventKind::Usage
+        | EventKind::Stimulus
+        | EventKind::MutationRequested
+        | EventKind::OfferRequested
+        | EventKind::Note
+        | EventKind::Log
+        | EventKind::KernelStopped
+        | EventKind::KernelNotice
+        | EventKind::GenerationStarted
+        | EventKind::GenerationExited
+        | EventKind::MutationCheck
+        | EventKind::MutationRejected
+        | EventKind::EventsDropped
+        | EventKind::OfferAnswered
+        | EventKind::OfferPublished
+        | EventKind::SpeciesAccepted => false,
+    }
+}
+
 impl Lineage {
     pub fn new() -> Lineage {
         Lineage::default()
@@ -113,16 +151,19 @@ impl Lineage {
 
     /// Takes in one journaled event, oldest first.
     pub fn take(&mut self, event: &Event) {
-        match event.kind.as_str() {
-            "kernel.started" => self.go_to(&event.commit),
-            "mutation.accepted" => {
+        let Some(kind) = event.known_kind() else { return };
+        match kind {
+            EventKind::KernelStarted => self.go_to(&event.commit),
+            EventKind::MutationAccepted => {
                 let to = self.known(event.text("to"));
                 if let Some(to) = to.filter(|&to| self.stack.last() != Some(&to)) {
                     self.stack.push(to);
                 }
             }
-            "generation.rolledback" | "generation.sentback" => self.go_to(event.text("to")),
-            "generation.ready" => {
+            EventKind::GenerationRolledback | EventKind::GenerationSentback => {
+                self.go_to(event.text("to"))
+            }
+            EventKind::GenerationReady => {
                 if self.stack.is_empty() {
                     self.go_to(&event.commit);
                 }
@@ -133,12 +174,35 @@ impl Lineage {
                     }
                 }
             }
-            "reply" => {
+            EventKind::Reply => {
                 if let Some(&i) = self.index.get(&event.commit) {
                     self.generations[i].replies += 1;
                 }
             }
-            _ => {}
+            EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => {}
         }
     }
 

@@ -31,6 +31,8 @@ pub mod fields;
 
 use fields::Identity;
 
+use crate::journal::EventKind;
+
 /// journald's socket for the native protocol.
 const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 /// Longest message sent as one line; longer ones are cut (with a mark).
@@ -249,11 +251,11 @@ pub fn warn(msg: impl std::fmt::Display) {
 /// A line about a journal event of type `kind` (the kernel's own events,
 /// such as `generation.exited`), at the priority of its kind
 /// ([`fields::event_priority`]).
-pub fn event(kind: &str, msg: impl std::fmt::Display) {
+pub fn event(kind: EventKind, msg: impl std::fmt::Display) {
     let text = msg.to_string();
     write(Line {
         priority: fields::event_priority(kind),
-        event: kind,
+        event: kind.name(),
         tag: "teneral",
         unit: None,
         text: &text,
@@ -263,9 +265,10 @@ pub fn event(kind: &str, msg: impl std::fmt::Display) {
 /// A line about the agent's work (`[reply] ...`, `[tool] ...`), as
 /// `journalctl` and a terminal running `teneral run` show it; `kind` is the
 /// journal event it comes from.
-pub fn agent(tag: &str, kind: &str, msg: impl std::fmt::Display) {
+pub fn agent(tag: &str, kind: EventKind, msg: impl std::fmt::Display) {
     let text = msg.to_string();
-    write(Line { priority: Priority::Info, event: kind, tag, unit: None, text: &text });
+    let priority = fields::event_priority(kind);
+    write(Line { priority, event: kind.name(), tag, unit: None, text: &text });
 }
 
 /// A body's `log` event, at the priority of its `level`
@@ -273,7 +276,8 @@ pub fn agent(tag: &str, kind: &str, msg: impl std::fmt::Display) {
 pub fn body_log(level: &str, msg: impl std::fmt::Display) {
     let text = format!("{level}: {msg}");
     let priority = fields::level_priority(level);
-    write(Line { priority, event: "log", tag: "body", unit: None, text: &text });
+    let event = EventKind::Log.name();
+    write(Line { priority, event, tag: "body", unit: None, text: &text });
 }
 
 /// A line a child wrote (`[teneral-gen-abc1234] ...`), with the unit it ran in.

@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use crate::generations::Lineage;
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 use latency::Latencies;
 use line::Line;
 
@@ -109,15 +109,9 @@ impl Scorecard {
     /// event and types it does not know are passed over.
     pub fn take_line(&mut self, bytes: &[u8]) {
         let Some(line) = Line::parse(bytes) else { return };
-        let kind = line.kind();
-        if matches!(
-            kind,
-            "kernel.started"
-                | "mutation.accepted"
-                | "generation.rolledback"
-                | "generation.sentback"
-                | "generation.ready"
-        ) {
+        // A type this build does not know is passed over.
+        let Some(kind) = line.kind() else { return };
+        if crate::generations::moves_lineage(kind) {
             self.lineage.take(&lineage_event(kind, &line));
         }
         if self.since.as_deref().is_some_and(|since| line.ts.str() < since) {
@@ -138,9 +132,9 @@ impl Scorecard {
         i
     }
 
-    fn count(&mut self, kind: &str, line: &Line<'_>, bytes: &[u8]) {
+    fn count(&mut self, kind: EventKind, line: &Line<'_>, bytes: &[u8]) {
         let commit = line.commit.str();
-        if commit.is_empty() || !line::KNOWN.contains(&kind) {
+        if commit.is_empty() || !kind.counted_by_scorecard() {
             return;
         }
         let g = self.generation(commit);
@@ -157,11 +151,13 @@ impl Scorecard {
             f.last_seen = Some(line.ts.str().to_owned());
         }
         match kind {
-            "owner.line" | "stimulus" if self.turn.is_none() => {
-                self.stats[g].figures.turns += 1;
-                self.turn = Some(Turn { generation: g, started: at, replied: false });
+            EventKind::OwnerLine | EventKind::Stimulus => {
+                if self.turn.is_none() {
+                    self.stats[g].figures.turns += 1;
+                    self.turn = Some(Turn { generation: g, started: at, replied: false });
+                }
             }
-            "reply" => {
+            EventKind::Reply => {
                 self.stats[g].figures.replies += 1;
                 let Some(turn) = self.turn.as_mut().filter(|t| t.generation == g && !t.replied)
                 else {
@@ -174,12 +170,12 @@ impl Scorecard {
                     stats.latencies.add(end - start);
                 }
             }
-            "turn.ended" => self.turn = None,
-            "turn.interrupted" => {
+            EventKind::TurnEnded => self.turn = None,
+            EventKind::TurnInterrupted => {
                 self.stats[g].figures.interrupts += 1;
                 self.turn = None;
             }
-            "tool.call" => {
+            EventKind::ToolCall => {
                 let name = line.name.str();
                 let f = &mut self.stats[g].figures;
                 f.tool_calls += 1;
@@ -189,7 +185,7 @@ impl Scorecard {
                 }
                 self.calls.insert(line.id.str().to_owned(), name.to_owned());
             }
-            "tool.result" => {
+            EventKind::ToolResult => {
                 let name = self.calls.remove(line.id.str());
                 if line.error.is_true() {
                     let f = &mut self.stats[g].figures;
@@ -197,14 +193,14 @@ impl Scorecard {
                     bump(&mut f.tools, name.as_deref().unwrap_or("?")).failures += 1;
                 }
             }
-            "usage" => {
+            EventKind::Usage => {
                 let m = &mut self.stats[g].figures.model;
                 m.requests += 1;
                 let tokens = |s: &line::Scalar<'_>| s.num().map_or(0, |n| n.max(0.0) as u64);
                 m.input_tokens += tokens(&line.input_tokens);
                 m.output_tokens += tokens(&line.output_tokens);
             }
-            "model.retry" => {
+            EventKind::ModelRetry => {
                 let m = &mut self.stats[g].figures.model;
                 m.requests += 1;
                 m.retries += 1;
@@ -214,41 +210,41 @@ impl Scorecard {
                     m.unreachable += 1;
                 }
             }
-            "generation.started" => {
+            EventKind::GenerationStarted => {
                 self.end_run(before);
                 self.stats[g].figures.runs += 1;
                 self.run = Some((g, at));
             }
-            "generation.exited" => {
+            EventKind::GenerationExited => {
                 self.end_run(at.or(before));
                 let status = line.status.str();
                 if status != "exit status 0" && status != "exit status 75" {
                     self.stats[g].figures.crashes += 1;
                 }
             }
-            "kernel.started" => self.end_run(before),
-            "kernel.stopped" => self.end_run(at.or(before)),
-            "generation.rolledback" | "generation.sentback" => {
+            EventKind::KernelStarted => self.end_run(before),
+            EventKind::KernelStopped => self.end_run(at.or(before)),
+            EventKind::GenerationRolledback | EventKind::GenerationSentback => {
                 let from = match line.from.str() {
                     "" => g,
                     from => self.generation(from),
                 };
                 let f = &mut self.stats[from].figures;
-                if kind == "generation.rolledback" {
+                if kind == EventKind::GenerationRolledback {
                     f.rollbacks += 1;
                 } else {
                     f.sentback += 1;
                 }
             }
-            "mutation.requested" => self.stats[g].figures.mutations.requested += 1,
-            "mutation.accepted" => {
+            EventKind::MutationRequested => self.stats[g].figures.mutations.requested += 1,
+            EventKind::MutationAccepted => {
                 let from = match line.from.str() {
                     "" => g,
                     from => self.generation(from),
                 };
                 self.stats[from].figures.mutations.accepted += 1;
             }
-            "mutation.rejected" => {
+            EventKind::MutationRejected => {
                 let m = &mut self.stats[g].figures.mutations;
                 m.rejected += 1;
                 if line.undecided.is_true() {
@@ -257,8 +253,20 @@ impl Scorecard {
                     *bump(&mut m.refused_by, line.check.str()) += 1;
                 }
             }
-            "note" => self.note(g, line.note_kind.str(), bytes),
-            _ => {}
+            EventKind::Note => self.note(g, line.note_kind.str(), bytes),
+            // Counted only as a sign of life (first and last seen).
+            EventKind::GenerationReady
+            | EventKind::Birth
+            | EventKind::Reasoning
+            | EventKind::KernelNotice
+            | EventKind::MutationCheck => {}
+            // Not counted (`counted_by_scorecard`): returned above.
+            EventKind::OfferRequested
+            | EventKind::Log
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => {}
         }
     }
 
@@ -351,7 +359,7 @@ pub fn read(reader: impl std::io::Read, since: Option<String>) -> std::io::Resul
 }
 
 /// The few fields the lineage reads, as an [`Event`].
-fn lineage_event(kind: &str, line: &Line<'_>) -> Event {
+fn lineage_event(kind: EventKind, line: &Line<'_>) -> Event {
     let mut fields = serde_json::Map::new();
     for (name, value) in [("from", &line.from), ("to", &line.to)] {
         if let line::Scalar::Str(s) = value {
@@ -359,7 +367,7 @@ fn lineage_event(kind: &str, line: &Line<'_>) -> Event {
         }
     }
     Event {
-        kind: kind.to_owned(),
+        kind: kind.name().to_owned(),
         seq: 0,
         ts: line.ts.str().to_owned(),
         commit: line.commit.str().to_owned(),

@@ -30,7 +30,7 @@ use serde_json::json;
 
 use crate::generations::Refusal;
 use crate::journal::writer::{Journal, JournalError};
-use crate::journal::{Event, JOURNAL_PATH};
+use crate::journal::{Event, EventKind, JOURNAL_PATH};
 use crate::lock::{self, LockError, LOCK_PATH};
 use crate::state::{State, StateError};
 use crate::talk::{follow, Wake};
@@ -152,7 +152,7 @@ pub fn run(options: &BackOptions, out: &mut impl Write) -> Result<i32, BackError
     // the next start makes the state show it.
     let mut journal = Journal::open(&home.join(JOURNAL_PATH))?;
     let fields = json!({"from": from, "to": to, "by": "owner"});
-    journal.append_kernel(&from, "generation.sentback", fields)?;
+    journal.append_kernel(&from, EventKind::GenerationSentback, fields)?;
     let mut state = State::load(home)?;
     state.generation = Some(generation);
     state.previous = None;
@@ -210,7 +210,7 @@ fn ask_kernel(home: &Path, to: &str, wait: Duration) -> Result<Event, BackError>
     loop {
         pending.store(false, Ordering::Release);
         for event in tail.read_new().map_err(io_err("read the journal", &journal))? {
-            if event.kind == "generation.sentback" && event.text("to") == to {
+            if event.is(EventKind::GenerationSentback) && event.text("to") == to {
                 return Ok(event);
             }
         }

@@ -42,7 +42,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::journal::{Event, JOURNAL_PATH};
+use crate::journal::{Event, EventKind, JOURNAL_PATH};
 use follow::{look_back, Tail};
 use turns::{Activity, Recent};
 
@@ -260,7 +260,7 @@ impl<'a> Client<'a> {
     fn pop(&mut self) -> Option<Event> {
         let event = self.backlog.pop_front()?;
         self.gate.on_event(&event);
-        if let Some(activity) = turns::activity_after(&event.kind) {
+        if let Some(activity) = turns::activity_after(event.known_kind()) {
             self.activity = activity;
             if activity == Activity::Resting {
                 self.interrupting = false;
@@ -272,7 +272,7 @@ impl<'a> Client<'a> {
     /// Prints what the plain client shows for `event`.
     fn show(&mut self, event: &Event) -> Result<(), TalkError> {
         self.gate_started(Some(&event.ts))?;
-        if event.kind == "owner.line" && self.own.remove(event.text("file")) {
+        if event.is(EventKind::OwnerLine) && self.own.remove(event.text("file")) {
             return Ok(());
         }
         match render::render(event, self.width) {

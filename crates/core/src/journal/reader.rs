@@ -18,6 +18,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 
 use serde_json::{Map, Value};
 
+use super::kind::EventKind;
 use super::rules::canonical_type;
 use super::scan::{scan, Limits};
 
@@ -44,6 +45,17 @@ impl Event {
     /// A string field of the event, or "".
     pub fn text(&self, name: &str) -> &str {
         self.fields.get(name).and_then(Value::as_str).unwrap_or_default()
+    }
+
+    /// The event's kind, or `None` for a type this build does not know
+    /// (a reader passes over it).
+    pub fn known_kind(&self) -> Option<EventKind> {
+        EventKind::parse(&self.kind)
+    }
+
+    /// Whether the event is of kind `kind`.
+    pub fn is(&self, kind: EventKind) -> bool {
+        self.known_kind() == Some(kind)
     }
 }
 

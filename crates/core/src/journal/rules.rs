@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use super::kind::EventKind;
 use super::scan::{scan, Limits, Over};
 
 /// What one event a body sends may cost, whatever its type: the largest
@@ -28,10 +29,41 @@ pub const EVENT_BYTES: usize = 1024 * 1024;
 /// The most bytes an event of type `kind` may have (its raw type as sent;
 /// one the scan could not read, `None`, gets the smallest bound).
 pub fn bytes_of(kind: Option<&[u8]>) -> usize {
-    match kind {
-        Some(b"note") => NOTE_BYTES,
-        Some(b"log") | None => LOG_BYTES,
-        Some(_) => EVENT_BYTES,
+    let Some(kind) = kind else { return LOG_BYTES };
+    match EventKind::named_bytes(kind) {
+        Some(EventKind::Note) => NOTE_BYTES,
+        Some(EventKind::Log) => LOG_BYTES,
+        Some(
+            EventKind::GenerationReady
+            | EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reply
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted,
+        )
+        | None => EVENT_BYTES,
     }
 }
 
@@ -160,12 +192,6 @@ pub enum Accepted {
     Log { level: Level, text: String },
 }
 
-/// One event type a body may send and the fields it must carry.
-struct Shape {
-    kind: &'static str,
-    fields: &'static [(&'static str, Want)],
-}
-
 #[derive(Clone, Copy)]
 enum Want {
     Str,
@@ -177,37 +203,47 @@ enum Want {
     Commit,
 }
 
-const SHAPES: &[Shape] = &[
-    Shape { kind: "generation.ready", fields: &[] },
-    Shape { kind: "owner.line", fields: &[("file", Want::Str), ("text", Want::Str)] },
-    Shape { kind: "birth", fields: &[("text", Want::Str)] },
-    Shape { kind: "reply", fields: &[("text", Want::Str)] },
-    Shape { kind: "reasoning", fields: &[("text", Want::Str)] },
-    Shape {
-        kind: "tool.call",
-        fields: &[("id", Want::Str), ("name", Want::Str), ("input", Want::Any)],
-    },
-    Shape {
-        kind: "tool.result",
-        fields: &[("id", Want::Str), ("output", Want::Str), ("error", Want::OptBool)],
-    },
-    Shape { kind: "turn.ended", fields: &[] },
-    Shape { kind: "turn.interrupted", fields: &[] },
-    Shape {
-        kind: "model.retry",
-        fields: &[("message", Want::Str), ("retry", Want::Num), ("seconds", Want::Num)],
-    },
-    Shape { kind: "usage", fields: &[("input_tokens", Want::Num), ("output_tokens", Want::Num)] },
-    Shape { kind: "stimulus", fields: &[("source", Want::Str), ("text", Want::Str)] },
-    Shape { kind: "mutation.requested", fields: &[("candidate", Want::Commit)] },
-    Shape { kind: "offer.requested", fields: &[("name", Want::Str), ("head", Want::Commit)] },
-    Shape { kind: "note", fields: &[("kind", Want::Str), ("data", Want::Any)] },
-    Shape { kind: "log", fields: &[("text", Want::Str), ("level", Want::OptStr)] },
-];
+/// The fields an event of `kind` a body sends must carry; `None` for a
+/// kind a body does not send ([`EventKind::body_may_send`]).
+fn shape(kind: EventKind) -> Option<&'static [(&'static str, Want)]> {
+    let fields: &[(&str, Want)] = match kind {
+        EventKind::GenerationReady | EventKind::TurnEnded | EventKind::TurnInterrupted => &[],
+        EventKind::OwnerLine => &[("file", Want::Str), ("text", Want::Str)],
+        EventKind::Birth | EventKind::Reply | EventKind::Reasoning => &[("text", Want::Str)],
+        EventKind::ToolCall => &[("id", Want::Str), ("name", Want::Str), ("input", Want::Any)],
+        EventKind::ToolResult => {
+            &[("id", Want::Str), ("output", Want::Str), ("error", Want::OptBool)]
+        }
+        EventKind::ModelRetry => {
+            &[("message", Want::Str), ("retry", Want::Num), ("seconds", Want::Num)]
+        }
+        EventKind::Usage => &[("input_tokens", Want::Num), ("output_tokens", Want::Num)],
+        EventKind::Stimulus => &[("source", Want::Str), ("text", Want::Str)],
+        EventKind::MutationRequested => &[("candidate", Want::Commit)],
+        EventKind::OfferRequested => &[("name", Want::Str), ("head", Want::Commit)],
+        EventKind::Note => &[("kind", Want::Str), ("data", Want::Any)],
+        EventKind::Log => &[("text", Want::Str), ("level", Want::OptStr)],
+        EventKind::KernelStarted
+        | EventKind::KernelStopped
+        | EventKind::KernelNotice
+        | EventKind::GenerationStarted
+        | EventKind::GenerationExited
+        | EventKind::MutationCheck
+        | EventKind::MutationRejected
+        | EventKind::MutationAccepted
+        | EventKind::GenerationRolledback
+        | EventKind::GenerationSentback
+        | EventKind::EventsDropped
+        | EventKind::OfferAnswered
+        | EventKind::OfferPublished
+        | EventKind::SpeciesAccepted => &[],
+    };
+    kind.body_may_send().then_some(fields)
+}
 
 /// The event types a body may send, for refusal messages and the docs.
 pub fn body_types() -> Vec<&'static str> {
-    SHAPES.iter().map(|s| s.kind).collect()
+    EventKind::ALL.iter().filter(|k| k.body_may_send()).map(|k| k.name()).collect()
 }
 
 /// Checks one line a body sent: its cost ([`check_cost`]), then its shape
@@ -236,33 +272,30 @@ pub fn check_shape(line: &str) -> Result<(Map<String, Value>, Accepted), String>
         }
     }
     check_not_the_owner(&event)?;
-    let Some(shape) = SHAPES.iter().find(|s| s.kind == kind) else {
-        return Err(format!(
-            "unknown event type \"{kind}\"; a body may send: {}. Keep records of your own as a \"note\"",
-            body_types().join(", ")
-        ));
+    let Some((known, fields)) = EventKind::named(kind).and_then(|k| Some((k, shape(k)?))) else {
+        return Err(unknown_type(kind));
     };
     let limit = bytes_of(Some(kind.as_bytes()));
     if line.len() > limit {
         return Err(type_too_long(kind, line.len(), limit));
     }
-    for (name, want) in shape.fields {
+    for (name, want) in fields {
         check_field(kind, &event, name, *want)?;
     }
-    let accepted = match kind {
-        "note" => {
+    let accepted = match known {
+        EventKind::Note => {
             let note_kind = event.get("kind").and_then(Value::as_str).unwrap_or_default();
             check_note_kind(note_kind)?;
             Accepted::Journal
         }
-        "owner.line" => {
+        EventKind::OwnerLine => {
             Accepted::OwnerLine { file: str_field(&event, "file"), text: str_field(&event, "text") }
         }
-        "stimulus" => {
+        EventKind::Stimulus => {
             check_source(&str_field(&event, "source"))?;
             Accepted::Journal
         }
-        "log" => {
+        EventKind::Log => {
             let level = match event.get("level").and_then(Value::as_str) {
                 None => Level::Info,
                 Some(text) => Level::parse(text).ok_or_else(|| {
@@ -272,7 +305,33 @@ pub fn check_shape(line: &str) -> Result<(Map<String, Value>, Accepted), String>
             };
             Accepted::Log { level, text: str_field(&event, "text") }
         }
-        _ => Accepted::Journal,
+        EventKind::GenerationReady
+        | EventKind::Birth
+        | EventKind::Reply
+        | EventKind::Reasoning
+        | EventKind::ToolCall
+        | EventKind::ToolResult
+        | EventKind::TurnEnded
+        | EventKind::TurnInterrupted
+        | EventKind::ModelRetry
+        | EventKind::Usage
+        | EventKind::MutationRequested
+        | EventKind::OfferRequested => Accepted::Journal,
+        // Refused above: a body does not send them.
+        EventKind::KernelStarted
+        | EventKind::KernelStopped
+        | EventKind::KernelNotice
+        | EventKind::GenerationStarted
+        | EventKind::GenerationExited
+        | EventKind::MutationCheck
+        | EventKind::MutationRejected
+        | EventKind::MutationAccepted
+        | EventKind::GenerationRolledback
+        | EventKind::GenerationSentback
+        | EventKind::EventsDropped
+        | EventKind::OfferAnswered
+        | EventKind::OfferPublished
+        | EventKind::SpeciesAccepted => return Err(unknown_type(kind)),
     };
     Ok((event, accepted))
 }
@@ -383,12 +442,20 @@ fn str_field(event: &Map<String, Value>, name: &str) -> String {
     event.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
-/// The name an event type is read under: old bodies wrote `molt.*`.
+/// The refusal of an event of a type a body does not send.
+fn unknown_type(kind: &str) -> String {
+    format!(
+        "unknown event type \"{kind}\"; a body may send: {}. Keep records of your own as a \"note\"",
+        body_types().join(", ")
+    )
+}
+
+/// The name an event type is read under: old bodies wrote `molt.*`
+/// ([`super::kind::OLD_NAMES`]); a type no kind has is read as it is.
 pub fn canonical_type(kind: &str) -> &str {
-    match kind {
-        "molt.requested" => "mutation.requested",
-        "molt.rejected" => "mutation.rejected",
-        other => other,
+    match EventKind::parse(kind) {
+        Some(known) => known.name(),
+        None => kind,
     }
 }
 

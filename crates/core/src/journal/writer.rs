@@ -17,6 +17,7 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
+use super::kind::EventKind;
 use super::reader::{parse_line, Backwards};
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +97,7 @@ impl Journal {
             return Err(JournalError::Io { path: self.path.clone(), source });
         }
         self.next_seq += 1;
-        if event.get("type").and_then(Value::as_str) == Some("owner.line") {
+        if event.get("type").and_then(Value::as_str) == Some(EventKind::OwnerLine.name()) {
             let name = event.get("file").and_then(Value::as_str).unwrap_or_default();
             if self.owner_files.len() >= OWNER_FILES_KEPT {
                 self.owner_files.pop_front();
@@ -107,15 +108,16 @@ impl Journal {
         Ok(seq)
     }
 
-    /// Appends an event the kernel writes itself: `{"type": kind, ...fields}`.
+    /// Appends an event the kernel (or the owner's client) writes itself:
+    /// `{"type": kind, ...fields}`.
     pub fn append_kernel(
         &mut self,
         commit: &str,
-        kind: &str,
+        kind: EventKind,
         fields: Value,
     ) -> Result<u64, JournalError> {
         let mut event = Map::new();
-        event.insert("type".into(), Value::String(kind.into()));
+        event.insert("type".into(), Value::String(kind.name().into()));
         if let Value::Object(rest) = fields {
             for (k, v) in rest {
                 if k != "type" {

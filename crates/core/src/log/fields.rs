@@ -20,6 +20,7 @@ use std::collections::HashMap;
 
 use super::Priority;
 use crate::generations::Lineage;
+use crate::journal::EventKind;
 
 /// What the kernel is about, put on every entry.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -56,14 +57,10 @@ impl Identity {
     }
 }
 
-/// The priority of a line about the kernel's own journal event `kind`: a
-/// generation that ended or was left, and a refused mutation, are warnings;
-/// the rest are notices.
-pub fn event_priority(kind: &str) -> Priority {
-    match kind {
-        "generation.exited" | "generation.rolledback" | "mutation.rejected" => Priority::Warning,
-        _ => Priority::Notice,
-    }
+/// The priority of a line about a journal event of `kind`, as the kind
+/// has it ([`EventKind::priority`]).
+pub fn event_priority(kind: EventKind) -> Priority {
+    kind.priority()
 }
 
 /// The priority of a body's `log` event of `level` (syslog's names and the
@@ -136,7 +133,8 @@ mod tests {
             ("kernel.started", Priority::Notice),
         ];
         for (kind, want) in events {
-            assert_eq!(event_priority(kind), want, "{kind}");
+            let known = EventKind::parse(kind).expect("a kind");
+            assert_eq!(event_priority(known), want, "{kind}");
         }
         let levels = [
             ("error", Priority::Error),

@@ -10,33 +10,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-/// The journal's types (docs/contract.md); others are passed over.
-pub const KNOWN: &[&str] = &[
-    "kernel.started",
-    "kernel.stopped",
-    "kernel.notice",
-    "generation.started",
-    "generation.exited",
-    "generation.ready",
-    "generation.rolledback",
-    "generation.sentback",
-    "owner.line",
-    "birth",
-    "reply",
-    "reasoning",
-    "tool.call",
-    "tool.result",
-    "turn.ended",
-    "turn.interrupted",
-    "model.retry",
-    "usage",
-    "stimulus",
-    "mutation.requested",
-    "mutation.check",
-    "mutation.accepted",
-    "mutation.rejected",
-    "note",
-];
+use crate::journal::EventKind;
 
 /// A field's value, as far as the scorecard cares.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -165,9 +139,10 @@ impl<'a> Line<'a> {
         matches!(line.kind, Scalar::Str(_)).then_some(line)
     }
 
-    /// The type, old names read as new.
-    pub fn kind(&self) -> &str {
-        crate::journal::rules::canonical_type(self.kind.str())
+    /// The kind, old names read as new; `None` for a type this build does
+    /// not know.
+    pub fn kind(&self) -> Option<EventKind> {
+        EventKind::parse(self.kind.str())
     }
 }
 
@@ -179,14 +154,18 @@ mod tests {
     fn reads_what_it_needs_and_skips_the_rest() {
         let line = br#"{"type":"tool.result","ts":"t","seq":4,"commit":"c","id":"x1","output":"a\nb","error":true,"extra":{"deep":[1,2]}}"#;
         let l = Line::parse(line).expect("a whole event");
-        assert_eq!((l.kind(), l.id.str(), l.error.is_true()), ("tool.result", "x1", true));
+        assert_eq!(
+            (l.kind(), l.id.str(), l.error.is_true()),
+            (Some(EventKind::ToolResult), "x1", true)
+        );
         let odd = br#"{"type":"reply","name":7,"status":{"a":1},"text":"hi"}"#;
         let l = Line::parse(odd).expect("odd fields do not refuse the line");
         assert_eq!((l.name.str(), l.status.is_present()), ("", false));
         assert_eq!(
-            Line::parse(br#"{"type":"molt.requested"}"#).map(|l| l.kind().to_owned()),
-            Some("mutation.requested".to_owned())
+            Line::parse(br#"{"type":"molt.requested"}"#).map(|l| l.kind()),
+            Some(Some(EventKind::MutationRequested))
         );
+        assert_eq!(Line::parse(br#"{"type":"a.b"}"#).map(|l| l.kind()), Some(None));
         for bad in [&br#"{"type":"reply","te"#[..], b"", b"[1]", br#"{"type":3}"#] {
             assert!(Line::parse(bad).is_none(), "{}", String::from_utf8_lossy(bad));
         }

@@ -28,7 +28,7 @@ pub fn lines(lineage: &Lineage, subject: Subjects<'_>, now: i64) -> Vec<String> 
         .map(|g| {
             let ready = g.ready_at.as_deref().map_or("never ready".to_owned(), when);
             let ago = g.ready_at.as_deref().map_or(String::new(), ago);
-            let word = if g.replies == 1 { "reply" } else { "replies" };
+            let word = if g.replies == 1 { "reply" } else { "replies" }; // not an event kind: a word
             let replies = format!("{} {word}", g.replies);
             let about = subject(&g.commit).map_or(String::new(), |s| {
                 format!("  {}", cut(&sanitize(&s).replace('\n', " "), 50))

@@ -18,6 +18,7 @@ use teneral_offer::approve::{self, Mode};
 use teneral_offer::{forge, publish, token};
 
 use crate::accept::{self, AcceptError};
+use crate::journal::EventKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OwnerError {
@@ -218,7 +219,9 @@ pub fn publish(home: &Path, text: &str) -> Result<String, OwnerError> {
         .map(|c| c.as_str().to_owned())
         .unwrap_or_default();
     Journal::open(&home.join(JOURNAL_PATH))
-        .and_then(|mut j| j.append_kernel(&generation, "offer.published", publish::event(&done)))
+        .and_then(|mut j| {
+            j.append_kernel(&generation, EventKind::OfferPublished, publish::event(&done))
+        })
         .map_err(|e| OwnerError::Journal(e.to_string()))?;
     let how = if done.pushed { "pushed" } else { "already pushed" };
     Ok(format!("{} {how} to {}; pull request {}", done.commit.short(), done.branch, done.pull.url))

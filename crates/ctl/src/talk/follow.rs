@@ -19,12 +19,7 @@ use inotify::{EventMask, Inotify, WatchMask};
 
 use super::turns::Recent;
 use super::Wake;
-use crate::journal::{open_file, parse_line, Access, Backwards, Event};
-
-/// Types no client shows and that say nothing of what the agent does: the
-/// look back passes over them without parsing them (an agent's notes can
-/// fill megabytes at the end of the journal).
-const PASSED_OVER: &[&str] = &["note"];
+use crate::journal::{open_file, parse_line, Access, Backwards, Event, EventKind};
 
 /// The type of a journal line, read without parsing it, when the line
 /// begins with it as the kernel writes every line (`{"type":"reply",...`);
@@ -55,7 +50,8 @@ pub fn look_back<T>(
     while recent.wants_more() && read < budget {
         let Some(line) = lines.next_line()? else { break };
         read += line.len() as u64 + 1;
-        if leading_type(&line).is_some_and(|t| PASSED_OVER.iter().any(|p| p.as_bytes() == t)) {
+        let kind = leading_type(&line).and_then(EventKind::parse_bytes);
+        if kind.is_some_and(super::turns::passed_over) {
             continue;
         }
         if let Some(event) = parse_line(&line) {

@@ -27,7 +27,7 @@ use super::theme::{Role, Theme};
 use super::view::Doing;
 use super::view::View;
 use super::{panel, Client, TalkError, TalkOptions, Wake};
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 pub(super) type Screen = Terminal<Tracked<BufWriter<Stdout>>>;
 
@@ -222,8 +222,8 @@ fn journal(
     let mut rows = Vec::new();
     while let Some(e) = client.pop() {
         let before = view.doing.clone();
-        let theirs = e.kind == "owner.line" && !client.own.remove(e.text("file"));
-        if e.kind == "reply" && trace.on() {
+        let theirs = e.is(EventKind::OwnerLine) && !client.own.remove(e.text("file"));
+        if e.is(EventKind::Reply) && trace.on() {
             replies.push(e.ts.clone());
         }
         rows.extend(view.event(&e));

@@ -11,7 +11,7 @@
 
 use super::render::sanitize;
 use super::view::{gate_step, parse_ts};
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 /// What the client knows of the gate under way.
 #[derive(Debug, Default)]
@@ -26,20 +26,46 @@ impl Steps {
     /// Follows the journal: a mutation asked for starts the watch, its
     /// verdict (or the kernel going away) ends it.
     pub fn on_event(&mut self, e: &Event) {
-        match e.kind.as_str() {
-            "mutation.requested" => {
+        // A type this client does not know changes nothing.
+        let Some(kind) = e.known_kind() else { return };
+        match kind {
+            EventKind::MutationRequested => {
                 self.candidate = Some(sanitize(crate::commit::short(e.text("candidate"))));
                 self.said = None;
             }
-            "mutation.accepted"
-            | "mutation.rejected"
-            | "generation.rolledback"
-            | "kernel.started"
-            | "kernel.stopped" => {
+            EventKind::MutationAccepted
+            | EventKind::MutationRejected
+            | EventKind::GenerationRolledback
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped => {
                 self.candidate = None;
                 self.said = None;
             }
-            _ => {}
+            // Neither asks for a mutation nor ends the gate's watch.
+            EventKind::GenerationReady
+            | EventKind::OwnerLine
+            | EventKind::Birth
+            | EventKind::Reply
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::Stimulus
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => {}
         }
     }
 

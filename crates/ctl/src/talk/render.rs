@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use crate::journal::rules::Source;
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 /// The mark of an owner line.
 pub const OWNER_MARK: &str = "› ";
@@ -170,27 +170,39 @@ fn stimulus(event: &Event) -> String {
 pub fn render(event: &Event, width: usize) -> Option<String> {
     let width = width.max(20);
     let text = event.text("text");
-    let line = match event.kind.as_str() {
-        "owner.line" => block(OWNER_MARK, text),
-        "reply" if !text.trim().is_empty() => block("  ", text),
-        "tool.call" => {
+    // A type this client does not know shows nothing.
+    let kind = event.known_kind()?;
+    let line = match kind {
+        EventKind::OwnerLine => block(OWNER_MARK, text),
+        EventKind::Reply => {
+            if text.trim().is_empty() {
+                return None;
+            }
+            block("  ", text)
+        }
+        EventKind::ToolCall => {
             let name = cut(&first_line(event.text("name"), 40), 40);
             let head = format!("  [{name}] ");
             let rest = width.saturating_sub(head.chars().count());
             format!("{head}{}", first_line(&tool_input(event.fields.get("input")), rest))
         }
-        "tool.result" if event.fields.get("error") == Some(&Value::Bool(true)) => {
+        EventKind::ToolResult => {
+            if event.fields.get("error") != Some(&Value::Bool(true)) {
+                return None;
+            }
             cut(&format!("  [failed] {}", first_line(event.text("output"), width)), width)
         }
-        "turn.interrupted" => "[interrupted by the owner]".to_owned(),
-        "stimulus" => stimulus(event),
-        "birth" => "[birth letter]".to_owned(),
-        "kernel.notice" => block("[kernel] ", text),
-        "kernel.started" => with_details("[kernel] started".into(), details(event, &[]), width),
-        "kernel.stopped" => {
+        EventKind::TurnInterrupted => "[interrupted by the owner]".to_owned(),
+        EventKind::Stimulus => stimulus(event),
+        EventKind::Birth => "[birth letter]".to_owned(),
+        EventKind::KernelNotice => block("[kernel] ", text),
+        EventKind::KernelStarted => {
+            with_details("[kernel] started".into(), details(event, &[]), width)
+        }
+        EventKind::KernelStopped => {
             with_details("[kernel] stopped".into(), details(event, &["status", "reason"]), width)
         }
-        "model.retry" => {
+        EventKind::ModelRetry => {
             let retry = event.fields.get("retry").and_then(Value::as_u64).unwrap_or(0);
             let secs = event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
             let wait = crate::when::duration((secs * 1000.0) as i64);
@@ -198,20 +210,20 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
             let rest = width.saturating_sub(head.chars().count());
             format!("{head}{}", first_line(event.text("message"), rest))
         }
-        "generation.exited" if event.text("status") == "exit status 75" => {
+        EventKind::GenerationExited if event.text("status") == "exit status 75" => {
             format!("[kernel] generation {} stepped aside for its mutation", short(&event.commit))
         }
-        "generation.started" | "generation.ready" | "generation.exited" => {
-            let what = event.kind.trim_start_matches("generation.");
-            let what = if what == "started" { "starting" } else { what };
+        EventKind::GenerationStarted | EventKind::GenerationReady | EventKind::GenerationExited => {
+            let what = kind.name().trim_start_matches("generation.");
+            let what = if kind == EventKind::GenerationStarted { "starting" } else { what };
             let head = format!("[kernel] generation {} {what}", short(&event.commit));
             let d = details(event, &["status", "code", "signal", "reason"]);
             with_details(head, d, width)
         }
-        "generation.rolledback" => {
+        EventKind::GenerationRolledback => {
             cut(&format!("[rolled back] {}", first_line(event.text("reason"), width)), width)
         }
-        "mutation.check" => {
+        EventKind::MutationCheck => {
             let secs = event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
             let took = crate::when::duration((secs * 1000.0) as i64);
             let line = format!(
@@ -221,12 +233,25 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
             );
             cut(&line, width)
         }
-        kind if kind.starts_with("mutation.") => {
-            let what = sanitize(kind.trim_start_matches("mutation."));
+        EventKind::MutationRequested
+        | EventKind::MutationAccepted
+        | EventKind::MutationRejected => {
+            let what = sanitize(kind.name().trim_start_matches("mutation."));
             let d = details(event, &["candidate", "check", "from", "to", "reason"]);
             with_details(format!("[mutation] {what}"), d, width)
         }
-        _ => return None,
+        // Shown by the full client only.
+        EventKind::Reasoning | EventKind::GenerationSentback => return None,
+        // Shown by neither ([`EventKind::shown_in_talk`]).
+        EventKind::TurnEnded
+        | EventKind::Usage
+        | EventKind::OfferRequested
+        | EventKind::Note
+        | EventKind::Log
+        | EventKind::EventsDropped
+        | EventKind::OfferAnswered
+        | EventKind::OfferPublished
+        | EventKind::SpeciesAccepted => return None,
     };
     Some(line)
 }

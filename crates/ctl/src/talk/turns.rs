@@ -5,7 +5,7 @@
 //! Invariants: only the event's type (and, for owner lines, the file name)
 //! decides; types the client does not know never change a decision.
 
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 
 /// What the agent is doing, as far as the journal tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,27 +16,86 @@ pub enum Activity {
     Busy,
 }
 
-/// How an event of type `kind` leaves the agent, or `None` when it says
-/// nothing about it.
-pub fn activity_after(kind: &str) -> Option<Activity> {
-    match kind {
-        "turn.ended"
-        | "turn.interrupted"
-        | "generation.started"
-        | "generation.ready"
-        | "generation.exited"
-        | "generation.rolledback"
-        | "kernel.started"
-        | "kernel.stopped" => Some(Activity::Resting),
-        "owner.line" | "stimulus" | "birth" | "reply" | "reasoning" | "tool.call"
-        | "tool.result" | "usage" => Some(Activity::Busy),
-        _ => None,
+/// How an event of kind `kind` leaves the agent, or `None` when it says
+/// nothing about it (a type the client does not know, `None`, never does).
+pub fn activity_after(kind: Option<EventKind>) -> Option<Activity> {
+    match kind? {
+        EventKind::TurnEnded
+        | EventKind::TurnInterrupted
+        | EventKind::GenerationStarted
+        | EventKind::GenerationReady
+        | EventKind::GenerationExited
+        | EventKind::GenerationRolledback
+        | EventKind::KernelStarted
+        | EventKind::KernelStopped => Some(Activity::Resting),
+        EventKind::OwnerLine
+        | EventKind::Stimulus
+        | EventKind::Birth
+        | EventKind::Reply
+        | EventKind::Reasoning
+        | EventKind::ToolCall
+        | EventKind::ToolResult
+        | EventKind::Usage => Some(Activity::Busy),
+        EventKind::ModelRetry
+        | EventKind::MutationRequested
+        | EventKind::OfferRequested
+        | EventKind::Note
+        | EventKind::Log
+        | EventKind::KernelNotice
+        | EventKind::MutationCheck
+        | EventKind::MutationRejected
+        | EventKind::MutationAccepted
+        | EventKind::GenerationSentback
+        | EventKind::EventsDropped
+        | EventKind::OfferAnswered
+        | EventKind::OfferPublished
+        | EventKind::SpeciesAccepted => None,
     }
 }
 
-/// Whether an event of type `kind` begins an exchange (something woke the agent).
-fn starts_exchange(kind: &str) -> bool {
-    matches!(kind, "owner.line" | "stimulus" | "birth")
+/// Whether an event of kind `kind` begins an exchange (something woke the agent).
+fn starts_exchange(kind: Option<EventKind>) -> bool {
+    match kind {
+        Some(EventKind::OwnerLine | EventKind::Stimulus | EventKind::Birth) => true,
+        Some(
+            EventKind::GenerationReady
+            | EventKind::Reply
+            | EventKind::Reasoning
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::TurnEnded
+            | EventKind::TurnInterrupted
+            | EventKind::ModelRetry
+            | EventKind::Usage
+            | EventKind::MutationRequested
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::KernelStarted
+            | EventKind::KernelStopped
+            | EventKind::KernelNotice
+            | EventKind::GenerationStarted
+            | EventKind::GenerationExited
+            | EventKind::MutationCheck
+            | EventKind::MutationRejected
+            | EventKind::MutationAccepted
+            | EventKind::GenerationRolledback
+            | EventKind::GenerationSentback
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted,
+        )
+        | None => false,
+    }
+}
+
+/// Whether a look back may pass over lines of kind `kind` without parsing
+/// them: talk shows nothing for it ([`EventKind::shown_in_talk`]) and it
+/// says nothing of what the agent does (an agent's notes can fill
+/// megabytes at the end of the journal).
+pub fn passed_over(kind: EventKind) -> bool {
+    !kind.shown_in_talk() && activity_after(Some(kind)).is_none() && !starts_exchange(Some(kind))
 }
 
 /// Reading the journal backwards: gathers what to print for the last few
@@ -61,13 +120,13 @@ impl<T> Recent<T> {
     /// for it. Returns false once nothing further back is needed.
     pub fn take(&mut self, event: &Event, printed: Option<T>) -> bool {
         if self.activity.is_none() {
-            self.activity = activity_after(&event.kind);
+            self.activity = activity_after(event.known_kind());
         }
         if self.exchanges_left > 0 && self.entries.len() < self.max_entries {
             if let Some(text) = printed {
                 self.entries.push(text);
             }
-            if starts_exchange(&event.kind) {
+            if starts_exchange(event.known_kind()) {
                 self.exchanges_left -= 1;
             }
         }
@@ -117,16 +176,45 @@ impl Waiting {
     /// Advances on one event; `Some` when the wait is over.
     pub fn on_event(&mut self, event: &Event) -> Option<Outcome> {
         if let Waiting::Line { file, taken: taken @ false } = self {
-            if event.kind == "owner.line" && event.text("file") == file.as_str() {
+            if event.is(EventKind::OwnerLine) && event.text("file") == file.as_str() {
                 *taken = true;
             }
             return None;
         }
-        match event.kind.as_str() {
-            "turn.ended" => Some(Outcome::Ended),
-            "turn.interrupted" => Some(Outcome::Interrupted),
-            "generation.exited" | "kernel.stopped" => Some(Outcome::Gone),
-            _ => None,
+        match event.known_kind() {
+            Some(EventKind::TurnEnded) => Some(Outcome::Ended),
+            Some(EventKind::TurnInterrupted) => Some(Outcome::Interrupted),
+            Some(EventKind::GenerationExited | EventKind::KernelStopped) => Some(Outcome::Gone),
+            // Neither the end of a turn nor of the run.
+            Some(
+                EventKind::GenerationReady
+                | EventKind::OwnerLine
+                | EventKind::Birth
+                | EventKind::Reply
+                | EventKind::Reasoning
+                | EventKind::ToolCall
+                | EventKind::ToolResult
+                | EventKind::ModelRetry
+                | EventKind::Usage
+                | EventKind::Stimulus
+                | EventKind::MutationRequested
+                | EventKind::OfferRequested
+                | EventKind::Note
+                | EventKind::Log
+                | EventKind::KernelStarted
+                | EventKind::KernelNotice
+                | EventKind::GenerationStarted
+                | EventKind::MutationCheck
+                | EventKind::MutationRejected
+                | EventKind::MutationAccepted
+                | EventKind::GenerationRolledback
+                | EventKind::GenerationSentback
+                | EventKind::EventsDropped
+                | EventKind::OfferAnswered
+                | EventKind::OfferPublished
+                | EventKind::SpeciesAccepted,
+            )
+            | None => None,
         }
     }
 }

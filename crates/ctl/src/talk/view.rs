@@ -17,7 +17,7 @@ use super::markdown;
 use super::render::{cut, sanitize};
 use super::theme::{Role, Theme};
 use crate::journal::rules::Source;
-use crate::journal::Event;
+use crate::journal::{Event, EventKind};
 pub use crate::when::{clock, duration, parse_ts};
 
 /// What the agent is doing, for the status line.
@@ -166,8 +166,10 @@ impl View {
     pub fn event(&mut self, e: &Event) -> Vec<Line<'static>> {
         let m = self.theme.marks;
         let short = |s: &str| sanitize(crate::commit::short(s));
-        match e.kind.as_str() {
-            "owner.line" => {
+        // A type this client does not know shows nothing.
+        let Some(kind) = e.known_kind() else { return Vec::new() };
+        match kind {
+            EventKind::OwnerLine => {
                 self.doing = Doing::Thinking;
                 self.question = false;
                 let text = sanitize(e.text("text"));
@@ -187,7 +189,7 @@ impl View {
                 }
                 rows
             }
-            "reply" => {
+            EventKind::Reply => {
                 self.doing = Doing::Thinking;
                 let text = e.text("text");
                 if text.trim().is_empty() {
@@ -201,14 +203,14 @@ impl View {
                 rows.extend(markdown::layout(text, self.width, m.reply, &self.theme));
                 rows
             }
-            "reasoning" => {
+            EventKind::Reasoning => {
                 let text = first_line(e.text("text"));
                 let style =
                     self.theme.style(Role::Dim).add_modifier(ratatui::style::Modifier::ITALIC);
                 let text = cut(&text, self.width.saturating_sub(2).max(4));
                 vec![Line::from(vec![Span::styled(m.reasoning, style), Span::styled(text, style)])]
             }
-            "tool.call" => {
+            EventKind::ToolCall => {
                 let name = cut(&first_line(e.text("name")), 40);
                 self.doing = Doing::Running(name.clone());
                 let input = first_line(&super::render::tool_input(e.fields.get("input")));
@@ -216,7 +218,7 @@ impl View {
                 self.pending.push(Pending { id: e.text("id").to_owned(), line, ts: e.ts.clone() });
                 Vec::new()
             }
-            "tool.result" => {
+            EventKind::ToolResult => {
                 self.doing = Doing::Thinking;
                 let at = self.pending.iter().position(|p| p.id == e.text("id"));
                 let Some(call) = at.map(|i| self.pending.remove(i)) else { return Vec::new() };
@@ -245,17 +247,17 @@ impl View {
                 }
                 rows
             }
-            "turn.ended" => {
+            EventKind::TurnEnded => {
                 self.doing = Doing::Resting;
                 self.pending.clear();
                 Vec::new()
             }
-            "turn.interrupted" => {
+            EventKind::TurnInterrupted => {
                 self.doing = Doing::Resting;
                 self.pending.clear();
                 vec![self.row("  ", "interrupted by you", Role::Dim)]
             }
-            "stimulus" => {
+            EventKind::Stimulus => {
                 self.doing = Doing::Thinking;
                 let what = match Source::parse(e.text("source")) {
                     Some(Source::Clock) => "the clock".to_owned(),
@@ -268,20 +270,20 @@ impl View {
                 };
                 vec![self.row("  ", &format!("woken by {what}"), Role::Dim)]
             }
-            "birth" => {
+            EventKind::Birth => {
                 self.doing = Doing::Waking;
                 vec![self.row("  ", "the birth letter", Role::Dim)]
             }
-            "generation.started" | "kernel.started" => {
+            EventKind::GenerationStarted | EventKind::KernelStarted => {
                 self.doing = Doing::Starting;
                 Vec::new()
             }
-            "generation.ready" => {
+            EventKind::GenerationReady => {
                 self.doing = Doing::Resting;
                 Vec::new()
             }
-            "model.retry" => self.retry(e),
-            "generation.exited" => {
+            EventKind::ModelRetry => self.retry(e),
+            EventKind::GenerationExited => {
                 self.pending.clear();
                 if matches!(self.doing, Doing::Mutating(_)) {
                     // The body left for its mutation: the gate goes on.
@@ -293,25 +295,25 @@ impl View {
                     s => vec![self.row(m.warn, &format!("the body ended ({s})"), Role::Warn)],
                 }
             }
-            "kernel.stopped" => {
+            EventKind::KernelStopped => {
                 self.doing = Doing::Starting;
                 self.pending.clear();
                 let why = first_line(e.text("reason"));
                 vec![self.row("  ", &format!("the kernel stopped {why}"), Role::Warn)]
             }
-            "kernel.notice" => {
+            EventKind::KernelNotice => {
                 let text = sanitize(e.text("text"));
                 let mut lines = text.trim_end().lines().map(str::to_owned);
                 let head = lines.next().unwrap_or_default();
                 self.block(Role::Accent, format!("kernel: {head}"), lines.collect())
             }
-            "mutation.requested" => {
+            EventKind::MutationRequested => {
                 self.doing = Doing::Mutating(None);
                 let c = short(e.text("candidate"));
                 self.candidate = c.clone();
                 vec![self.row("  ", &format!("asked for a mutation to {c}"), Role::Dim)]
             }
-            "mutation.check" => {
+            EventKind::MutationCheck => {
                 let check = first_line(e.text("check"));
                 let result = first_line(e.text("result"));
                 let secs = e.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
@@ -327,7 +329,7 @@ impl View {
                 };
                 vec![self.row("  ", &format!("gate {check} {said} {took}"), role)]
             }
-            "mutation.accepted" => {
+            EventKind::MutationAccepted => {
                 self.doing = Doing::Starting;
                 let head = format!(
                     "mutation accepted: {} → {}",
@@ -336,7 +338,7 @@ impl View {
                 );
                 self.block(Role::Good, head, Vec::new())
             }
-            "mutation.rejected" => {
+            EventKind::MutationRejected => {
                 let head = format!(
                     "mutation to {} rejected at gate {}",
                     short(e.text("candidate")),
@@ -344,11 +346,11 @@ impl View {
                 );
                 self.block(Role::Bad, head, last_lines(e.text("output"), 4))
             }
-            "generation.rolledback" => {
+            EventKind::GenerationRolledback => {
                 let head = format!("rolled back: {}", first_line(e.text("reason")));
                 self.block(Role::Warn, head, last_lines(e.text("stderr"), 3))
             }
-            "generation.sentback" => {
+            EventKind::GenerationSentback => {
                 let head = format!(
                     "sent back by you: {} → {}",
                     short(e.text("from")),
@@ -356,7 +358,16 @@ impl View {
                 );
                 self.block(Role::Warn, head, Vec::new())
             }
-            _ => Vec::new(),
+            // What this client shows nothing for, and that changes nothing
+            // it says of the agent.
+            EventKind::Usage
+            | EventKind::OfferRequested
+            | EventKind::Note
+            | EventKind::Log
+            | EventKind::EventsDropped
+            | EventKind::OfferAnswered
+            | EventKind::OfferPublished
+            | EventKind::SpeciesAccepted => Vec::new(),
         }
     }
 }

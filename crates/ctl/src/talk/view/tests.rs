@@ -154,3 +154,32 @@ fn a_retry_can_be_interrupted() {
     assert_eq!(view.doing, Doing::Retrying { retry: 3, at: Some(300_000) });
     assert!(view.doing.interruptible());
 }
+
+/// What talk shows is what the kinds say it shows: an event of every kind,
+/// with every field either client reads, prints something in one of the
+/// two forms exactly when its kind is [`EventKind::shown_in_talk`]; and
+/// the look back passes over unread only kinds that neither shows nor
+/// says anything of what the agent does.
+#[test]
+fn talk_shows_what_the_kinds_say() {
+    for &kind in EventKind::ALL {
+        let line = serde_json::json!({
+            "type": kind.name(), "seq": 1, "ts": "2026-01-01T00:00:00.000Z", "commit": "c0ffee",
+            "text": "words", "name": "bash", "id": "1", "input": {}, "output": "out",
+            "error": true, "status": "exit status 1", "source": "clock", "candidate": "abc",
+            "check": "build", "result": "failed", "from": "a", "to": "b", "reason": "why",
+            "message": "busy", "retry": 1, "seconds": 1, "kind": "k", "data": 1,
+        });
+        let e = ev(&line.to_string());
+        let mut view = View::new(Theme::new(false, true), 80);
+        view.event(&ev(r#"{"type":"tool.call","id":"1","name":"bash","input":{}}"#));
+        let full = !view.event(&e).is_empty();
+        let plain = crate::talk::render::render(&e, 80).is_some();
+        assert_eq!(full || plain, kind.shown_in_talk(), "{kind}: full {full}, plain {plain}");
+        let unread = crate::talk::turns::passed_over(kind);
+        assert!(!unread || !(full || plain), "{kind} is shown, yet passed over");
+    }
+    assert!(crate::talk::turns::passed_over(EventKind::Note));
+    assert!(!crate::talk::turns::passed_over(EventKind::TurnEnded));
+    assert!(!crate::talk::turns::passed_over(EventKind::Reply));
+}
