@@ -21,8 +21,8 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use teneral::events::SharedJournal;
 use teneral::gate::{Gate, Verdict};
-use teneral::journal::{writer::Journal, JOURNAL_PATH};
 use teneral::settings::Settings;
+use teneral_core::journal::{writer::Journal, JOURNAL_PATH};
 
 fn main() -> Result<()> {
     // The gate builds the body through the cage's helper, which is the
@@ -270,7 +270,7 @@ fn report(total: f64, steps: &[Value]) {
 }
 
 /// Changes one line of the workspace's body and commits it.
-fn one_line_change(home: &Path, text: &str) -> Result<teneral::commit::Commit> {
+fn one_line_change(home: &Path, text: &str) -> Result<teneral_core::commit::Commit> {
     let workspace = home.join(".teneral/candidate");
     let prompt = workspace.join("body/src/prompt.rs");
     let body = std::fs::read_to_string(&prompt)?;
@@ -282,7 +282,7 @@ fn one_line_change(home: &Path, text: &str) -> Result<teneral::commit::Commit> {
     std::fs::write(&prompt, changed)?;
     git(&workspace, &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qam", text])?;
     let out = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(&workspace).output()?;
-    Ok(teneral::commit::Commit::parse(String::from_utf8_lossy(&out.stdout).trim())?)
+    Ok(teneral_core::commit::Commit::parse(String::from_utf8_lossy(&out.stdout).trim())?)
 }
 
 fn journal_len(home: &Path) -> usize {

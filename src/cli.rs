@@ -160,7 +160,7 @@ pub enum Command {
         socket: PathBuf,
         #[arg(long)]
         home: PathBuf,
-        #[arg(long, value_parser = crate::commit::Commit::parse)]
-        commit: crate::commit::Commit,
+        #[arg(long, value_parser = teneral_core::commit::Commit::parse)]
+        commit: teneral_core::commit::Commit,
     },
 }

@@ -174,13 +174,13 @@ impl Cage {
                 };
                 if let Some(home) = body {
                     host::prepare_generation(home)?;
-                    crate::log::info(format!(
+                    teneral_core::log::info(format!(
                         "UNSAFE: {name} runs unconfined (TENERAL_UNSAFE_UNCONFINED=1 in .env): \
                          it can read your keys and change every file you can"
                     ));
                 }
                 if matches!(profile, Profile::Generation { .. }) {
-                    crate::log::info(format!(
+                    teneral_core::log::info(format!(
                         "UNSAFE: egress is not enforced for {name}: it has the host's network, \
                          every service on its loopback included, and TENERAL_EGRESS is not applied"
                     ));

@@ -54,7 +54,7 @@ pub fn shared(config: &Config) -> io::Result<SocketAddr> {
         return Ok(*addr);
     }
     let addr = on_thread("teneral-egress", config.clone(), |egress| egress)?;
-    crate::log::info(format!(
+    teneral_core::log::info(format!(
         "egress proxy on {addr}: generations reach {} through it",
         config.policy.describe()
     ));

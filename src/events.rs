@@ -6,10 +6,10 @@
 //! What the body can make the kernel hold is bounded ([`bounds`]): a few
 //! connections, one line at a time on each, a bounded sum of unfinished
 //! lines, and answers it must read. What each line costs is bounded before
-//! it is parsed ([`crate::journal::rules::check_cost`]), and how many lines
+//! it is parsed ([`teneral_core::journal::rules::check_cost`]), and how many lines
 //! of each class a generation may send a second ([`rate`]): the excess is
 //! dropped, counted and journaled as one `events.dropped` per flood. Each
-//! line is checked ([`crate::journal::rules`]), stamped with the generation's commit,
+//! line is checked ([`teneral_core::journal::rules`]), stamped with the generation's commit,
 //! appended and synced, and only then acknowledged. A refusal writes nothing
 //! and tells the body why. An owner line is journaled only if its file holds
 //! exactly the text the body sent, and its file is removed after the journal
@@ -35,14 +35,14 @@ pub use admit::{Admit, Peer, Refusal};
 pub use bounds::Bounds;
 pub use socket::{bind, home_id, socket_path, sockets_dir, sweep_stale, SOCKET_DIR_VAR};
 
-use crate::commit::Commit;
-use crate::journal::kind::EventKind;
-use crate::journal::rules::{check_cost, check_owner_file_name, check_shape, Accepted};
-use crate::journal::writer::Journal;
-use crate::log::{self, Priority};
-use crate::owner::OWNER_DIR;
 use bounds::{Budget, Hush, Lines, Next, Seat, Seats};
 use rate::{Class, Dropped, Rates, RATES};
+use teneral_core::commit::Commit;
+use teneral_core::journal::kind::EventKind;
+use teneral_core::journal::rules::{check_cost, check_owner_file_name, check_shape, Accepted};
+use teneral_core::journal::writer::Journal;
+use teneral_core::log::{self, Priority};
+use teneral_core::owner::OWNER_DIR;
 
 /// Longest line a body may send, newline not counted.
 pub const MAX_LINE: usize = Bounds::CHANNEL.line;
@@ -318,7 +318,7 @@ impl Channel {
             return Err(format!("owner line {name}: already taken in; it is in the journal"));
         }
         // Beneath the owner's directory, no link followed, a regular file only.
-        match crate::owner::read_file(&self.home, name) {
+        match teneral_core::owner::read_file(&self.home, name) {
             Ok(bytes) if bytes == text.as_bytes() => Ok(path),
             Ok(_) => Err(format!(
                 "owner line {name}: the text sent is not what the owner wrote; send the file's content exactly"
@@ -344,15 +344,15 @@ impl Channel {
             }
         };
         if let Some(path) = owner_file {
-            crate::crash::point("owner.journaled");
+            teneral_core::crash::point("owner.journaled");
             // A line whose file outlives this (a crash right here) is found
             // by the next start in the journal, and its file removed there.
             let removed = std::fs::remove_file(path).and_then(|()| match path.parent() {
-                Some(dir) => crate::fsutil::sync_dir(dir),
+                Some(dir) => teneral_core::fsutil::sync_dir(dir),
                 None => Ok(()),
             });
             match removed {
-                Ok(()) => crate::crash::point("owner.removed"),
+                Ok(()) => teneral_core::crash::point("owner.removed"),
                 Err(e) => log::info(format!(
                     "journaled owner line {} but could not remove it: {e}",
                     path.display()
@@ -362,7 +362,7 @@ impl Channel {
         // The channel's rules took only a kind a body sends.
         if let Some(known) = EventKind::named(&kind) {
             if known == EventKind::MutationRequested {
-                crate::crash::point("request.journaled");
+                teneral_core::crash::point("request.journaled");
             }
             self.tell(known, event, seq);
         }
@@ -449,8 +449,8 @@ fn first_line(text: &str) -> String {
 /// `teneral serve-events`: the channel of one generation without a
 /// supervisor, so a body can be tested against the kernel's real rules.
 pub async fn serve_alone(socket: &Path, home: &Path, commit: &Commit) -> std::io::Result<()> {
-    let journal =
-        Journal::open(&home.join(crate::journal::JOURNAL_PATH)).map_err(std::io::Error::other)?;
+    let journal = Journal::open(&home.join(teneral_core::journal::JOURNAL_PATH))
+        .map_err(std::io::Error::other)?;
     let listener = bind(socket)?;
     let (seen, mut drain) = mpsc::unbounded_channel();
     tokio::spawn(async move { while drain.recv().await.is_some() {} });

@@ -43,14 +43,15 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use serde_json::json;
 
-use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
-use crate::journal::EventKind;
 use crate::runner::{self, Limits, Runner};
 use crate::settings::Settings;
-use crate::status::{Doing, Reporter};
-use crate::{generation, log, repo};
+use crate::{generation, repo};
 use memo::Memo;
+use teneral_core::commit::{short, Commit};
+use teneral_core::journal::EventKind;
+use teneral_core::log;
+use teneral_core::status::{Doing, Reporter};
 
 /// The gate's working directories.
 pub const CHECKOUT_DIR: &str = ".teneral/gate/checkout";

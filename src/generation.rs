@@ -6,11 +6,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::commit::{short, Commit};
 use crate::runner::{self, Launch, Limits, Profile, RunError, Runner, Running};
 use crate::settings::{Protocol, Provider, Settings};
 use crate::spawn::{self, Spec};
-use crate::{confine, egress, log};
+use crate::{confine, egress};
+use teneral_core::commit::{short, Commit};
+use teneral_core::log;
 
 /// Where built bodies are kept, one directory per commit.
 pub const BIN_DIR: &str = ".teneral/bin";
@@ -82,7 +83,7 @@ pub async fn build(
         spec.env = env.clone();
         spec
     };
-    let place = crate::commit::short(&target_id(&target)).to_owned();
+    let place = teneral_core::commit::short(&target_id(&target)).to_owned();
     let unit = |step| runner::systemd::build_unit(commit, step, &place);
     let mut build = Launch::new(cargo(&["build", "--release", "--locked"]), *limits);
     if runner.caged() {
@@ -123,7 +124,7 @@ pub async fn build(
 /// regular file only, and kept executable by its owner alone.
 pub(crate) fn copy_built(target: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut built = crate::fsutil::open_beneath(target, Path::new("release/teneral-body"))?;
+    let mut built = teneral_core::fsutil::open_beneath(target, Path::new("release/teneral-body"))?;
     let mut out =
         std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o755).open(to)?;
     std::io::copy(&mut built, &mut out)?;

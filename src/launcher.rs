@@ -27,23 +27,24 @@ use contract::{EXIT_NEXT_KERNEL, EXIT_UPDATE_INSTALL, LAUNCHER_VERSION};
 use kernels::Which;
 use trial::{After, End, Trial};
 
-use crate::commit::{short, Commit};
+use crate::repo;
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::spawn::Exit;
-use crate::{log, repo};
+use teneral_core::commit::{short, Commit};
+use teneral_core::log;
 
 /// Why the launcher could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error(transparent)]
-    Lock(#[from] crate::lock::LockError),
+    Lock(#[from] teneral_core::lock::LockError),
     #[error(transparent)]
-    State(#[from] crate::state::StateError),
+    State(#[from] teneral_core::state::StateError),
     #[error(transparent)]
     Repo(#[from] repo::RepoError),
     #[error(transparent)]
-    Journal(#[from] crate::journal::writer::JournalError),
+    Journal(#[from] teneral_core::journal::writer::JournalError),
     #[error(transparent)]
     Trial(#[from] trial::TrialError),
     #[error(transparent)]
@@ -205,7 +206,7 @@ fn next_without_change() -> LaunchError {
 /// The current generation, as the state says (none yet: the kernel starts
 /// from HEAD).
 fn current(home: &Path) -> Result<Option<Commit>, LaunchError> {
-    Ok(crate::state::State::load(home)?.generation)
+    Ok(teneral_core::state::State::load(home)?.generation)
 }
 
 /// The trial, when it is about `generation`. One about another generation

@@ -2,12 +2,8 @@
 //!
 //! One module per concept (docs/design.md). The binaries in `src/bin/` are
 //! thin: they parse arguments and call in here. What the kernel shares with
-//! its clients lives in `teneral-core` (crates/core) and is re-exported here
-//! under its old names.
-pub use teneral_core::{
-    back_request, commit, crash, fsutil, generations, journal, lock, log, owner, scorecard, state,
-    status,
-};
+//! its clients lives in `teneral-core` (crates/core) and is named from there
+//! (`teneral_core::journal`), the one spelling of each item.
 pub mod cli;
 pub mod confine;
 pub mod egress;

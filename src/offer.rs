@@ -24,9 +24,9 @@ use teneral_offer::approve::Refused;
 use teneral_offer::publish::{self, PublishError};
 use teneral_offer::{key, sign};
 
-use crate::commit::Commit;
-use crate::journal::EventKind;
 use crate::runner::{Limits, Runner};
+use teneral_core::commit::Commit;
+use teneral_core::journal::EventKind;
 
 /// What an answer says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +154,7 @@ pub fn spawn_answer(
     let handle = tokio::runtime::Handle::current();
     teneral_offer::git::start_with(git::through_spawn);
     tokio::task::spawn_blocking(move || {
-        crate::crash::point("offer.answering");
+        teneral_core::crash::point("offer.answering");
         let gates = |signed: &Commit| handle.block_on(run_gates(&home, &runner, signed));
         let (fields, done) = match take(&handle, &runner, &home, &generation, &offered, limits) {
             Ok(()) => answer_gated(&home, request, &name, &offered, Some(&gates)),
@@ -164,7 +164,7 @@ pub fn spawn_answer(
             let mut event = publish::event(&done);
             event["request"] = json!(request);
             crate::events::kernel_event(&journal, &generation, EventKind::OfferPublished, event);
-            crate::crash::point("offer.published.journaled");
+            teneral_core::crash::point("offer.published.journaled");
         }
         crate::events::kernel_event(&journal, &generation, EventKind::OfferAnswered, fields);
     });

@@ -24,13 +24,13 @@ pub mod table;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::commit::Commit;
-use crate::journal::{parse_line, JOURNAL_PATH};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
 use crate::{generation, repo};
 use stimuli::{Collector, NameError, Named};
 pub use table::Report;
+use teneral_core::commit::Commit;
+use teneral_core::journal::{parse_line, JOURNAL_PATH};
 
 /// How long one run may last when `TENERAL_SMOKE_SECONDS` is 0 (no limit
 /// for the smoke run; a replay of many stimuli needs one).
@@ -167,11 +167,12 @@ async fn smoke(ground: &run::Ground<'_>, commit: &Commit, binary: &Path) -> Resu
 fn read_journal(
     home: &Path,
     last: usize,
-) -> Result<(Vec<stimuli::Stimulus>, crate::generations::Lineage), ReplayError> {
+) -> Result<(Vec<stimuli::Stimulus>, teneral_core::generations::Lineage), ReplayError> {
     let path = home.join(JOURNAL_PATH);
     let failed = |source| ReplayError::Journal { path: path.clone(), source };
-    let file = crate::journal::open_file(&path, crate::journal::Access::Read).map_err(failed)?;
-    let mut lines = crate::journal::Forwards::new(file);
+    let file = teneral_core::journal::open_file(&path, teneral_core::journal::Access::Read)
+        .map_err(failed)?;
+    let mut lines = teneral_core::journal::Forwards::new(file);
     let mut collector = Collector::new(last);
     while let Some(line) = lines.next_line().map_err(failed)? {
         if let Some(event) = parse_line(line) {

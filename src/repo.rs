@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use git2::build::{CheckoutBuilder, RepoBuilder};
 use git2::{BranchType, Oid, Repository};
 
-use crate::commit::Commit;
+use teneral_core::commit::Commit;
 
 pub const LIVE_DIR: &str = ".teneral/live";
 pub const CANDIDATE_DIR: &str = ".teneral/candidate";
@@ -94,12 +94,12 @@ pub fn reset_live(repo: &Repository, home: &Path, commit: Oid) -> Result<PathBuf
 pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), RepoError> {
     // The old tree is renamed away and removed in the background: a gate
     // check's checkout holds its tests' leftovers, seconds of unlinking.
-    crate::fsutil::discard_dir(dir).map_err(|source| RepoError::Io {
+    teneral_core::fsutil::discard_dir(dir).map_err(|source| RepoError::Io {
         what: "cannot remove",
         path: dir.to_owned(),
         source,
     })?;
-    crate::crash::point("checkout.discarded");
+    teneral_core::crash::point("checkout.discarded");
     let checkout = Repository::init(dir).map_err(git("init a checkout", dir))?;
     // Written every time, so a moved individual directory mends itself.
     let objects = repo.commondir().join("objects");
@@ -112,7 +112,7 @@ pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), Rep
         std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
     }
     let line = format!("{}\n", objects.display());
-    crate::fsutil::write_atomic(&alternates, line.as_bytes())
+    teneral_core::fsutil::write_atomic(&alternates, line.as_bytes())
         .map_err(io("cannot write", &alternates))?;
     // Reopen so libgit2 reads the alternates just written.
     let checkout = Repository::open(dir).map_err(git("open a checkout", dir))?;
@@ -199,7 +199,7 @@ pub fn remove_stale_lineage_lock(repo: &Repository) -> Result<bool, RepoError> {
     match std::fs::remove_file(&lock) {
         Ok(()) => {
             if let Some(dir) = lock.parent() {
-                crate::fsutil::sync_dir(dir).map_err(|source| RepoError::Io {
+                teneral_core::fsutil::sync_dir(dir).map_err(|source| RepoError::Io {
                     what: "sync",
                     path: dir.into(),
                     source,

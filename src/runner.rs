@@ -40,11 +40,11 @@ use tail::Tails;
 pub use crate::confine::{Cage, Profile};
 pub use limits::Limits;
 
-use crate::log;
 use crate::settings::RunnerChoice;
 use crate::spawn::{self, Exit, Spec};
-use crate::state::BodyProcess;
 use systemd::{Systemd, SystemdError, Unit};
+use teneral_core::log;
+use teneral_core::state::BodyProcess;
 
 /// One child to start: what it runs, the cage profile it runs in (`None`:
 /// no cage, for what runs none of the agent's code, such as `cargo fetch`),

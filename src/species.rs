@@ -32,12 +32,12 @@ use std::time::Duration;
 
 use git2::{Oid, Repository};
 
-use crate::commit::Commit;
 use crate::events::SharedJournal;
 use crate::settings::Settings;
 pub use consent::{take_in as take_in_accepts, Accepted, Record, SPECIES_FILE};
 pub use rule::Refusal;
 pub use signers::SIGNERS_FILE;
+use teneral_core::commit::Commit;
 pub use upstream::FETCH_LIMIT;
 
 /// What one judgement reads.
@@ -85,7 +85,7 @@ pub async fn judge(
     candidate: Oid,
 ) -> Result<Judgement, Refusal> {
     if let Err(e) = take_in_accepts(ctx.home, ctx.journal, &crate::repo::commit_of(running)) {
-        crate::log::info(format!("species: acceptances not taken in: {e}"));
+        teneral_core::log::info(format!("species: acceptances not taken in: {e}"));
     }
     let changed = history::differing_outside(ctx.repo, running, candidate)
         .map_err(|e| git_refusal("diff", e))?;
@@ -178,6 +178,6 @@ fn launcher_for(ctx: &SpeciesContext<'_>, species: &Commit) -> Result<(), Refusa
 fn ask(home: &Path, mut record: Record, species: &Commit) {
     record.asked = Some(species.to_string());
     if let Err(e) = record.save(home) {
-        crate::log::info(format!("species: {e}"));
+        teneral_core::log::info(format!("species: {e}"));
     }
 }

@@ -10,7 +10,7 @@
 //! SIGHUP carries the owner's request to go back (`teneralctl back`).
 //! SIGTERM and SIGINT stop the body (SIGTERM, a grace, SIGKILL to all of it),
 //! then the kernel. The body runs through the [`Runner`] chosen at the start;
-//! what the kernel does is said through [`crate::status`] (STATUS, the file
+//! what the kernel does is said through [`teneral_core::status`] (STATUS, the file
 //! `.teneral/status`); READY=1 once the journal and owner's channel are open.
 
 mod counts;
@@ -27,18 +27,19 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::generation;
-use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 use crate::lifecycle::{Decision, Lifecycle, RunCounts, Windows};
 use crate::runner::{Limits, Runner};
 use crate::settings::Settings;
-use crate::state::{State, Stopped};
-use crate::status::{Doing, Reporter};
-use crate::{lock, log, repo, spawn};
+use crate::{repo, spawn};
 use model::{random_key, Model};
 use run::{RunEnd, RunOf};
+use teneral_core::commit::{short, Commit};
+use teneral_core::journal::{writer::Journal, EventKind, JOURNAL_PATH};
+use teneral_core::state::{State, Stopped};
+use teneral_core::status::{Doing, Reporter};
+use teneral_core::{lock, log};
 use verdict::answer_undecided;
 
 /// `teneral run` ended because it was asked to.
@@ -54,11 +55,11 @@ pub enum KernelError {
     #[error(transparent)]
     Settings(#[from] crate::settings::SettingsError),
     #[error(transparent)]
-    State(#[from] crate::state::StateError),
+    State(#[from] teneral_core::state::StateError),
     #[error(transparent)]
     Repo(#[from] repo::RepoError),
     #[error(transparent)]
-    Journal(#[from] crate::journal::writer::JournalError),
+    Journal(#[from] teneral_core::journal::writer::JournalError),
     #[error(transparent)]
     Run(#[from] crate::runner::RunError),
     #[error(transparent)]
@@ -219,7 +220,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     if let Some(warming) = k.warming.take() {
         warming.abort();
     }
-    crate::crash::point("stop.sweeping");
+    teneral_core::crash::point("stop.sweeping");
     spawn::sweep_leftover_groups(&k.home);
     k.state.body = None;
     k.state.save(&k.home)?;
@@ -329,7 +330,7 @@ impl Kernel {
         let mut life = match trial {
             Some(t) => {
                 let due = t.reply_by.map(|ms| {
-                    let left = ms.saturating_sub(crate::state::unix_ms_now());
+                    let left = ms.saturating_sub(teneral_core::state::unix_ms_now());
                     std::time::Instant::now() + Duration::from_millis(left)
                 });
                 Lifecycle::resume_trial(self.windows(), can_roll_back, due)
@@ -364,7 +365,7 @@ impl Kernel {
                         EventKind::GenerationSentback,
                         json!({"from": commit, "to": to, "by": "owner"}),
                     );
-                    crate::crash::point("sentback.journaled");
+                    teneral_core::crash::point("sentback.journaled");
                     Next::Switch { to, trial: false }
                 }
                 RunEnd::Decided { decision, requested, tail } => {

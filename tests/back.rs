@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use teneral::journal::writer::Journal;
-use teneral::journal::EventKind;
-use teneral::state::{State, Stopped};
+use teneral_core::journal::writer::Journal;
+use teneral_core::journal::EventKind;
+use teneral_core::state::{State, Stopped};
 
 use crate::common::*;
 
@@ -95,8 +95,8 @@ fn back_with_the_kernel_down_goes_to_the_generation_before_and_stays_down() -> T
     let (ind, c) = three_generations()?;
     let stopped = Stopped { reason: "stopped by the owner".into(), status: 0, at: "t".into() };
     let state = State {
-        generation: Some(teneral::commit::Commit::parse(&c[2])?),
-        previous: Some(teneral::commit::Commit::parse(&c[1])?),
+        generation: Some(teneral_core::commit::Commit::parse(&c[2])?),
+        previous: Some(teneral_core::commit::Commit::parse(&c[1])?),
         body: None,
         stopped: Some(stopped.clone()),
         pending: None,
@@ -114,7 +114,7 @@ fn back_with_the_kernel_down_goes_to_the_generation_before_and_stays_down() -> T
     assert_eq!(state.previous, None, "no step back after the owner's choice");
     assert_eq!(state.stopped, Some(stopped), "the rest of the state is kept");
     assert_eq!(last_event(&ind), sent_back(10, &c[2], &c[1]));
-    assert!(!teneral::lock::is_held(ind.path()), "the lock is let go");
+    assert!(!teneral_core::lock::is_held(ind.path()), "the lock is let go");
 
     // Again: one further back, to the birth generation; then nothing more.
     let (status, _, err) = back(ind.path(), &[])?;
@@ -216,13 +216,13 @@ fn back_refuses_what_it_may_not_go_to_and_changes_nothing() -> TestResult {
 /// A running kernel, as `back` sees one: the lock held (by this test) and
 /// naming a process (a sleeping child) that takes the SIGHUP.
 struct FakeKernel {
-    _lock: teneral::lock::Lock,
+    _lock: teneral_core::lock::Lock,
     child: std::process::Child,
 }
 
 impl FakeKernel {
     fn start(home: &Path) -> Result<FakeKernel, Box<dyn std::error::Error>> {
-        let lock = teneral::lock::acquire(home)?;
+        let lock = teneral_core::lock::acquire(home)?;
         let mut sleep = Command::new("sleep");
         sleep.arg("60").stdin(Stdio::null());
         // Whatever started the tests may ignore SIGHUP (nohup); the stand-in
@@ -234,7 +234,7 @@ impl FakeKernel {
             });
         }
         let child = sleep.spawn()?;
-        std::fs::write(home.join(teneral::lock::LOCK_PATH), format!("{}\n", child.id()))?;
+        std::fs::write(home.join(teneral_core::lock::LOCK_PATH), format!("{}\n", child.id()))?;
         Ok(FakeKernel { _lock: lock, child })
     }
 
@@ -269,14 +269,14 @@ fn back_with_a_kernel_running_asks_it_and_waits_for_its_answer() -> TestResult {
         .stderr(Stdio::piped())
         .spawn()?;
     assert_eq!(kernel.signalled(), Some(libc_sighup()), "the kernel gets SIGHUP");
-    let request = ind.path().join(teneral::back_request::BACK_REQUEST);
+    let request = ind.path().join(teneral_core::back_request::BACK_REQUEST);
     let asked: Value = serde_json::from_slice(&std::fs::read(&request)?)?;
     assert_eq!(asked, json!({"to": c[1]}));
 
     // The kernel's side: take the request, switch, journal the send-back.
-    assert_eq!(teneral::back_request::read_request(ind.path())?, Some(c[1].clone()));
+    assert_eq!(teneral_core::back_request::read_request(ind.path())?, Some(c[1].clone()));
     assert!(!request.exists(), "taking the request removes it");
-    assert_eq!(teneral::back_request::read_request(ind.path())?, None);
+    assert_eq!(teneral_core::back_request::read_request(ind.path())?, None);
     let fields = json!({"from": c[2], "to": c[1], "by": "owner"});
     kernel_writes(ind.path(), &[(&c[2], "generation.sentback", fields)])?;
 
@@ -296,7 +296,7 @@ fn a_kernel_that_does_not_answer_has_the_request_withdrawn() -> TestResult {
     let (status, out, err) = back(ind.path(), &["--wait", "1"])?;
     assert_eq!(status, Some(1), "{out}");
     assert!(err.contains("did not answer within 1 s") && err.contains("withdrawn"), "{err}");
-    assert!(!ind.path().join(teneral::back_request::BACK_REQUEST).exists());
+    assert!(!ind.path().join(teneral_core::back_request::BACK_REQUEST).exists());
     assert_eq!(kernel.signalled(), Some(libc_sighup()));
     Ok(())
 }
@@ -304,10 +304,10 @@ fn a_kernel_that_does_not_answer_has_the_request_withdrawn() -> TestResult {
 #[test]
 fn a_request_that_is_not_one_is_removed_and_refused() -> TestResult {
     let (ind, _) = three_generations()?;
-    let request = ind.path().join(teneral::back_request::BACK_REQUEST);
+    let request = ind.path().join(teneral_core::back_request::BACK_REQUEST);
     std::fs::create_dir_all(request.parent().ok_or("no parent")?)?;
     std::fs::write(&request, r#"{"to": "abc"}"#)?;
-    let err = teneral::back_request::read_request(ind.path()).err().map(|e| e.to_string());
+    let err = teneral_core::back_request::read_request(ind.path()).err().map(|e| e.to_string());
     assert!(err.as_deref().unwrap_or_default().contains("40 hex digits"), "{err:?}");
     assert!(!request.exists());
     Ok(())
@@ -324,8 +324,8 @@ fn back_with_the_kernel_down_killed_at_either_write_is_journaled_and_finished_by
     for point in ["journal.synced", "state.saved"] {
         let (ind, c) = three_buildable_generations()?;
         let state = State {
-            generation: Some(teneral::commit::Commit::parse(&c[2])?),
-            previous: Some(teneral::commit::Commit::parse(&c[1])?),
+            generation: Some(teneral_core::commit::Commit::parse(&c[2])?),
+            previous: Some(teneral_core::commit::Commit::parse(&c[1])?),
             body: None,
             stopped: None,
             pending: None,
@@ -336,7 +336,7 @@ fn back_with_the_kernel_down_killed_at_either_write_is_journaled_and_finished_by
         let out = Command::new(teneralctl())
             .args(["back", "--dir"])
             .arg(ind.path())
-            .env(teneral::crash::CRASH_VAR, point)
+            .env(teneral_core::crash::CRASH_VAR, point)
             .output()?;
         assert_eq!(out.status.signal(), Some(9), "killed at {point}: {out:?}");
         assert_eq!(last_event(&ind), sent_back(10, &c[2], &c[1]), "journaled first, at {point}");

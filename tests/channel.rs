@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use teneral::commit::Commit;
 use teneral::events::MAX_LINE;
+use teneral_core::commit::Commit;
 
 use crate::common::*;
 

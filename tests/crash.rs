@@ -55,7 +55,7 @@ pub fn temp_leftovers(home: &Path) -> Vec<String> {
             let name = entry.file_name().to_string_lossy().into_owned();
             if kind.is_dir() && name != "target" {
                 dirs.push(entry.path());
-            } else if kind.is_file() && teneral::fsutil::is_temp_name(&name) {
+            } else if kind.is_file() && teneral_core::fsutil::is_temp_name(&name) {
                 found.push(entry.path().display().to_string());
             }
         }
@@ -90,7 +90,7 @@ fn an_owner_line_is_journaled_once_when_the_kernel_dies_before_its_file_goes() -
     let mut name = String::new();
     die_at(&ind, "owner.journaled", || {
         ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-        name = teneral::owner::write_line(ind.path(), "are you there?")?;
+        name = teneral_core::owner::write_line(ind.path(), "are you there?")?;
         Ok(())
     })?;
     assert!(ind.owner_files().contains(&name), "the kill came before the file went");
@@ -128,7 +128,7 @@ fn an_owner_line_unanswered_at_a_clean_stop_is_named_before_the_kernel_stops() -
     let ind = Individual::with_mode("silent", "", &[])?;
     let mut kernel = ind.start()?;
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-    let name = teneral::owner::write_line(ind.path(), "will you answer?")?;
+    let name = teneral_core::owner::write_line(ind.path(), "will you answer?")?;
     let line = ind.wait_for("the owner line", SHORT, |e| {
         e["type"] == "owner.line" && e["file"] == name.as_str()
     })?;
@@ -157,7 +157,7 @@ fn a_mutation_requested_just_before_a_kill_is_answered_once() -> TestResult {
     let candidate = "1234567890abcdef1234567890abcdef12345678";
     die_at(&ind, "request.journaled", || {
         ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-        teneral::owner::write_line(ind.path(), candidate)?;
+        teneral_core::owner::write_line(ind.path(), candidate)?;
         Ok(())
     })?;
     let request = ind.events("mutation.requested").pop().expect("the request was journaled");
@@ -195,7 +195,7 @@ fn a_trial_keeps_its_due_time_across_a_restart() -> TestResult {
     assert_eq!(back["to"], base.as_str(), "{back}");
     let reason = back["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("reply"), "the trial's rule, not a crash: {reason}");
-    let now_ms = teneral::state::unix_ms_now();
+    let now_ms = teneral_core::state::unix_ms_now();
     assert!(now_ms >= due, "not before the due time");
     ind.wait_for("the base generation running", SHORT, |e| {
         e["type"] == "generation.ready" && e["commit"] == base.as_str()
@@ -222,7 +222,7 @@ fn an_accepted_mutation_stays_accepted_when_the_kernel_dies_after_its_verdict() 
         std::fs::write(&main, text)?;
         v2 = commit_all(&workspace, "v2")?;
         give_to_individual(ind.path(), &workspace)?;
-        teneral::owner::write_line(ind.path(), &v2)?;
+        teneral_core::owner::write_line(ind.path(), &v2)?;
         Ok(())
     })?;
     let accepted = ind.events("mutation.accepted").pop().expect("the verdict was journaled");
@@ -238,7 +238,7 @@ fn an_accepted_mutation_stays_accepted_when_the_kernel_dies_after_its_verdict() 
     assert_eq!(lineage_of(ind.path()).as_deref(), Some(v2.as_str()));
     let verdicts = verdicts_of(&ind.journal(), &accepted["request"]);
     assert_eq!(verdicts.len(), 1, "never 'nothing decided' after an accept: {verdicts:?}");
-    teneral::owner::write_line(ind.path(), "who are you now?")?;
+    teneral_core::owner::write_line(ind.path(), "who are you now?")?;
     let reply =
         ind.wait_for("v2's reply", LONG, |e| e["type"] == "reply" && e["commit"] == v2.as_str())?;
     assert!(reply["text"].as_str().unwrap_or("").starts_with("v2: "), "{reply}");
@@ -272,7 +272,7 @@ fn no_compiler_of_a_gate_check_outlives_the_kernel() -> TestResult {
     )?;
     let candidate = commit_all(&workspace, "a slow build script")?;
     give_to_individual(ind.path(), &workspace)?;
-    teneral::owner::write_line(ind.path(), &candidate)?;
+    teneral_core::owner::write_line(ind.path(), &candidate)?;
     let end = std::time::Instant::now() + LONG;
     let sleeper = loop {
         let found = processes_under(ind.path());
@@ -308,7 +308,7 @@ fn a_start_killed_as_it_answers_a_left_request_answers_it_once() -> TestResult {
     let candidate = "fedcba0987654321fedcba0987654321fedcba09";
     die_at(&ind, "request.journaled", || {
         ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-        teneral::owner::write_line(ind.path(), candidate)?;
+        teneral_core::owner::write_line(ind.path(), candidate)?;
         Ok(())
     })?;
     let request = ind.events("mutation.requested").pop().expect("the request was journaled");

@@ -39,7 +39,7 @@ fn child_takes_one_commit() {
             .with_runtime_max(Some(Duration::from_secs(120)));
         // Text that is no commit never reaches the fetch: the kernel takes
         // a `Commit`, and the channel refuses a request naming anything else.
-        let commit = match teneral::commit::Commit::parse(&commit) {
+        let commit = match teneral_core::commit::Commit::parse(&commit) {
             Ok(commit) => commit,
             Err(e) => return println!("\nREFUSED {e}"),
         };

@@ -72,7 +72,7 @@ fn started(env: &[&str]) -> Result<(Individual, Kernel, String), Box<dyn std::er
 
 /// Asks for `commit` and waits for the answer about it.
 fn ask(ind: &Individual, commit: &str) -> Result<Value, Box<dyn std::error::Error>> {
-    teneral::owner::write_line(ind.path(), commit)?;
+    teneral_core::owner::write_line(ind.path(), commit)?;
     Ok(ind.wait_for("the verdict", LONG, |e| {
         (e["type"] == "mutation.rejected" || e["type"] == "mutation.accepted")
             && (e["candidate"] == commit || e["to"] == commit)

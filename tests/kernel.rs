@@ -74,7 +74,7 @@ fn a_torn_last_line_is_tolerated() -> TestResult {
     std::fs::write(ind.path().join("memory/journal.jsonl"), format!("{old}\n{{\"type\":\"repl"))?;
     let _kernel = ind.start()?;
     ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
-    teneral::owner::write_line(ind.path(), "hello after a crash")?;
+    teneral_core::owner::write_line(ind.path(), "hello after a crash")?;
     let reply =
         ind.wait_for("a reply", LONG, |e| e["type"] == "reply" && e["text"] == "still here")?;
     assert!(reply["seq"].as_u64() > Some(1), "numbering goes on after the whole line: {reply}");
@@ -130,7 +130,7 @@ fn a_line_written_while_down_is_answered_after_the_start() -> TestResult {
         ind.path().join("script.jsonl"),
         r#"{"expect": "are you there", "reply": "yes, I am back"}"#,
     )?;
-    let name = teneral::owner::write_line(ind.path(), "are you there")?;
+    let name = teneral_core::owner::write_line(ind.path(), "are you there")?;
     std::thread::sleep(Duration::from_millis(300));
     assert!(ind.owner_files().contains(&name), "nobody takes it in while the kernel is down");
     let _kernel = ind.start()?;
@@ -197,7 +197,7 @@ fn an_owner_line_is_journaled_only_as_the_owner_wrote_it() -> TestResult {
     while !socket.exists() && std::time::Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let name = teneral::owner::write_line(home, "the owner's words")?;
+    let name = teneral_core::owner::write_line(home, "the owner's words")?;
     let ask = |line: String| -> Result<Value, Box<dyn std::error::Error>> {
         let mut stream = UnixStream::connect(&socket)?;
         stream.set_read_timeout(Some(SHORT))?;

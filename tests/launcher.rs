@@ -84,7 +84,7 @@ pub(crate) fn promoted(
     ind: &Individual,
     commit: &str,
 ) -> Result<Value, Box<dyn std::error::Error>> {
-    teneral::owner::write_line(ind.path(), commit)?;
+    teneral_core::owner::write_line(ind.path(), commit)?;
     let verdict = ind.wait_for("the verdict", LONG, |e| {
         (e["type"] == "mutation.rejected" && e["candidate"] == commit)
             || (e["type"] == "mutation.accepted" && e["to"] == commit)
@@ -179,7 +179,7 @@ fn a_species_kernel_is_built_from_live_and_runs_the_new_generation() -> TestResu
     assert_eq!(started.len(), 2, "{started:?}");
     assert_eq!(started[1]["commit"], v2.as_str());
     // The new generation serves the owner.
-    teneral::owner::write_line(ind.path(), "who are you now?")?;
+    teneral_core::owner::write_line(ind.path(), "who are you now?")?;
     ind.wait_for("a reply under the new kernel", SHORT, |e| {
         e["type"] == "reply" && e["commit"] == v2.as_str()
     })?;

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use teneral::commit::Commit;
+use teneral_core::commit::Commit;
 use teneral_testkit::forge;
 
 use crate::common::{run_within, QUICK};
@@ -128,7 +128,7 @@ fn the_seed_bodys_offer_tool_is_answered_once_through_the_channel() -> crate::co
     let ind = Individual::seed(SCRIPT, &["TENERAL_UPSTREAM=lineage/local"])?;
     let _kernel = ind.start()?;
     ind.wait_for("the birth turn", long, |e| e["type"] == "turn.ended")?;
-    teneral::owner::write_line(ind.path(), "Offer your kinder prompt to the species.")?;
+    teneral_core::owner::write_line(ind.path(), "Offer your kinder prompt to the species.")?;
     let asked = ind.wait_for("the request", long, |e| e["type"] == "offer.requested")?;
     let answer = ind.wait_for("the answer", long, |e| e["type"] == "offer.answered")?;
     assert_eq!(answer["request"], asked["seq"], "{answer}");

@@ -79,14 +79,14 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
     ind.wait_for("the birth turn", wait, |e| e["type"] == "turn.ended")?;
     // Generation B, through the gate: the same body, calling a tool first.
     let to = candidate(home, "tool-first")?;
-    teneral::owner::write_line(home, &to)?;
+    teneral_core::owner::write_line(home, &to)?;
     let verdict = ind.wait_for("the verdict", wait, |e| {
         e["type"] == "mutation.rejected" || e["type"] == "mutation.accepted"
     })?;
     assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
     // B lives the five lines; what the model answered is in the journal.
     for (i, line) in LINES.iter().enumerate() {
-        teneral::owner::write_line(home, line)?;
+        teneral_core::owner::write_line(home, line)?;
         ind.wait_for("its answer", wait, |e| {
             e["type"] == "reply" && e["text"] == ANSWERS[i] && e["commit"] == to.as_str()
         })?;

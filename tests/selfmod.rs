@@ -26,7 +26,7 @@ fn the_seed_body_rewrites_itself_and_the_next_generation_runs_the_change() -> Te
     let base = ind.head()?;
     let _kernel = ind.start()?;
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-    teneral::owner::write_line(
+    teneral_core::owner::write_line(
         ind.path(),
         "Please change yourself: call yourself second of your line.",
     )?;

@@ -16,8 +16,8 @@ use fixture::{git, git_status, Res, World};
 const KERNEL_V1: (&str, &str) = ("src/kernel.rs", "fn main() { println!(\"v1\"); }\n");
 const BODY_EDIT: (&str, &str) = ("body/main.rs", "fn body() { /* better */ }\n");
 
-fn commit(hex: &str) -> teneral::commit::Commit {
-    teneral::commit::Commit::parse(hex).expect("a full commit id")
+fn commit(hex: &str) -> teneral_core::commit::Commit {
+    teneral_core::commit::Commit::parse(hex).expect("a full commit id")
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn in_a_shallow_clone_the_refusal_says_to_unshallow() -> Res<()> {
     let url = w.host.url("species.git");
     git(w.dir.path(), &["clone", "-q", "--depth", "1", "-b", "lineage", &url, "home"])?;
     w.journal = std::sync::Arc::new(std::sync::Mutex::new(
-        teneral::journal::writer::Journal::open(&w.home.join("memory/journal.jsonl"))?,
+        teneral_core::journal::writer::Journal::open(&w.home.join("memory/journal.jsonl"))?,
     ));
     w.publish(&[("src/kernel.rs", "fn main() { println!(\"v2\"); }\n")], None)?;
     git(&w.ws, &["fetch", "-q", &w.bare.to_string_lossy(), "+lineage:refs/tmp/lineage"])?;

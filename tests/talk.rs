@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use teneral::owner::OWNER_DIR;
+use teneral_core::owner::OWNER_DIR;
 use teneralctl::talk::{session, TalkOptions};
 
 /// The same clients against a running kernel on the stand-in.
@@ -155,8 +155,8 @@ fn await_owner_file(home: &Path, ext: &str, seen: &[String]) -> String {
 }
 
 /// Holds the kernel's lock, as a running kernel does, while it lives.
-fn hold_kernel_lock(home: &Path) -> teneral::lock::Lock {
-    teneral::lock::acquire(home).expect("no one else holds the kernel lock of a fresh home")
+fn hold_kernel_lock(home: &Path) -> teneral_core::lock::Lock {
+    teneral_core::lock::acquire(home).expect("no one else holds the kernel lock of a fresh home")
 }
 
 fn home() -> tempfile::TempDir {

@@ -220,7 +220,7 @@ fn owner_lines(
         // journal is read for its `owner.line`.
         let mark = watch.mark();
         let start = Instant::now();
-        let name = teneral::owner::write_line(home, &format!("{text} {i}"))?;
+        let name = teneral_core::owner::write_line(home, &format!("{text} {i}"))?;
         let needle = format!(r#""file":"{name}""#);
         watch.until(mark, Duration::from_secs(30), kernel, |t| t.contains(&needle))?;
         latencies.push(start.elapsed());

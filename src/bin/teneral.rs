@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             ));
         }
         Command::CrashPoints => {
-            for (name, what) in teneral::crash::POINTS {
+            for (name, what) in teneral_core::crash::POINTS {
                 println!("{name}\t{what}");
             }
             return ExitCode::SUCCESS;

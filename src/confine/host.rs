@@ -199,7 +199,7 @@ pub fn prepare_generation(home: &Path) -> io::Result<()> {
         std::fs::remove_dir_all(&tmp)?;
     }
     std::fs::create_dir_all(&tmp)?;
-    for held in [crate::journal::JOURNAL_PATH, crate::scorecard::SCORECARD_PATH] {
+    for held in [teneral_core::journal::JOURNAL_PATH, teneral_core::scorecard::SCORECARD_PATH] {
         std::fs::OpenOptions::new().create(true).append(true).open(home.join(held))?;
     }
     Ok(())

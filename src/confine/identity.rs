@@ -204,7 +204,7 @@ impl Registry {
         if changed {
             // Synced with its directory: an identity handed out is never
             // handed out again after a power cut.
-            crate::fsutil::write_atomic(&self.path, &registry_text(&entries))
+            teneral_core::fsutil::write_atomic(&self.path, &registry_text(&entries))
                 .map_err(io("replace", &self.path))?;
         }
         drop(lock);

@@ -61,8 +61,10 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
     // are forwarded in (`Profile::Generation`'s ports).
     let mut plan = Plan::empty("generation", Net::Loopback);
     plan.rules = rules;
-    plan.readonly =
-        vec![home.join(crate::journal::JOURNAL_PATH), home.join(crate::scorecard::SCORECARD_PATH)];
+    plan.readonly = vec![
+        home.join(teneral_core::journal::JOURNAL_PATH),
+        home.join(teneral_core::scorecard::SCORECARD_PATH),
+    ];
     plan
 }
 

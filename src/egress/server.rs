@@ -27,7 +27,7 @@ use super::policy::{decide, Policy, Verdict};
 use super::refusals::Refusals;
 use super::request::{self, Request};
 use super::splice;
-use crate::log;
+use teneral_core::log;
 
 /// Longest request head taken.
 pub const MAX_HEAD: usize = 16 * 1024;

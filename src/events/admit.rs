@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::log;
+use teneral_core::log;
 
 /// How many parents are followed from a peer before giving up.
 pub const MAX_LINEAGE: usize = 64;

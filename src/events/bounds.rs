@@ -36,12 +36,12 @@ pub struct Bounds {
 impl Bounds {
     /// The bounds every channel has (docs/contract.md, section 3): a line
     /// of the largest event a body may send
-    /// ([`crate::journal::rules::EVENT_BYTES`]), and unfinished lines of
+    /// ([`teneral_core::journal::rules::EVENT_BYTES`]), and unfinished lines of
     /// four of them across all connections.
     pub const CHANNEL: Bounds = Bounds {
         connections: 8,
-        line: crate::journal::rules::EVENT_BYTES,
-        buffered: 4 * crate::journal::rules::EVENT_BYTES,
+        line: teneral_core::journal::rules::EVENT_BYTES,
+        buffered: 4 * teneral_core::journal::rules::EVENT_BYTES,
         stalled: Duration::from_secs(30),
         unread: Duration::from_secs(10),
         unnamed: Duration::from_secs(10),

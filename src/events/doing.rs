@@ -1,7 +1,7 @@
 //! What the kernel says it is doing after each thing a body sent.
 
 use super::Seen;
-use crate::status::Doing;
+use teneral_core::status::Doing;
 
 impl Seen {
     /// What the agent does after the body sent this, when that changes it.

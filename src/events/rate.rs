@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::journal::kind::EventKind;
+use teneral_core::journal::kind::EventKind;
 
 /// A class of events with a bucket of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

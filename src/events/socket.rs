@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
-use crate::commit::Commit;
+use teneral_core::commit::Commit;
 
 /// The variable that gives a kernel the directory for its event sockets.
 pub const SOCKET_DIR_VAR: &str = "TENERAL_SOCKET_DIR";
@@ -118,6 +118,6 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     }
     let listener = UnixListener::bind(&hidden)?;
     std::fs::rename(&hidden, path)?;
-    crate::crash::point("socket.bound");
+    teneral_core::crash::point("socket.bound");
     Ok(listener)
 }

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use super::parallel::Job;
 use super::plan::Lane;
-use crate::commit::short;
-use crate::commit::Commit;
 use crate::generation::{copy_built, BIN_DIR};
 use crate::runner::{self, Ended, Launch, Limits, Profile, Running};
 use crate::spawn::Spec;
+use teneral_core::commit::short;
+use teneral_core::commit::Commit;
 
 /// Where the built body of `candidate` is kept.
 pub fn kept(home: &Path, candidate: &Commit) -> PathBuf {

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use super::plan::{Lane, PlannedCheck, CHECK_TARGET};
 use super::profile::Took;
 use super::rules::{check_test_count, count_tests};
-use crate::commit::Commit;
 use crate::runner::{self, Ended, Launch, Limits, Profile, Runner, Running};
 use crate::spawn::Spec;
+use teneral_core::commit::Commit;
 
 /// How a check ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@
 //!    what it reaches, less what the main repository's running and lineage
 //!    commits reach when the clone has them ([`SCRIPT`]);
 //! 2. the kernel opens that pack beneath its own directory (no link
-//!    followed, a regular file only, [`crate::fsutil::open_beneath`]) and
+//!    followed, a regular file only, [`teneral_core::fsutil::open_beneath`]) and
 //!    indexes it in a scratch directory of its own: every object's id is
 //!    computed from its bytes;
 //! 3. it walks the commit's closure ([`check_closure`]): each object the main
@@ -32,10 +32,10 @@ use std::path::{Path, PathBuf};
 
 use git2::{Indexer, ObjectType, Odb, Oid, Repository};
 
-use crate::commit::Commit;
 use crate::repo::{CANDIDATE_DIR, LINEAGE_BRANCH};
 use crate::runner::{self, Launch, Limits, Profile, RunError, Runner};
 use crate::spawn::Spec;
+use teneral_core::commit::Commit;
 
 /// The kernel's directory for one fetch: `out/` (the cage writes the pack
 /// there) and `index/pack/` (the kernel indexes it there). Remade each time.
@@ -301,7 +301,7 @@ pub fn bare_git_env(source: &Path, out: &Path) -> Vec<(String, OsString)> {
 /// pack or in `main` (the pack leaves out what the bases reach).
 fn index(out: &Path, pack_dir: &Path, main: &Odb<'_>) -> Result<(), FetchError> {
     let mut pack =
-        crate::fsutil::open_beneath(out, Path::new(PACK_FILE)).map_err(FetchError::Open)?;
+        teneral_core::fsutil::open_beneath(out, Path::new(PACK_FILE)).map_err(FetchError::Open)?;
     let len = pack.metadata().map_err(FetchError::Open)?.len();
     if len > MAX_PACK {
         return Err(FetchError::Open(std::io::Error::other(format!(

@@ -48,7 +48,7 @@ impl Memo {
             if let Some(dir) = self.path.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            let _ = crate::fsutil::write_atomic(&self.path, &bytes);
+            let _ = teneral_core::fsutil::write_atomic(&self.path, &bytes);
         }
     }
 }

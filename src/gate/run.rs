@@ -11,10 +11,10 @@ use super::memo::Memo;
 use super::parallel::{self, Job};
 use super::plan::{PlannedCheck, Reads};
 use super::{build, crates, reject, smoke, Gate, Ground, Step, Verdict};
-use crate::commit::short;
-use crate::commit::Commit;
-use crate::log;
 use crate::runner::Limits;
+use teneral_core::commit::short;
+use teneral_core::commit::Commit;
+use teneral_core::log;
 
 impl Gate<'_> {
     /// Runs the checks of `planned` that no kept pass covers, side by side,

@@ -10,8 +10,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::{reject, Gate, Verdict};
-use crate::commit::{short, Commit};
-use crate::{generation, log, repo};
+use crate::{generation, repo};
+use teneral_core::commit::{short, Commit};
+use teneral_core::log;
 
 impl Gate<'_> {
     /// Judges `candidate`, a commit the repository already holds, as on a

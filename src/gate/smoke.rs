@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::commit::Commit;
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
-use crate::journal::{writer::Journal, JOURNAL_PATH};
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::standin::child::{StandinChild, Start as StandinStart};
+use teneral_core::commit::Commit;
+use teneral_core::journal::{writer::Journal, JOURNAL_PATH};
 
 /// Where the throwaway individual lives while the smoke run lasts.
 pub const SMOKE_DIR: &str = ".teneral/gate/smoke";
@@ -106,10 +106,10 @@ impl Smoke<'_> {
         // The checks could write the checkout: read the letter beneath it,
         // following no link, a regular file only.
         let birth = Path::new("BIRTH.md");
-        if let Ok(letter) = crate::fsutil::read_beneath(self.checkout, birth, 1 << 20) {
+        if let Ok(letter) = teneral_core::fsutil::read_beneath(self.checkout, birth, 1 << 20) {
             std::fs::write(dir.join("BIRTH.md"), letter).map_err(setup)?;
         }
-        crate::owner::write_line(dir, MESSAGE).map_err(setup)?;
+        teneral_core::owner::write_line(dir, MESSAGE).map_err(setup)?;
         let journal = Journal::open(&dir.join(JOURNAL_PATH)).map_err(|e| e.to_string())?;
 
         let socket = events::socket_path(dir, self.commit, "smoke").map_err(setup)?;

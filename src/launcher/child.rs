@@ -17,8 +17,8 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::contract::{KERNEL_VARIABLE, LAUNCHER_VERSION, VERSION_VARIABLE};
 use super::kernels::Which;
-use crate::journal::{reader::parse_line, EventKind, JOURNAL_PATH};
 use crate::spawn::{self, Exit, Output, Spec};
+use teneral_core::journal::{reader::parse_line, EventKind, JOURNAL_PATH};
 
 /// Lines of a kernel's stderr kept for the rollback's event.
 pub const STDERR_LINES: usize = 40;

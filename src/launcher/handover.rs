@@ -49,7 +49,7 @@ pub fn decide(
         commit: crate::repo::commit_of(to),
         previous: crate::repo::commit_of(from),
         kernel: key,
-        since_ms: crate::state::unix_ms_now(),
+        since_ms: teneral_core::state::unix_ms_now(),
     });
     Ok(Handover::Next { trial })
 }
@@ -81,7 +81,7 @@ pub fn prepare(
         Handover::Next { trial } => {
             if let Some(trial) = trial {
                 trial.save(home)?;
-                crate::crash::point("handover.trial.saved");
+                teneral_core::crash::point("handover.trial.saved");
             }
             Ok(true)
         }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use git2::{Oid, Repository};
 
-use crate::fsutil;
+use teneral_core::fsutil;
 
 /// The top-level paths of a tree that are the install's, not a generation's.
 pub const INSTALL_PATHS: &[&str] = &["units", "Containerfile", "SIGNERS"];
@@ -46,7 +46,7 @@ pub fn words(generation: &str, paths: &[String]) -> String {
         "generation {} holds other {} than the install: the install's are in effect; compare them \
          with `git diff HEAD {} -- {}` in the owner's checkout and take them with git pull there, \
          or not",
-        crate::commit::short(generation),
+        teneral_core::commit::short(generation),
         paths.join(", "),
         generation,
         paths.join(" ")

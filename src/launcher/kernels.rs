@@ -28,7 +28,7 @@ use git2::{Oid, Repository};
 use crate::generation::{lock_target, toolchain_env, touch_tree};
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::spawn::Spec;
-use crate::{fsutil, log};
+use teneral_core::{fsutil, log};
 
 /// Where built kernels are kept, one directory per kernel key.
 pub const KERNELS_DIR: &str = ".teneral/kernels";
@@ -205,7 +205,9 @@ pub async fn build(
         let fetch = Launch::new(cargo(&["fetch", "--locked"]), limits);
         runner.run(&unit("fetch"), fetch).await?;
         if let Err(e) = crate::confine::sources::readable_by_checks() {
-            crate::log::warn(format!("cannot open the fetched crate sources to the cage: {e}"));
+            teneral_core::log::warn(format!(
+                "cannot open the fetched crate sources to the cage: {e}"
+            ));
         }
         build.spec.args.push("--offline".into());
         build = build

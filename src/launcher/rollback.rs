@@ -17,11 +17,12 @@ use serde_json::json;
 
 use super::trial::Trial;
 use super::LaunchError;
-use crate::commit::short;
-use crate::journal::reader::{parse_line, Backwards};
-use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
-use crate::state::State;
-use crate::{crash, lock, log, repo};
+use crate::repo;
+use teneral_core::commit::short;
+use teneral_core::journal::reader::{parse_line, Backwards};
+use teneral_core::journal::{writer::Journal, EventKind, JOURNAL_PATH};
+use teneral_core::state::State;
+use teneral_core::{crash, lock, log};
 
 /// Goes back from the trial's generation to the one before it.
 pub fn roll_back(
@@ -189,7 +190,7 @@ fn journaled(home: &Path, trial: &Trial) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commit::Commit;
+    use teneral_core::commit::Commit;
 
     #[test]
     fn what_is_left_of_a_rollback() {

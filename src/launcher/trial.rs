@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::commit::Commit;
-use crate::fsutil;
+use teneral_core::commit::Commit;
+use teneral_core::fsutil;
 
 pub const TRIAL_FILE: &str = ".teneral/trial.json";
 /// How long a kernel on trial has to get its generation ready.

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use crate::commit::Commit;
-use crate::journal::EventKind;
+use teneral_core::commit::Commit;
+use teneral_core::journal::EventKind;
 
 /// Refusals in a row of one commit after which the kernel stops.
 pub const GIVE_UP_AFTER: u32 = 3;

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::gates::{self, Kernel};
-use crate::commit::Commit;
 use crate::gate::checks::bare_env;
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::spawn::Spec;
+use teneral_core::commit::Commit;
 use teneral_offer::gates::Also;
 
 /// How long the owner's extra command may run when the check limit is off.

@@ -16,12 +16,12 @@ use std::time::Instant;
 
 use teneral_offer::gates::{Gates, Outcome};
 
-use crate::commit::Commit;
 use crate::gate::{Gate, Verdict};
-use crate::journal::writer::Journal;
-use crate::journal::EventKind;
 use crate::runner::Runner;
 use crate::settings::Settings;
+use teneral_core::commit::Commit;
+use teneral_core::journal::writer::Journal;
+use teneral_core::journal::EventKind;
 
 /// What the gates need of the kernel.
 pub struct Kernel<'a> {

@@ -13,9 +13,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::commit::Commit;
-use crate::journal::reader::Event;
-use crate::journal::EventKind;
+use teneral_core::commit::Commit;
+use teneral_core::journal::reader::Event;
+use teneral_core::journal::EventKind;
 
 /// Why a request the start answers got no answer from its kernel.
 pub const STOPPED: &str = "the kernel stopped before answering; ask again";
@@ -178,12 +178,15 @@ pub fn journal_answer(
 ) -> Option<String> {
     let asked = owed.asked();
     let Ok(by) = Commit::parse(&asked.commit) else {
-        crate::log::info(format!("an offer request journaled by {:?}, not a commit", asked.commit));
+        teneral_core::log::info(format!(
+            "an offer request journaled by {:?}, not a commit",
+            asked.commit
+        ));
         return None;
     };
     let fields = fields(owed, kept_report(home, owed));
     crate::events::kernel_event(journal, &by, EventKind::OfferAnswered, fields);
-    crate::crash::point("offer.reconciled");
+    teneral_core::crash::point("offer.reconciled");
     Some(match owed {
         Owed::Stopped(_) => format!(
             "answered the offer request {} (seq {}): the kernel stopped before answering",
@@ -199,7 +202,7 @@ pub fn journal_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::reader::parse_line;
+    use teneral_core::journal::reader::parse_line;
 
     fn ev(v: Value) -> Event {
         parse_line(v.to_string().as_bytes()).expect("a test event is whole")

@@ -267,7 +267,7 @@ fn install(staging: &Path, tree: &Path, trees: &Path) -> Result<(), TreeError> {
         .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
         .map_err(io_err("cannot sync", staging))?;
     match std::fs::rename(staging, tree) {
-        Ok(()) => crate::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees)),
+        Ok(()) => teneral_core::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees)),
         Err(_) if tree.is_dir() => {
             let _ = std::fs::remove_dir_all(staging);
             Ok(())

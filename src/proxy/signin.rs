@@ -20,7 +20,7 @@ use serde_json::json;
 use teneral_core::chatgpt::{self, Granted, Tokens};
 use tokio::sync::Mutex;
 
-use crate::log;
+use teneral_core::log;
 
 /// What the owner is told when the sign-in ended (the kernel journals it
 /// as a notice, so `talk` shows it).

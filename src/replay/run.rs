@@ -17,13 +17,13 @@ use tokio::sync::mpsc;
 
 use super::stimuli::{Kind, Stimulus};
 use super::table::{actions_of, Ending, Run};
-use crate::commit::Commit;
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
-use crate::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::standin::child::{StandinChild, Start as StandinStart};
+use teneral_core::commit::Commit;
+use teneral_core::journal::{writer::Journal, EventKind, JOURNAL_PATH};
 
 /// Where the throwaway individuals live while a replay lasts.
 pub const REPLAY_DIR: &str = ".teneral/replay";
@@ -198,7 +198,7 @@ impl Ground<'_> {
 /// client writes it, an envelope as a sender does (a dot-name renamed).
 fn place_stimulus(dir: &Path, stimulus: &Stimulus) -> std::io::Result<()> {
     match &stimulus.kind {
-        Kind::Line(text) => crate::owner::write_line(dir, text).map(drop),
+        Kind::Line(text) => teneral_core::owner::write_line(dir, text).map(drop),
         Kind::Envelope(envelope) => {
             let inbox = dir.join("inbox");
             std::fs::create_dir_all(&inbox)?;
@@ -223,10 +223,12 @@ fn loopback_port(url: &str) -> Option<u16> {
 /// The throwaway journal's events (it is small: one turn). The body wrote
 /// in that individual's `memory/`, so the journal is opened beneath it and
 /// a link there is not followed.
-fn read_events(path: &Path) -> Vec<crate::journal::Event> {
+fn read_events(path: &Path) -> Vec<teneral_core::journal::Event> {
     let mut bytes = Vec::new();
-    if let Ok(mut file) = crate::journal::open_file(path, crate::journal::Access::Read) {
+    if let Ok(mut file) =
+        teneral_core::journal::open_file(path, teneral_core::journal::Access::Read)
+    {
         let _ = std::io::Read::read_to_end(&mut file, &mut bytes);
     }
-    bytes.split(|&b| b == b'\n').filter_map(crate::journal::reader::parse_line).collect()
+    bytes.split(|&b| b == b'\n').filter_map(teneral_core::journal::reader::parse_line).collect()
 }

@@ -18,8 +18,8 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Map, Value};
 
-use crate::generations::Lineage;
-use crate::journal::{Event, EventKind};
+use teneral_core::generations::Lineage;
+use teneral_core::journal::{Event, EventKind};
 
 /// Script steps kept per turn; a turn with more answers is replayed with
 /// the stand-in's default after these.
@@ -274,7 +274,7 @@ pub fn resolve(given: &str, commits: &[&str], current: Option<&str>) -> Result<N
         return current.map(|c| Named::Known(c.to_owned())).ok_or(NameError::NoCurrent);
     }
     let number = name.strip_prefix('#').unwrap_or(&name);
-    if !number.is_empty() && number.len() < crate::commit::SHORT_LEN {
+    if !number.is_empty() && number.len() < teneral_core::commit::SHORT_LEN {
         let n: usize = number.parse().map_err(|_| NameError::Bad(given.to_owned()))?;
         let too_far = || NameError::NoSuchNumber { given: given.to_owned(), count: commits.len() };
         let index = n.checked_sub(1).ok_or_else(too_far)?;
@@ -290,7 +290,11 @@ pub fn resolve(given: &str, commits: &[&str], current: Option<&str>) -> Result<N
         [one] => Ok(Named::Known((*one).to_owned())),
         many => Err(NameError::Ambiguous {
             given: given.to_owned(),
-            matches: many.iter().map(|c| crate::commit::short(c)).collect::<Vec<_>>().join(", "),
+            matches: many
+                .iter()
+                .map(|c| teneral_core::commit::short(c))
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
     }
 }

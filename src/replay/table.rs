@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::journal::{Event, EventKind};
+use teneral_core::journal::{Event, EventKind};
 
 /// One thing a body did in its turn, as journaled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,7 +244,7 @@ fn side(run: &Run) -> String {
 /// The table for people: a row per stimulus, the first difference under
 /// it, the figures of each generation last.
 pub fn text(report: &Report) -> Vec<String> {
-    let short = crate::commit::short;
+    let short = teneral_core::commit::short;
     let mut out = vec![
         format!(
             "replay of {} stimuli: A = {}, B = {} (the stand-in model; nothing of the individual changed)",

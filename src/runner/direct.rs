@@ -8,9 +8,9 @@ use rustix::process::Signal;
 use tokio::time::Instant;
 
 use super::{Ended, Limits, RunError, Tails};
-use crate::log;
 use crate::spawn::{self, Output, Spec};
 use crate::spawn::{Child, Exit};
+use teneral_core::log;
 
 pub(super) struct Direct {
     child: Child,

@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
-use crate::log;
+use teneral_core::log;
 
 /// Lines of output kept for a message about a failure.
 pub const TAIL_LINES: usize = 40;

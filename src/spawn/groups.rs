@@ -113,10 +113,10 @@ fn change(edit: impl FnOnce(&mut Vec<(u32, u64)>)) {
     let Some(kept) = guard.as_mut() else { return };
     edit(&mut kept.live);
     if let Err(e) = write_list(&kept.file, kept.kernel, &kept.live) {
-        crate::log::warn(format!("cannot write {}: {e}", kept.file.display()));
+        teneral_core::log::warn(format!("cannot write {}: {e}", kept.file.display()));
         return;
     }
-    crate::crash::point("children.recorded");
+    teneral_core::crash::point("children.recorded");
 }
 
 /// Replaces the list. No sync: the list matters only while the machine
@@ -151,7 +151,7 @@ pub fn sweep_leftover_groups(home: &Path) -> usize {
     let file = home.join(CHILDREN_PATH);
     let killed = kill_listed(&file, None);
     if killed > 0 {
-        crate::log::info(format!(
+        teneral_core::log::info(format!(
             "killed {killed} process(es) that a killed kernel's children left running"
         ));
     }

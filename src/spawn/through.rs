@@ -61,7 +61,7 @@ pub(super) fn spawn(spec: Spec) -> Result<io::Result<Child>, Spec> {
                     // The zygote is gone, or silent past its time (WouldBlock):
                     // later launches execute the helper.
                     slot.take();
-                    crate::log::warn(format!(
+                    teneral_core::log::warn(format!(
                         "the cage's zygote is gone ({e}); confined launches execute the \
                          helper from now on"
                     ));

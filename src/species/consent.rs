@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::commit::Commit;
 use crate::events::{kernel_event, SharedJournal};
-use crate::journal::EventKind;
-use crate::owner::OWNER_DIR;
-use crate::{fsutil, log};
+use teneral_core::commit::Commit;
+use teneral_core::journal::EventKind;
+use teneral_core::owner::OWNER_DIR;
+use teneral_core::{fsutil, log};
 
 /// The kernel's record of the owner's consent.
 pub const SPECIES_FILE: &str = ".teneral/species.json";

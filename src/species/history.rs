@@ -5,8 +5,8 @@
 use git2::{ErrorCode, Oid, Repository};
 
 use super::rule::{self, Relation, Standing};
-use crate::commit::Commit;
 use crate::repo::commit_of;
+use teneral_core::commit::Commit;
 
 /// The paths outside `body/` and `BACKLOG.md` whose entries differ between
 /// the trees of `from` and `to`.

@@ -3,8 +3,8 @@
 //! species compared with the running generation, and what the owner's
 //! consent allows. Every refusal's words are made here.
 
-use crate::commit::Commit;
 use crate::settings::Species as Setting;
+use teneral_core::commit::Commit;
 
 /// Files no kernel runs: a species commit that changes only these (outside
 /// the changeable paths) is taken like a change to the body.

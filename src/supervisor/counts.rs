@@ -4,9 +4,9 @@
 //! holds them after its decision, a reply ends the row of crashes, a move
 //! to the generation begins it anew). A pure function with a table test.
 
-use crate::journal::reader::Event;
-use crate::journal::EventKind;
 use crate::lifecycle::RunCounts;
+use teneral_core::journal::reader::Event;
+use teneral_core::journal::EventKind;
 
 /// The field names, in `kernel.started` and `generation.exited`.
 pub const CRASHES_IN_ROW: &str = "crashes_in_row";
@@ -85,7 +85,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::journal::reader::parse_line;
+    use teneral_core::journal::reader::parse_line;
 
     fn ev(v: serde_json::Value) -> Event {
         parse_line(v.to_string().as_bytes()).expect("a test event is whole")

@@ -11,13 +11,14 @@ use serde_json::json;
 use teneral_core::chatgpt;
 
 use super::KernelError;
-use crate::commit::Commit;
 use crate::events::{kernel_event, SharedJournal};
-use crate::journal::EventKind;
+use crate::proxy;
 use crate::runner::{Limits, Runner};
 use crate::settings::{Provider, Secret, Settings};
 use crate::standin::child::{self, StandinChild};
-use crate::{log, proxy};
+use teneral_core::commit::Commit;
+use teneral_core::journal::EventKind;
+use teneral_core::log;
 
 pub(super) struct Model {
     /// The stand-in child, when the provider is `standin`.

@@ -12,9 +12,9 @@
 //! once, state and lineage agreeing, a trial kept, and every
 //! `offer.requested` answered once (`crate::offer::reconcile`).
 
-use crate::journal::reader::Event;
-use crate::journal::EventKind;
 use crate::offer::reconcile::{unanswered, Offers, Owed};
+use teneral_core::journal::reader::Event;
+use teneral_core::journal::EventKind;
 
 /// How a generation became the current one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,7 +217,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::journal::reader::parse_line;
+    use teneral_core::journal::reader::parse_line;
 
     fn ev(v: serde_json::Value) -> Event {
         parse_line(v.to_string().as_bytes()).expect("a test event is whole")

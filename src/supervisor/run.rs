@@ -11,16 +11,17 @@ use tokio::sync::mpsc;
 
 use super::verdict::answer_undecided;
 use super::{Kernel, KernelError, Next, EXIT_GAVE_UP};
-use crate::commit::Commit;
 use crate::events::{self, kernel_event, Channel, Seen};
 use crate::generation::{self, Start};
-use crate::journal::EventKind;
 use crate::lifecycle::{Decision, Input, Lifecycle};
 use crate::runner::Limits;
-use crate::scorecard::{self, SCORECARD_PATH};
-use crate::state::{unix_ms_now, BodyProcess};
-use crate::status::Doing;
-use crate::{fsutil, log, organs, spawn};
+use crate::{organs, spawn};
+use teneral_core::commit::Commit;
+use teneral_core::journal::EventKind;
+use teneral_core::scorecard::{self, SCORECARD_PATH};
+use teneral_core::state::{unix_ms_now, BodyProcess};
+use teneral_core::status::Doing;
+use teneral_core::{fsutil, log};
 
 mod rest;
 
@@ -89,7 +90,7 @@ impl Kernel {
         }
         self.state.body = Some(BodyProcess { pid, start_time, unit: unit.clone() });
         self.state.save(&self.home)?;
-        crate::crash::point("body.recorded");
+        teneral_core::crash::point("body.recorded");
         let mut started = json!({"pid": pid, "events": socket.to_string_lossy()});
         if let Some(unit) = &unit {
             started["unit"] = json!(unit);
@@ -133,7 +134,7 @@ impl Kernel {
                         super::counts::CRASHES_IN_ROW: counts.crashes_in_row,
                         super::counts::RESTARTS: counts.restarts,
                     }));
-                    crate::crash::point("exited.journaled");
+                    teneral_core::crash::point("exited.journaled");
                     // A cage step that failed says which, before the body's own words.
                     let cage = ended.cage_step().map(|d| format!("{d}\n")).unwrap_or_default();
                     break RunEnd::Decided { decision, requested: requested.take(), tail: format!("{cage}{}", body.stderr_tail()) };
@@ -156,7 +157,7 @@ impl Kernel {
         };
         server.abort();
         if std::fs::remove_file(&socket).is_ok() {
-            crate::crash::point("socket.removed");
+            teneral_core::crash::point("socket.removed");
         }
         if matches!(end, RunEnd::AskedToStop | RunEnd::SentBack { .. }) {
             if let Some((candidate, seq)) = requested.take() {
@@ -192,7 +193,7 @@ impl Kernel {
                 self.state.pending = Some(candidate.clone());
                 *requested = Some((candidate, seq));
                 self.state.save(&self.home)?;
-                crate::crash::point("pending.saved");
+                teneral_core::crash::point("pending.saved");
                 return Ok(());
             }
             Seen::OfferRequested { name, commit: offered, seq } => {
@@ -218,7 +219,7 @@ impl Kernel {
         if !life.is_on_trial() {
             self.state.trial = None;
             self.state.save(&self.home)?;
-            crate::crash::point("trial.ended");
+            teneral_core::crash::point("trial.ended");
             return Ok(());
         }
         let due = life.reply_due();
@@ -231,7 +232,7 @@ impl Kernel {
             unix_ms_now() + left.as_millis() as u64
         });
         self.state.save(&self.home)?;
-        crate::crash::point("trial.saved");
+        teneral_core::crash::point("trial.saved");
         Ok(())
     }
 }

@@ -11,14 +11,15 @@ use serde_json::json;
 use super::reconcile::{reconcile, Action, CutLine, Found, MoveKind, Tail, CUT_TURN};
 use super::verdict::answer_undecided;
 use super::{io, KernelError};
-use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
-use crate::journal::reader::{parse_line, Backwards, Event};
-use crate::journal::{EventKind, JOURNAL_PATH};
 use crate::lifecycle::RunCounts;
-use crate::owner::OWNER_DIR;
-use crate::state::{Refused, State, Trial};
-use crate::{crash, log, repo};
+use crate::repo;
+use teneral_core::commit::{short, Commit};
+use teneral_core::journal::reader::{parse_line, Backwards, Event};
+use teneral_core::journal::{EventKind, JOURNAL_PATH};
+use teneral_core::owner::OWNER_DIR;
+use teneral_core::state::{Refused, State, Trial};
+use teneral_core::{crash, log};
 
 /// Types the start never reads: a body's own words, which it may journal
 /// by the thousand between two starts.
@@ -81,7 +82,7 @@ fn slim(mut event: Event) -> Event {
 /// body's words are passed over, a run of [`ANSWERED`] kept as one).
 fn since_last_start(home: &Path) -> Result<(Option<Event>, Vec<Event>), KernelError> {
     let path = home.join(JOURNAL_PATH);
-    let file = match crate::journal::open_file(&path, crate::journal::Access::Read) {
+    let file = match teneral_core::journal::open_file(&path, teneral_core::journal::Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
         Err(e) => return Err(io("the journal")(e)),
@@ -115,9 +116,9 @@ fn since_last_start(home: &Path) -> Result<(Option<Event>, Vec<Event>), KernelEr
         log::warn(format!(
             "passed over {} journal lines over what a reader takes ({} bytes, {} deep, {} elements)",
             lines.skipped(),
-            crate::journal::READ.bytes,
-            crate::journal::READ.depth,
-            crate::journal::READ.elements
+            teneral_core::journal::READ.bytes,
+            teneral_core::journal::READ.depth,
+            teneral_core::journal::READ.elements
         ));
     }
     events.reverse();
@@ -213,7 +214,7 @@ pub(super) fn reconcile_at_start(
                 let dir = home.join(OWNER_DIR);
                 match std::fs::remove_file(dir.join(&name)) {
                     Ok(()) => {
-                        let _ = crate::fsutil::sync_dir(&dir);
+                        let _ = teneral_core::fsutil::sync_dir(&dir);
                         crash::point("owner.removed");
                         done.push(format!(
                             "removed owner file {name}, whose line the journal already holds"
@@ -423,7 +424,7 @@ pub(super) fn sweep_files(home: &Path) {
         Ok(n) => log::info(format!("removed {n} event socket(s) a killed kernel left behind")),
         Err(e) => log::warn(format!("cannot sweep old event sockets: {e}")),
     }
-    match crate::fsutil::remove_temp_files(&home.join(".teneral")) {
+    match teneral_core::fsutil::remove_temp_files(&home.join(".teneral")) {
         Ok(0) => {}
         Ok(n) => log::info(format!("removed {n} temporary file(s) a killed writer left behind")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -432,7 +433,7 @@ pub(super) fn sweep_files(home: &Path) {
     // A send-back request waiting at start was left by a `teneralctl back`
     // that ended (killed, or its kernel gone) before a kernel took it: no
     // client waits for it, and a later SIGHUP must not act on it.
-    let request = home.join(crate::back_request::BACK_REQUEST);
+    let request = home.join(teneral_core::back_request::BACK_REQUEST);
     match std::fs::remove_file(&request) {
         Ok(()) => log::info(
             "removed a send-back request that no `teneralctl back` waits for any more; \
@@ -448,7 +449,7 @@ pub(super) fn sweep_files(home: &Path) {
 /// HEAD at a first start, until the start settles which one runs.
 pub(super) fn name_in_the_log(home: &Path) {
     log::set_individual(home);
-    match crate::back_request::lineage(home) {
+    match teneral_core::back_request::lineage(home) {
         Ok(lineage) => log::set_lineage(&lineage),
         Err(e) => log::warn(format!("the log's generation numbers may be off: {e}")),
     }

@@ -10,16 +10,17 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
-use crate::commit::{short, Commit};
 use crate::events::{kernel_event, SharedJournal};
 use crate::gate::{Gate, Verdict};
-use crate::journal::EventKind;
 use crate::lifecycle::{after_refusal, AfterRefusal};
+use crate::repo;
 use crate::runner::Runner;
 use crate::settings::Settings;
-use crate::state::{Refused, Trial};
-use crate::status::{Doing, Reporter};
-use crate::{back_request as back, log, repo};
+use teneral_core::commit::{short, Commit};
+use teneral_core::journal::EventKind;
+use teneral_core::state::{Refused, Trial};
+use teneral_core::status::{Doing, Reporter};
+use teneral_core::{back_request as back, log};
 
 /// Tells the agent a mutation it asked for got no verdict, so it asks again.
 /// `request` is the `seq` of its `mutation.requested`.
@@ -42,7 +43,7 @@ pub(super) fn answer_undecided(
             "output": format!("nothing was decided about {}: {why}; ask again", short(candidate)),
         }),
     );
-    crate::crash::point("undecided.journaled");
+    teneral_core::crash::point("undecided.journaled");
 }
 
 impl Kernel {
@@ -66,7 +67,7 @@ impl Kernel {
                     EventKind::GenerationRolledback,
                     json!({"from": commit, "to": to, "reason": reason, "stderr": tail}),
                 );
-                crate::crash::point("rolledback.journaled");
+                teneral_core::crash::point("rolledback.journaled");
                 Ok(Next::Switch { to, trial: false })
             }
             None => {
@@ -98,11 +99,11 @@ impl Kernel {
             self.state.refused = None;
         }
         self.state.save(&self.home)?;
-        crate::crash::point("switched");
+        teneral_core::crash::point("switched");
         log::set_commit(to);
         self.status.set_generation(to);
         repo::move_lineage(&self.git, &self.home, oid)?;
-        crate::crash::point("lineage.moved");
+        teneral_core::crash::point("lineage.moved");
         Ok(())
     }
 
@@ -169,7 +170,7 @@ impl Kernel {
                     EventKind::MutationAccepted,
                     json!({"from": commit, "to": candidate, "request": request}),
                 );
-                crate::crash::point("verdict.journaled");
+                teneral_core::crash::point("verdict.journaled");
                 Ok(Next::Switch { to: candidate, trial: true })
             }
             Verdict::Undecided { check, output } => {
@@ -197,7 +198,7 @@ impl Kernel {
                     EventKind::MutationRejected,
                     json!({"candidate": candidate, "request": request, "check": check, "output": tail_of(&output, 4000), "refusals": times}),
                 );
-                crate::crash::point("verdict.journaled");
+                teneral_core::crash::point("verdict.journaled");
                 self.state.refused = Some(Refused { commit: candidate.clone(), times });
                 self.state.save(&self.home)?;
                 let wait = match after {

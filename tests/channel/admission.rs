@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use teneral::commit::Commit;
 use teneral::events::{Admit, Bounds, Channel};
+use teneral_core::commit::Commit;
 
 use super::{answer, ask, closed, error_of, SHORT};
 use crate::common::*;
@@ -41,7 +41,7 @@ fn serve_here(
     std::fs::create_dir_all(home.join("memory"))?;
     let commit = Commit::parse("0123456789abcdef0123456789abcdef01234567")?;
     let socket = teneral::events::socket_path(home, &commit, "here")?;
-    let journal = teneral::journal::writer::Journal::open(&home.join("memory/journal.jsonl"))?;
+    let journal = teneral_core::journal::writer::Journal::open(&home.join("memory/journal.jsonl"))?;
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let (path, home) = (socket.clone(), home.to_owned());
     std::thread::spawn(move || {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
-use teneral::journal::rules::{BODY, EVENT_BYTES, LOG_BYTES, NOTE_BYTES};
+use teneral_core::journal::rules::{BODY, EVENT_BYTES, LOG_BYTES, NOTE_BYTES};
 
 use super::{answer, ask, closed, error_of, Served, MIB, SHORT};
 use crate::common::*;

@@ -100,9 +100,9 @@ fn promote_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
     let state = serde_json::json!({"generation": from});
     std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
     let path = ind.path().join("memory/journal.jsonl");
-    let mut journal = teneral::journal::writer::Journal::open(&path)?;
+    let mut journal = teneral_core::journal::writer::Journal::open(&path)?;
     let fields = serde_json::json!({"from": from, "to": to});
-    journal.append_kernel(from, teneral::journal::EventKind::MutationAccepted, fields)?;
+    journal.append_kernel(from, teneral_core::journal::EventKind::MutationAccepted, fields)?;
     Ok(())
 }
 
@@ -111,10 +111,10 @@ fn promote_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
 /// file and state that a promoting kernel leaves.
 fn on_trial_by_hand(ind: &Individual, from: &str, to: &str) -> TestResult {
     let path = ind.path().join("memory/journal.jsonl");
-    let mut journal = teneral::journal::writer::Journal::open(&path)?;
+    let mut journal = teneral_core::journal::writer::Journal::open(&path)?;
     journal.append_kernel(
         from,
-        teneral::journal::EventKind::MutationAccepted,
+        teneral_core::journal::EventKind::MutationAccepted,
         serde_json::json!({"from": from, "to": to}),
     )?;
     put_on_trial(ind, to, from)
@@ -190,8 +190,8 @@ fn round(
     };
     let what = format!("{scenario:?} {kill:?}");
     let vars: Vec<(&str, String)> = match kill {
-        Kill::At(spec) => vec![(teneral::crash::CRASH_VAR, spec.clone())],
-        Kill::Trace(file) => vec![(teneral::crash::TRACE_VAR, file.display().to_string())],
+        Kill::At(spec) => vec![(teneral_core::crash::CRASH_VAR, spec.clone())],
+        Kill::Trace(file) => vec![(teneral_core::crash::TRACE_VAR, file.display().to_string())],
         Kill::Random | Kill::Call(..) | Kill::CallTrace(_) => Vec::new(),
     };
     let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -356,7 +356,8 @@ fn plan(
     let mut per_point: BTreeMap<&str, Vec<(u32, Scenario)>> = BTreeMap::new();
     for (scenario, points) in passes {
         for (name, n) in points {
-            let Some(name) = teneral::crash::POINTS.iter().map(|(p, _)| *p).find(|p| p == name)
+            let Some(name) =
+                teneral_core::crash::POINTS.iter().map(|(p, _)| *p).find(|p| p == name)
             else {
                 continue;
             };

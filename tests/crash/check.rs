@@ -51,7 +51,7 @@ impl Counts {
 
     /// Prints the figures; fails unless every count is 0.
     pub fn report(&self, took: Duration) {
-        let names: Vec<&str> = teneral::crash::POINTS.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = teneral_core::crash::POINTS.iter().map(|(n, _)| *n).collect();
         println!(
             "points tried: {} (named: {}, random moments: {}, drawn again: {})",
             self.tried,
@@ -112,7 +112,7 @@ fn leftover_files(home: &Path) -> Vec<String> {
     }
     // A send-back request no client waits for any more: a later SIGHUP
     // would act on it by surprise.
-    let request = home.join(teneral::back_request::BACK_REQUEST);
+    let request = home.join(teneral_core::back_request::BACK_REQUEST);
     if request.exists() {
         files.push(request.display().to_string());
     }

@@ -33,7 +33,7 @@ fn the_start_removes_temporary_files_a_kill_left_at_any_depth() -> TestResult {
 #[test]
 fn the_start_removes_a_send_back_request_whose_client_is_gone() -> TestResult {
     let ind = Individual::new("", &[])?;
-    let request = ind.path().join(teneral::back_request::BACK_REQUEST);
+    let request = ind.path().join(teneral_core::back_request::BACK_REQUEST);
     std::fs::create_dir_all(request.parent().unwrap_or(ind.path()))?;
     std::fs::write(&request, serde_json::json!({"to": ind.head()?}).to_string())?;
     let _kernel = ind.start()?;

@@ -62,7 +62,7 @@ fn an_offer_request_cut_short_by_a_kill_is_answered_once_by_the_next_start() -> 
     let offered = prepared(ind.path())?;
     die_at(&ind, "offer.answering", || {
         ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-        teneral::owner::write_line(ind.path(), &offered)?;
+        teneral_core::owner::write_line(ind.path(), &offered)?;
         Ok(())
     })?;
     let asked = ind.events("offer.requested").pop().expect("the request was journaled");
@@ -113,7 +113,7 @@ fn an_offer_published_just_before_a_kill_is_answered_published_once() -> TestRes
 
     die_at(&ind, "offer.published.journaled", || {
         ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-        teneral::owner::write_line(home, &offered)?;
+        teneral_core::owner::write_line(home, &offered)?;
         Ok(())
     })?;
     let asked = ind.events("offer.requested").pop().expect("the request was journaled");

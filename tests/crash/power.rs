@@ -130,7 +130,7 @@ fn record_transition(
         Transition::Intake => {
             let ind = Individual::new("", &[])?;
             run_until(&ind, "the birth turn", || count(&ind, "turn.ended") >= 1)?;
-            let name = teneral::owner::write_line(ind.path(), "are you there?")?;
+            let name = teneral_core::owner::write_line(ind.path(), "are you there?")?;
             written.push(name.clone());
             let turns = count(&ind, "turn.ended");
             (ind, Box::new(move |ind| count(ind, "turn.ended") > turns))
@@ -144,10 +144,10 @@ fn record_transition(
             let state = serde_json::json!({"generation": base});
             std::fs::write(ind.path().join(".teneral/state.json"), state.to_string())?;
             let path = ind.path().join("memory/journal.jsonl");
-            let mut journal = teneral::journal::writer::Journal::open(&path)?;
+            let mut journal = teneral_core::journal::writer::Journal::open(&path)?;
             journal.append_kernel(
                 &base,
-                teneral::journal::EventKind::MutationAccepted,
+                teneral_core::journal::EventKind::MutationAccepted,
                 serde_json::json!({"from": base, "to": silent}),
             )?;
             let readies = count(&ind, "generation.ready");
@@ -170,7 +170,7 @@ fn record_transition(
                 );
             std::fs::write(&main, text)?;
             let v2 = commit_all(&workspace, "v2")?;
-            written.push(teneral::owner::write_line(ind.path(), &v2)?);
+            written.push(teneral_core::owner::write_line(ind.path(), &v2)?);
             let up = move |ind: &Individual| {
                 ind.journal()
                     .iter()

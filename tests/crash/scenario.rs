@@ -189,7 +189,7 @@ fn line(
     until: &str,
     written: &mut Vec<String>,
 ) -> bool {
-    let name = match teneral::owner::write_line(ind.path(), text) {
+    let name = match teneral_core::owner::write_line(ind.path(), text) {
         Ok(name) => name,
         Err(_) => return false,
     };
@@ -263,7 +263,7 @@ fn trial(ind: &Individual, run: &mut Run, written: &mut Vec<String>) {
         return;
     }
     let replies = count(ind, "reply");
-    match teneral::owner::write_line(ind.path(), "after the rollback") {
+    match teneral_core::owner::write_line(ind.path(), "after the rollback") {
         Ok(name) => written.push(name),
         Err(_) => return,
     }
@@ -275,7 +275,7 @@ fn promoted(ind: &Individual, run: &mut Run, readies: usize, written: &mut Vec<S
         return;
     }
     let replies = count(ind, "reply");
-    match teneral::owner::write_line(ind.path(), "how is the trial?") {
+    match teneral_core::owner::write_line(ind.path(), "how is the trial?") {
         Ok(name) => written.push(name),
         Err(_) => return,
     }

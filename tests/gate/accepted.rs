@@ -39,7 +39,7 @@ fn a_mutation_is_checked_promoted_answers_and_can_be_sent_back() -> TestResult {
     );
     assert!(steps.iter().all(|(_, r)| r == "passed" || r == "reused"), "{steps:?}");
 
-    teneral::owner::write_line(ind.path(), "who are you now?")?;
+    teneral_core::owner::write_line(ind.path(), "who are you now?")?;
     let reply = ind.wait_for("the new generation's reply", LONG, |e| {
         e["type"] == "reply" && e["commit"] == v2.as_str()
     })?;

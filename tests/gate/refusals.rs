@@ -87,7 +87,7 @@ fn the_same_commit_refused_three_times_stops_the_supervisor() -> TestResult {
     let (ind, mut kernel, _) = started(&[])?;
     let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "changed\n"))?;
     for round in 1..=3u64 {
-        teneral::owner::write_line(ind.path(), &protected)?;
+        teneral_core::owner::write_line(ind.path(), &protected)?;
         ind.wait_for("a refusal", LONG, |e| {
             e["type"] == "mutation.rejected"
                 && ind.events("mutation.rejected").len() as u64 >= round
@@ -109,7 +109,7 @@ fn a_refusal_counted_only_in_the_journal_before_a_kill_still_counts() -> TestRes
     let mut kernel = ind.start_with(&[("TENERAL_TEST_CRASH_AT", "verdict.journaled")])?;
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
     let protected = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "changed\n"))?;
-    teneral::owner::write_line(ind.path(), &protected)?;
+    teneral_core::owner::write_line(ind.path(), &protected)?;
     assert_eq!(kernel.wait(LONG)?, None, "killed at the point:\n{}", ind.kernel_log());
     let state: Value =
         serde_json::from_slice(&std::fs::read(ind.path().join(".teneral/state.json"))?)?;
@@ -121,7 +121,7 @@ fn a_refusal_counted_only_in_the_journal_before_a_kill_still_counts() -> TestRes
             && e["text"].as_str().unwrap_or_default().contains("1 refusal(s) in a row")
     })?;
     for round in 2..=3usize {
-        teneral::owner::write_line(ind.path(), &protected)?;
+        teneral_core::owner::write_line(ind.path(), &protected)?;
         ind.wait_for("a refusal", LONG, |_| ind.events("mutation.rejected").len() >= round)?;
     }
     assert_eq!(kernel.wait(SHORT)?, Some(3), "{}", ind.kernel_log());

@@ -46,7 +46,7 @@ fn three_crashes_after_a_reply_roll_back() -> TestResult {
     ind.wait_for("ready", LONG, |e| {
         e["type"] == "generation.ready" && e["commit"] == flaky.as_str()
     })?;
-    teneral::owner::write_line(ind.path(), "say something")?;
+    teneral_core::owner::write_line(ind.path(), "say something")?;
     let back = rolled_back(&ind, &flaky, &base)?;
     assert!(
         back["reason"]

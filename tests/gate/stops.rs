@@ -7,7 +7,7 @@ use super::*;
 fn a_kernel_stopped_during_a_check_says_nothing_was_decided_and_leaves_no_check() -> TestResult {
     let (ind, mut kernel, _) = started(&[])?;
     let slow = candidate(&ind, |w| body_edit(w, MODE_TEST, &format!("{MODE_TEST}{SLEEP}")))?;
-    teneral::owner::write_line(ind.path(), &slow)?;
+    teneral_core::owner::write_line(ind.path(), &slow)?;
     ind.wait_for("the body's tests under way", LONG, |e| {
         e["type"] == "mutation.check" && e["check"] == "lint-body" && e["result"] != "failed"
     })?;
@@ -49,7 +49,7 @@ fn a_species_that_cannot_be_fetched_decides_nothing_and_counts_nothing() -> Test
     let kernel_edit = candidate(&ind, |w| std::fs::write(w.join("BIRTH.md"), "a new letter\n"))?;
     let mut after = 0;
     for round in 1..=3 {
-        teneral::owner::write_line(ind.path(), &kernel_edit)?;
+        teneral_core::owner::write_line(ind.path(), &kernel_edit)?;
         let answer = ind.wait_for("the answer", LONG, |e| {
             e["type"] == "mutation.rejected"
                 && e["candidate"] == kernel_edit.as_str()
@@ -79,7 +79,7 @@ fn a_stop_during_the_gate_answers_the_request_once() -> TestResult {
     let v2 = candidate(&ind, |w| {
         body_edit(w, "const REPLY_PREFIX: &str = \"\";", "const REPLY_PREFIX: &str = \"s: \";")
     })?;
-    teneral::owner::write_line(ind.path(), &v2)?;
+    teneral_core::owner::write_line(ind.path(), &v2)?;
     ind.wait_for("the gate under way", LONG, |e| {
         e["type"] == "mutation.check" && e["candidate"] == v2.as_str() && e["check"] == "paths"
     })?;

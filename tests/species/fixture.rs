@@ -10,9 +10,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use teneral::events::SharedJournal;
-use teneral::journal::writer::Journal;
 use teneral::settings::Settings;
 use teneral::species::{self, Judgement, Refusal, SpeciesContext};
+use teneral_core::journal::writer::Journal;
 
 use crate::common::{run_within, succeed_within};
 use teneral_testkit::git_http::GitServer;

@@ -57,7 +57,7 @@ fn a_killed_kernels_gate_unit_is_stopped_at_the_next_start_and_no_one_elses() ->
     )?;
     let candidate = commit_all(&workspace, "a slow build script")?;
     give_to_individual(ind.path(), &workspace)?;
-    teneral::owner::write_line(ind.path(), &candidate)?;
+    teneral_core::owner::write_line(ind.path(), &candidate)?;
     let end = Instant::now() + LONG;
     let sleeper = loop {
         let found = processes_under(ind.path());

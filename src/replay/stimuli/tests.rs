@@ -1,5 +1,5 @@
 use super::*;
-use crate::journal::parse_line;
+use teneral_core::journal::parse_line;
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";

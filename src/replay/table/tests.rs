@@ -1,5 +1,5 @@
 use super::*;
-use crate::journal::parse_line;
+use teneral_core::journal::parse_line;
 
 fn tool(name: &str, failed: bool) -> Action {
     Action::Tool { name: name.into(), failed: Some(failed) }

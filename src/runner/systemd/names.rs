@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::commit::Commit;
+use teneral_core::commit::Commit;
 
 /// The object path of unit `name` on the manager's bus.
 pub fn unit_path(name: &str) -> String {
@@ -59,7 +59,7 @@ pub fn build_unit(commit: &Commit, step: &str, place: &str) -> String {
 /// The unit of a build step named by `tag` rather than a commit (a
 /// kernel's key): `teneral-build-<tag>-<step>-<place>.service`.
 pub fn build_unit_of(tag: &str, step: &str, place: &str) -> String {
-    let tag = crate::commit::short(tag);
+    let tag = teneral_core::commit::short(tag);
     format!("teneral-build-{tag}-{step}-{place}.service")
 }
 

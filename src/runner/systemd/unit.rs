@@ -157,7 +157,7 @@ impl Unit {
     pub async fn signal(&self, signal: i32) {
         if self.done.is_none() {
             if let Err(e) = self.systemd.kill(&self.name, signal).await {
-                crate::log::warn(format!("cannot signal {}: {e}", self.name));
+                teneral_core::log::warn(format!("cannot signal {}: {e}", self.name));
             }
         }
     }

@@ -13,7 +13,8 @@
 //! Both are best effort: an older Linux without `MADV_PAGEOUT` keeps the
 //! pages, and nothing depends on it.
 
-use crate::{log, sys};
+use crate::sys;
+use teneral_core::log;
 
 /// Lets go of the start's memory (see the module's doc).
 pub fn let_go() {
