@@ -6,13 +6,17 @@ use std::process::Command;
 
 use crate::common::*;
 
-/// A tree holding only the lock and the cage's manifest, with `extra`
-/// lines added to its `[dependencies]`: what the seam check says of it.
+/// A tree holding only the lock, the cage's manifest (with `extra` lines
+/// added to its `[dependencies]`) and the table of event kinds, which the
+/// check reads for its other seam: what the seam check says of it.
 fn seams_of(extra: &str) -> Result<(Option<i32>, String), Box<dyn std::error::Error>> {
     let root = repo_root();
     let dir = tempfile::tempdir()?;
     std::fs::create_dir_all(dir.path().join("crates/cage"))?;
     std::fs::copy(root.join("Cargo.lock"), dir.path().join("Cargo.lock"))?;
+    let kinds = "crates/core/src/journal/kind.rs";
+    std::fs::create_dir_all(dir.path().join(kinds).parent().ok_or("a directory")?)?;
+    std::fs::copy(root.join(kinds), dir.path().join(kinds))?;
     let manifest = std::fs::read_to_string(root.join("crates/cage/Cargo.toml"))?;
     let manifest = manifest.replacen("[dependencies]\n", &format!("[dependencies]\n{extra}"), 1);
     std::fs::write(dir.path().join("crates/cage/Cargo.toml"), manifest)?;
