@@ -2,7 +2,7 @@
 //! seed body, the real kernel and its gate, shown the four owner lines the
 //! stand-in acts on: it reads its code, changes itself (a new generation
 //! answers), breaks itself (the gate refuses, the same generation says at
-//! which check) and says how to go back.
+//! which check), says how to go back, and changes itself once more.
 
 use std::time::Duration;
 
@@ -67,8 +67,7 @@ fn the_unscripted_standin_reads_changes_breaks_and_explains_itself() -> TestResu
     assert_eq!(calls_between(&ind, mark, seq(&shown)), ["list_files", "read_file"]);
     let said = shown["text"].as_str().unwrap_or_default();
     assert!(
-        said.contains("src/tools.rs")
-            && said.contains("src/prompt.rs")
+        said.contains("mutate.rs, prompt.rs, sensors.rs")
             && said.contains("The seed body of a teneral individual."),
         "{said}"
     );
@@ -165,5 +164,21 @@ fn the_unscripted_standin_reads_changes_breaks_and_explains_itself() -> TestResu
     let said = back["text"].as_str().unwrap_or_default();
     assert!(said.contains("`teneralctl back`") && said.contains("--list"), "{said}");
     assert_eq!(back["commit"], next.as_str());
+
+    // A second change passes too: it counts on from the first, in the
+    // workspace the refused commit was taken out of.
+    let mark = ind.journal().last().map_or(0, seq);
+    teneral_core::owner::write_line(ind.path(), "change yourself")?;
+    let verdict = ind.wait_for("the verdict on the second change", LONG, |e| {
+        seq(e) > mark && (e["type"] == "mutation.accepted" || e["type"] == "mutation.rejected")
+    })?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    assert_eq!(verdict["from"], next.as_str());
+    let third = verdict["to"].as_str().unwrap_or_default().to_owned();
+    let reply = ind.wait_for("the third generation's reply", LONG, |e| {
+        e["type"] == "reply" && e["commit"] == third.as_str()
+    })?;
+    let said = reply["text"].as_str().unwrap_or_default();
+    assert!(said.contains("changed yourself on your owner's word: 2."), "{said}");
     Ok(())
 }

@@ -376,14 +376,15 @@ fn answer_verdict(verdict: &Verdict, made: &[Entry], since: &[Entry]) -> Act {
                 let command = format!(
                     "test \"$(git -C {workspace} rev-parse HEAD)\" = {candidate} && \
                      git -C {workspace} reset --quiet --hard HEAD~1 && \
-                     echo \"undone; the workspace is at $(git -C {workspace} log -1 --format=%h)\""
+                     echo \"undone: the workspace is back at $(git -C {workspace} log -1 --format=%h)\""
                 );
                 return Act::call("bash", json!({"command": command}));
             };
-            let workspace = if undone.starts_with("undone") {
-                format!("I undid that commit in my workspace ({}).", undone.trim())
-            } else {
-                format!("I could not undo that commit in my workspace: {}", undone.trim())
+            let workspace = match undone.trim().strip_prefix("undone: the workspace is back at ") {
+                Some(at) => format!("I undid that commit in my workspace, which is back at {at}."),
+                None => {
+                    format!("I could not undo that commit in my workspace: {}", undone.trim())
+                }
             };
             Act::say(format!(
                 "The kernel's gate refused my change {} at the check `{check}`: {} I still run \
@@ -466,13 +467,15 @@ fn describe_body(listing: &str, lib: &str) -> String {
     } else {
         format!(" Its lib.rs says: \"{}\"", about.join(" "))
     };
+    let (code, rest): (Vec<&str>, Vec<&str>) = files.iter().partition(|f| f.starts_with("src/"));
+    let code: Vec<&str> = code.iter().map(|f| f.trim_start_matches("src/")).collect();
     format!(
         "My body is the Rust crate in {LIVE_BODY}, the code I run now; I change its copy in my \
-         workspace, .teneral/candidate/body.{about} It has {} files: {}. My tools come from \
-         src/tools.rs, the words I send the model from src/prompt.rs. `change yourself` shows \
-         me changing it.",
-        files.len(),
-        files.join(", ")
+         workspace, .teneral/candidate/body.{about} Its code is in src/: {}; {} more files hold \
+         its tests and its build. My tools come from src/tools.rs, the words I send the model \
+         from src/prompt.rs. `change yourself` shows me changing it.",
+        code.join(", "),
+        rest.len()
     )
 }
 

@@ -173,12 +173,15 @@ fn a_refusal_is_answered_with_its_check_once_the_workspace_is_undone() {
     );
     entries.extend([
         call("bash", json!({"command": command})),
-        out("undone; the workspace is at 89abcde\n"),
+        out("undone: the workspace is back at 89abcde\n"),
     ]);
     let reply = choose(&entries).and_then(|a| a.text).unwrap_or_default();
     assert!(reply.contains("refused my change 0123456 at the check `lint-body`"), "{reply}");
     assert!(reply.contains("error[E0308]: mismatched types."), "{reply}");
-    assert!(reply.contains("undid that commit") && reply.contains("89abcde"), "{reply}");
+    assert!(
+        reply.contains("undid that commit in my workspace, which is back at 89abcde."),
+        "{reply}"
+    );
 }
 
 #[test]
@@ -191,7 +194,7 @@ fn show_me_your_code_names_the_files_and_what_the_crate_is() {
         out("//! The seed body of a teneral individual.\n//!\n//! More.\nuse x;"),
     ];
     let said = choose(&entries).and_then(|a| a.text).unwrap_or_default();
-    assert!(said.contains("3 files: Cargo.toml, src/lib.rs, src/tools.rs"), "{said}");
+    assert!(said.contains("src/: lib.rs, tools.rs; 1 more files"), "{said}");
     assert!(said.contains("\"The seed body of a teneral individual.\""), "{said}");
 }
 
