@@ -17,6 +17,11 @@
 //! the calls made since and what they returned. Nothing here runs a tool,
 //! touches a file or judges a change; the body's tools and the kernel's gate
 //! do, as they would for a real model.
+//!
+//! The seed body sends the whole conversation on both protocols (its
+//! Responses requests say `store: false`); a Responses request that goes on
+//! from a stored response (`previous_response_id`) is read from its own
+//! `input` only.
 use serde_json::{json, Value};
 
 use super::script::PlannedCall;
