@@ -7,8 +7,11 @@
 //! It is as strict as the real protocols read: a request that the provider
 //! would refuse is refused here with the same status and an OpenAI-style error
 //! body, so a body that builds a wrong request fails here first. What it
-//! answers comes from an optional script (see [`script`]); without one, or
-//! once it is used up, it answers `Stand-in model here. You said: ...`.
+//! answers comes from an optional script (see [`script`]). Without one it
+//! acts as an agent on four owner lines (`show me your code`, `change
+//! yourself`, `break yourself`, `go back`; see [`showcase`]) and answers the
+//! birth letter by naming them; every other request, and every request once
+//! a script is used up, gets `Stand-in model here. You said: ...`.
 //! Optionally every request is appended to a log file as one JSON line
 //! (`{"path","status","body"}`), flushed before the answer is sent.
 //!
@@ -18,7 +21,7 @@
 //! for tests.
 //!
 //! Invariants: it binds only loopback addresses; the pure parts (checks,
-//! script, answers) are in [`chat`], [`responses`], [`script`], [`service`]
+//! script, answers) are in [`chat`], [`responses`], [`script`], [`showcase`], [`service`]
 //! and do no I/O; [`http`] is the only place that touches sockets and files
 //! after start.
 use std::io::Write;
@@ -36,6 +39,7 @@ pub mod models;
 pub mod responses;
 pub mod script;
 pub mod service;
+pub mod showcase;
 pub mod signin;
 pub mod turn;
 pub mod wire;

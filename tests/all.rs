@@ -17,6 +17,7 @@ mod offer;
 mod organs;
 mod replay;
 mod selfmod;
+mod showcase;
 mod species;
 mod standin;
 mod systemd;

@@ -2,6 +2,9 @@
 //! the protocol checks, the script's decision and the numbering of
 //! responses and tool calls.
 //!
+//! Without a script the conversation a request carries may make the
+//! stand-in act as an agent ([`showcase`]); with one it never does.
+//!
 //! Invariants: the key is checked before anything else and a refused
 //! request never consumes a script step; a script step is consumed only by a
 //! request that passed its protocol's checks; tool calls are numbered across
@@ -13,10 +16,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::script::{Outcome, Script};
+use super::script::{Decision, Outcome, Script};
 use super::turn::{Call, Newest, Turn, Usage};
 use super::wire::ApiError;
-use super::{chat, models, responses};
+use super::{chat, models, responses, showcase};
 
 pub const CHAT_PATH: &str = "/v1/chat/completions";
 pub const RESPONSES_PATH: &str = "/v1/responses";
@@ -54,6 +57,9 @@ pub struct Service {
 
 struct State {
     script: Script,
+    /// No script was given (or it had no steps): the owner lines of
+    /// [`showcase`] are acted on.
+    unscripted: bool,
     responses: u64,
     calls: u64,
     /// Call ids of each stored Responses answer, by response id.
@@ -67,7 +73,8 @@ enum Protocol {
 
 impl Service {
     pub fn new(key: Option<String>, script: Script) -> Self {
-        let state = State { script, responses: 0, calls: 0, stored: HashMap::new() };
+        let unscripted = script.remaining() == 0;
+        let state = State { script, unscripted, responses: 0, calls: 0, stored: HashMap::new() };
         Service { key: Mutex::new(key), state: Mutex::new(state) }
     }
 
@@ -140,7 +147,7 @@ impl Service {
 impl State {
     fn chat(&mut self, json: &Value, body_chars: usize, now: u64) -> Result<Prepared, Prepared> {
         let checked = chat::validate(json)?;
-        let (delay, turn) = self.turn(&checked.newest)?;
+        let (delay, turn) = self.turn(&checked.newest, json)?;
         let n = self.next_response();
         let usage = Usage::of(body_chars, &turn);
         Ok(Prepared {
@@ -158,7 +165,7 @@ impl State {
     ) -> Result<Prepared, Prepared> {
         let stored = |id: &str| self.stored.get(id).cloned();
         let checked = responses::validate(json, &stored)?;
-        let (delay, turn) = self.turn(&checked.newest)?;
+        let (delay, turn) = self.turn(&checked.newest, json)?;
         let n = self.next_response();
         if checked.store {
             let calls = turn.calls.iter().map(Call::call_id).collect();
@@ -169,10 +176,19 @@ impl State {
         Ok(Prepared { delay, status: 200, body })
     }
 
-    /// Takes the script's decision. A scripted error keeps its step's delay;
-    /// a request that is off script is answered at once.
-    fn turn(&mut self, newest: &Newest) -> Result<(Duration, Turn), Prepared> {
-        let decision = self.script.decide(newest);
+    /// Takes the script's decision, or without a script the showcase's
+    /// (on the conversation in `body`, a request that passed its checks). A
+    /// scripted error keeps its step's delay; a request that is off script is
+    /// answered at once.
+    fn turn(&mut self, newest: &Newest, body: &Value) -> Result<(Duration, Turn), Prepared> {
+        let decision = match self.unscripted.then(|| showcase::choose(&showcase::transcript(body)))
+        {
+            Some(Some(act)) => Decision {
+                delay: Duration::ZERO,
+                outcome: Outcome::Say { text: act.text, reasoning: None, calls: act.calls },
+            },
+            _ => self.script.decide(newest),
+        };
         match decision.outcome {
             Outcome::OffScript(message) => {
                 Err(ApiError::other(409, "invalid_request_error", message, Some("off_script"))

@@ -149,3 +149,31 @@ fn models_are_listed_behind_the_key_like_every_endpoint() {
     let posted = service.handle("POST", "/v1/models", BEARER, b"{}", 7);
     assert_eq!(posted.status, 404);
 }
+
+#[test]
+fn only_an_unscripted_standin_acts_on_the_owner_lines() {
+    let chat = json!({"model": "m", "messages": [{"role": "user", "content": "change yourself"}],
+        "tools": [{"type": "function", "function": {"name": "read_file"}}]});
+    let responses = json!({"model": "m", "input": "change yourself"});
+    let unscripted = Service::new(None, Script::default());
+    let answer = post(&unscripted, CHAT_PATH, &chat);
+    let call = &answer.body["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "read_file", "{}", answer.body);
+    assert_eq!(answer.body["choices"][0]["finish_reason"], "tool_calls");
+    let answer = post(&unscripted, RESPONSES_PATH, &responses);
+    assert_eq!(answer.body["output"][0]["type"], "function_call", "{}", answer.body);
+    assert_eq!(answer.body["output"][0]["name"], "read_file");
+    let hello = json!({"model": "m", "input": "hello"});
+    let answer = post(&unscripted, RESPONSES_PATH, &hello);
+    assert_eq!(
+        answer.body["output"][0]["content"][0]["text"],
+        "Stand-in model here. You said: hello"
+    );
+
+    // A script's steps, and the default reply after them, never act.
+    let scripted = Service::new(None, script(r#"{"reply":"scripted"}"#));
+    for expected in ["scripted", "Stand-in model here. You said: change yourself"] {
+        let answer = post(&scripted, RESPONSES_PATH, &responses);
+        assert_eq!(answer.body["output"][0]["content"][0]["text"], expected, "{}", answer.body);
+    }
+}
