@@ -106,6 +106,15 @@ pub fn remove_temp_files(root: &Path) -> io::Result<usize> {
     Ok(removed)
 }
 
+/// `path` as an absolute path, for a directory named on a command line:
+/// resolved (links and `..` followed) when it exists, else joined to the
+/// current directory. A command makes its directory absolute once, as it
+/// parses its arguments, so nothing it hands on (a caged program with
+/// another working directory, a path walked upwards) sees a relative one.
+pub fn absolute(path: &Path) -> io::Result<PathBuf> {
+    path.canonicalize().or_else(|_| std::path::absolute(path))
+}
+
 /// Syncs a directory, making renames and removals in it durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

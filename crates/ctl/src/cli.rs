@@ -5,6 +5,7 @@
 //! they are stale.
 use std::path::PathBuf;
 
+use clap::builder::{PathBufValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -54,7 +55,7 @@ pub enum Command {
     /// exchanges and exits.
     Talk {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Seconds of journal silence after which a piped line gives up (exit 1).
         #[arg(long, default_value_t = 300)]
@@ -72,7 +73,7 @@ pub enum Command {
     /// the target is refused (it says why).
     Back {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// An earlier generation's commit: 7 or more of its hex digits.
         #[arg(conflicts_with = "list")]
@@ -99,7 +100,7 @@ pub enum Command {
     /// words.
     Generations {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// One JSON object for scripts, with every figure and timestamp.
         #[arg(long, conflicts_with = "plot")]
@@ -128,7 +129,7 @@ pub enum Command {
     /// work (`teneral replay`; docs/replay.md).
     Replay {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// A generation: 7 or more hex digits of its commit, its number as
         /// `generations` lists them (1 is the oldest), or `current`.
@@ -152,7 +153,7 @@ pub enum Command {
     /// journals `species.accepted` (docs/species.md).
     Accept {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// The species commit: 7 or more of its hex digits.
         commit: Option<String>,
@@ -165,7 +166,7 @@ pub enum Command {
     /// systemd: the kernel keeps its status in `.teneral/status`.
     Status {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// One JSON object, with timestamps, instead of lines.
         #[arg(long)]
@@ -196,7 +197,7 @@ pub enum Command {
     /// `--plain` it says what it would need and exits 1.
     Setup {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Ask the questions as lines, also when stdin is not a terminal (one answer a line).
         #[arg(long)]
@@ -225,7 +226,7 @@ pub enum OfferCommand {
     /// allowed-signers line that lets `git verify-commit` check its signatures.
     Key {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Check an `offer/<name>` branch as a stranger would: descent, the scan, signatures,
@@ -247,7 +248,7 @@ pub enum OfferCommand {
         #[arg(long)]
         base: Option<String>,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Print the report as JSON instead of lines.
         #[arg(long)]
@@ -263,7 +264,7 @@ pub enum OfferCommand {
     /// The offer branches, read from git: each one's check, approval and pull request.
     List {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Approve exactly one checked commit for publishing (7 or more of its hex digits).
@@ -271,13 +272,13 @@ pub enum OfferCommand {
         /// The offer's commit: 7 or more of its hex digits.
         commit: String,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Type the forge token (not shown); it is tried once against the species' repository, then stored.
     Token {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Push an approved offer to `contrib/<individual id>/<name>` and open its pull request.
@@ -285,7 +286,7 @@ pub enum OfferCommand {
         /// The offer's commit: 7 or more of its hex digits.
         commit: String,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Check somebody else's open pull request and post the signed result as a comment.
@@ -299,7 +300,7 @@ pub enum OfferCommand {
         /// The pull request's number on the species' forge.
         number: u64,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// A shell command run after the checks, in the same cage on the pull request's
         /// tree: its pass or fail and exit status are posted, its output kept here.
@@ -309,4 +310,11 @@ pub enum OfferCommand {
         #[arg(long)]
         no_gates: bool,
     },
+}
+
+/// A directory argument, made absolute as it is parsed (the default `.`
+/// too), so that nothing a command hands on (`teneral replay`, the cage)
+/// sees a relative one.
+fn directory() -> impl TypedValueParser<Value = PathBuf> {
+    PathBufValueParser::new().try_map(|p| teneral_core::fsutil::absolute(&p))
 }
