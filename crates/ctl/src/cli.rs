@@ -39,8 +39,10 @@ pub enum Command {
     /// (or a pasted or dropped path, or Ctrl+V through `wl-paste`, `xclip` or
     /// `pngpaste`) attaches a PNG, JPEG, GIF or WebP picture of at most 10 MB, four
     /// a line, kept in `memory/images/` by its hash and shown to the model;
-    /// `/history` prints the last exchanges; `/generations` gives one line per
-    /// generation; `/quit` or Ctrl-D leaves, and the agent goes on.
+    /// `/history` prints the last exchanges; `/generations` gives each
+    /// generation's turns, latency, tool failures, retries, crashes and
+    /// mutations (asked, accepted, rejected); `/quit` or Ctrl-D leaves, and the
+    /// agent goes on.
     ///
     /// A model that cannot be reached or refuses is shown at once, with the
     /// provider's words and when the next try comes; a mutation's gate shows each
