@@ -221,7 +221,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         warming.abort();
     }
     teneral_core::crash::point("stop.sweeping");
-    spawn::sweep_leftover_groups(&k.home);
+    spawn::sweep_groups_at_stop(&k.home);
     k.state.body = None;
     k.state.save(&k.home)?;
     Ok(status)
