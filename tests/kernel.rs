@@ -174,6 +174,31 @@ fn a_kernel_stopped_by_sigterm_during_a_check_speaks_of_no_killed_kernel() -> Te
     Ok(())
 }
 
+/// The same for a kernel stopped while it builds the body, as an owner may
+/// stop the first start: the build is ended with its group, and nothing of
+/// it is counted as left running by a killed kernel.
+#[test]
+fn a_kernel_stopped_by_sigterm_during_the_build_speaks_of_no_killed_kernel() -> TestResult {
+    let ind = Individual::new(SCRIPT, &[])?;
+    let home = ind.path();
+    // Its own build cache, so that the body is compiled, not found built.
+    std::fs::remove_file(home.join(".teneral/target"))?;
+    let mut kernel = ind.start()?;
+    let status = home.join(".teneral/status");
+    let end = std::time::Instant::now() + LONG;
+    while !std::fs::read_to_string(&status).unwrap_or_default().contains("building the body") {
+        assert!(std::time::Instant::now() < end, "no build began:\n{}", ind.kernel_log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    kernel.signal(libc::SIGTERM);
+    assert_eq!(kernel.wait(SHORT)?, Some(0), "{}", ind.kernel_log());
+    let log = ind.kernel_log();
+    assert!(!log.contains("killed kernel"), "a stop by SIGTERM speaks of a killed kernel:\n{log}");
+    assert!(!log.contains("left running"), "a stop counted processes it had ended:\n{log}");
+    Ok(())
+}
+
 fn stopped_during_a_check(whole_unit: bool) -> TestResult {
     let script = "{\"reply\": \"Hello.\"}\n";
     let ind = Individual::with_mode("mutate", script, &[])?;
