@@ -211,11 +211,12 @@ fn kill_listed(file: &Path, only_of: Option<Kernel>) -> Vec<(u32, String)> {
 /// Whether a SIGKILL already waits for process `pid` (it is dying).
 fn kill_pending(pid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
-    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    // Signal n is bit n - 1 of the masks /proc gives in hex.
+    let bit = 1u64 << (Signal::KILL.as_raw() - 1);
     status.lines().any(|line| {
         let Some((key, mask)) = line.split_once(':') else { return false };
         matches!(key, "SigPnd" | "ShdPnd")
-            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|m| m & SIGKILL_BIT != 0)
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|m| m & bit != 0)
     })
 }
 
