@@ -239,6 +239,39 @@ fn stopped_during_a_check(whole_unit: bool) -> TestResult {
     Ok(())
 }
 
+/// The same for a kernel stopped while the gate warms up (the kernel's own
+/// checks, run in the background after a start, which take minutes on a
+/// real kernel): the warm-up is stopped, not counted as left running.
+#[test]
+fn a_kernel_stopped_by_sigterm_during_the_warm_up_speaks_of_no_killed_kernel() -> TestResult {
+    let ind = Individual::new(SCRIPT, &["TENERAL_WARM_GATE=on"])?;
+    let home = ind.path();
+    std::fs::write(
+        home.join("src/lib.rs"),
+        "//! A kernel whose tests take long.\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    \
+         fn it_takes_long() {\n        std::thread::sleep(std::time::Duration::from_secs(300));\n    \
+         }\n}\n",
+    )?;
+    commit_all(home, "a kernel whose tests take long")?;
+    let mut kernel = ind.start()?;
+    let end = std::time::Instant::now() + LONG;
+    while !ind.kernel_log().contains("running 1 test") {
+        assert!(
+            std::time::Instant::now() < end,
+            "no test of the warm-up began:\n{}",
+            ind.kernel_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kernel.signal(libc::SIGTERM);
+    assert_eq!(kernel.wait(SHORT)?, Some(0), "{}", ind.kernel_log());
+    let log = ind.kernel_log();
+    assert!(log.contains("stopped the gate's warm-up"), "the stop does not say so:\n{log}");
+    assert!(!log.contains("killed kernel"), "a stop by SIGTERM speaks of a killed kernel:\n{log}");
+    assert!(!log.contains("left running"), "a stop counted the warm-up as left running:\n{log}");
+    Ok(())
+}
+
 #[test]
 fn a_killed_kernel_leaves_no_body_and_the_next_one_starts() -> TestResult {
     let ind = Individual::new(SCRIPT, &[])?;

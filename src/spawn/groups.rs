@@ -197,7 +197,7 @@ fn kill_listed(file: &Path, only_of: Option<Kernel>) -> Vec<(u32, String)> {
             if !listed {
                 continue;
             }
-            let running = !matches!(p.state, 'Z' | 'X') && !kill_pending(p.pid);
+            let running = !matches!(p.state, 'Z' | 'X') && !p.exiting && !kill_pending(p.pid);
             let Some(pid) = Pid::from_raw(p.pid as i32) else { continue };
             let killed = kill_process(pid, Signal::KILL).is_ok();
             if killed && running && !stopped.iter().any(|(q, _)| *q == p.pid) {
@@ -228,6 +228,9 @@ struct Process {
     start: u64,
     /// `R`, `S`, `D`, `Z` (ended, not yet collected), ...
     state: char,
+    /// Whether it is ending (`PF_EXITING` among its flags): dying, if not
+    /// yet a zombie.
+    exiting: bool,
     /// Its command name, printable ASCII only (a process names itself).
     name: String,
 }
@@ -247,8 +250,8 @@ fn processes() -> Vec<Process> {
     out
 }
 
-/// Reads `/proc/<pid>/stat`'s text: `pid (name) state ppid pgrp ...`,
-/// the start time the 20th field after the name.
+/// Reads `/proc/<pid>/stat`'s text: `pid (name) state ppid pgrp ...`, the
+/// flags the 7th field after the name, the start time the 20th.
 fn parse_stat(pid: u32, stat: &str) -> Option<Process> {
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
     let name = stat.get(open + 1..close)?;
@@ -256,7 +259,9 @@ fn parse_stat(pid: u32, stat: &str) -> Option<Process> {
     let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
     let state = fields.first()?.chars().next()?;
     let (group, start) = (fields.get(2)?.parse().ok()?, fields.get(19)?.parse().ok()?);
-    Some(Process { pid, group, start, state, name })
+    const PF_EXITING: u64 = 0x4;
+    let exiting = fields.get(6)?.parse::<u64>().ok()? & PF_EXITING != 0;
+    Some(Process { pid, group, start, state, name, exiting })
 }
 
 /// `teneral keep-children <file> <pid>:<start>`: waits for the end of its
@@ -370,11 +375,11 @@ mod tests {
     fn a_stat_line_is_read_with_any_name() {
         let stat = "42 (a) b) (c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1 1";
         let p = parse_stat(42, stat).expect("a process");
-        assert_eq!((p.pid, p.group, p.start, p.state), (42, 42, 777, 'S'));
+        assert_eq!((p.pid, p.group, p.start, p.state, p.exiting), (42, 42, 777, 'S', false));
         assert_eq!(p.name, "a)?b)?(c");
-        let named = parse_stat(7, "7 (\u{1b}]0;x\u{7}) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5")
+        let named = parse_stat(7, "7 (\u{1b}]0;x\u{7}) R 1 7 7 0 -1 4 0 0 0 0 0 0 0 0 20 0 1 0 5")
             .expect("a process");
-        assert_eq!(named.name, "?]0;x?");
+        assert_eq!((named.name.as_str(), named.exiting), ("?]0;x?", true));
     }
 
     #[test]
