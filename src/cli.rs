@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use clap::builder::{PathBufValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -30,14 +31,14 @@ pub enum Command {
     /// launcher (update the install).
     Run {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// The kernel itself, as the launcher starts it (docs/contract.md, The launcher).
     #[command(hide = true)]
     Kernel {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// For the pins of the checkout in DIR (default: here; the workspace is
@@ -47,7 +48,7 @@ pub enum Command {
     /// or above DIR that holds `.teneral/`.
     Organs {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Seconds each check may run (the gate gives 60).
         #[arg(long, default_value_t = 60, hide = true)]
@@ -118,7 +119,7 @@ pub enum Command {
     /// Changes nothing of the individual (teneralctl replay runs this).
     Replay {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// A generation: 7 or more hex digits of its commit, its number in
         /// `teneralctl generations` (1 is the oldest), or `current`.
@@ -145,7 +146,7 @@ pub enum Command {
     /// (teneralctl offer check and witness run this). Exit 1 when anything failed.
     OfferGates {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// The commit (or a ref naming it).
         commit: String,
@@ -158,9 +159,15 @@ pub enum Command {
     ServeEvents {
         #[arg(long)]
         socket: PathBuf,
-        #[arg(long)]
+        #[arg(long, value_parser = directory())]
         home: PathBuf,
         #[arg(long, value_parser = teneral_core::commit::Commit::parse)]
         commit: teneral_core::commit::Commit,
     },
+}
+
+/// A directory argument, made absolute as it is parsed (the default `.`
+/// too), so that no part of the kernel sees a relative one.
+fn directory() -> impl TypedValueParser<Value = PathBuf> {
+    PathBufValueParser::new().try_map(|p| teneral_core::fsutil::absolute(&p))
 }

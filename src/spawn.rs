@@ -25,7 +25,8 @@ mod reaper;
 mod through;
 
 pub use groups::{
-    keep_groups, keeper_main, stop_keeping_groups, sweep_leftover_groups, CHILDREN_PATH,
+    keep_groups, keeper_main, stop_keeping_groups, sweep_groups_at_stop, sweep_leftover_groups,
+    CHILDREN_PATH,
 };
 pub use reaper::{start_reaper, start_reaper_of_own_children};
 pub use through::{goes_through_zygote, stop_using_zygote, use_zygote, zygote_launches};

@@ -218,10 +218,16 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     // killed), and whatever is still listed is killed and the list removed.
     k.model.stop().await;
     if let Some(warming) = k.warming.take() {
-        warming.abort();
+        if !warming.is_finished() {
+            // Awaited, so that its run is dropped (its group killed) before
+            // the sweep, which then finds nothing of it left running.
+            warming.abort();
+            let _ = warming.await;
+            log::info("stopped the gate's warm-up, which the stop cut short");
+        }
     }
     teneral_core::crash::point("stop.sweeping");
-    spawn::sweep_leftover_groups(&k.home);
+    spawn::sweep_groups_at_stop(&k.home);
     k.state.body = None;
     k.state.save(&k.home)?;
     Ok(status)

@@ -7,6 +7,7 @@ mod cage;
 mod channel;
 mod common;
 mod crash;
+mod directory;
 mod docs;
 mod egress;
 mod fetch;

@@ -160,6 +160,118 @@ fn sigterm_stops_body_and_kernel_promptly_and_nothing_is_lost() -> TestResult {
     Ok(())
 }
 
+/// A kernel stopped by SIGTERM while the gate checks a mutation ends the
+/// check with its process group; at its end it does not speak of a killed
+/// kernel, and does not count as left running what had already ended or
+/// was ending (with the fixture body, which ends when asked, nothing is
+/// left). Stopped alone, and stopped as a service manager stops a unit:
+/// SIGTERM to the kernel and every process of its children's groups at once.
+#[test]
+fn a_kernel_stopped_by_sigterm_during_a_check_speaks_of_no_killed_kernel() -> TestResult {
+    for whole_unit in [false, true] {
+        stopped_during_a_check(whole_unit)?;
+    }
+    Ok(())
+}
+
+/// The same for a kernel stopped while it builds the body, as an owner may
+/// stop the first start: the build is ended with its group, and nothing of
+/// it is counted as left running by a killed kernel.
+#[test]
+fn a_kernel_stopped_by_sigterm_during_the_build_speaks_of_no_killed_kernel() -> TestResult {
+    let ind = Individual::new(SCRIPT, &[])?;
+    let home = ind.path();
+    // Its own build cache, so that the body is compiled, not found built.
+    std::fs::remove_file(home.join(".teneral/target"))?;
+    let mut kernel = ind.start()?;
+    let status = home.join(".teneral/status");
+    let end = std::time::Instant::now() + LONG;
+    while !std::fs::read_to_string(&status).unwrap_or_default().contains("building the body") {
+        assert!(std::time::Instant::now() < end, "no build began:\n{}", ind.kernel_log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    kernel.signal(libc::SIGTERM);
+    assert_eq!(kernel.wait(SHORT)?, Some(0), "{}", ind.kernel_log());
+    let log = ind.kernel_log();
+    assert!(!log.contains("killed kernel"), "a stop by SIGTERM speaks of a killed kernel:\n{log}");
+    assert!(!log.contains("left running"), "a stop counted processes it had ended:\n{log}");
+    Ok(())
+}
+
+fn stopped_during_a_check(whole_unit: bool) -> TestResult {
+    let script = "{\"reply\": \"Hello.\"}\n";
+    let ind = Individual::with_mode("mutate", script, &[])?;
+    let home = ind.path();
+    let mut kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let to = crate::replay::candidate(home, "tool-first")?;
+    teneral_core::owner::write_line(home, &to)?;
+    ind.wait_for("the request", LONG, |e| e["type"] == "mutation.requested")?;
+    // A step of the gate under way, with processes of its own.
+    let status = home.join(".teneral/status");
+    let end = std::time::Instant::now() + LONG;
+    while !std::fs::read_to_string(&status).unwrap_or_default().contains("checking mutation") {
+        assert!(std::time::Instant::now() < end, "no check began:\n{}", ind.kernel_log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let groups: Vec<u32> = std::fs::read_to_string(home.join(teneral::spawn::CHILDREN_PATH))?
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(!groups.is_empty(), "the kernel lists no child's group during a check");
+    kernel.signal(libc::SIGTERM);
+    if whole_unit {
+        for group in groups {
+            if let Some(g) = rustix::process::Pid::from_raw(group as i32) {
+                let _ = rustix::process::kill_process_group(g, rustix::process::Signal::TERM);
+            }
+        }
+    }
+    assert_eq!(kernel.wait(SHORT)?, Some(0), "{}", ind.kernel_log());
+    let log = ind.kernel_log();
+    let how = if whole_unit { "with its children's groups" } else { "alone" };
+    assert!(log.contains("kernel.stopped"), "{how}: {log}");
+    assert!(!log.contains("killed kernel"), "stopped {how}, it speaks of a killed kernel:\n{log}");
+    assert!(!log.contains("left running"), "stopped {how}, it counted processes ended:\n{log}");
+    Ok(())
+}
+
+/// The same for a kernel stopped while the gate warms up (the kernel's own
+/// checks, run in the background after a start, which take minutes on a
+/// real kernel): the warm-up is stopped, not counted as left running.
+#[test]
+fn a_kernel_stopped_by_sigterm_during_the_warm_up_speaks_of_no_killed_kernel() -> TestResult {
+    let ind = Individual::new(SCRIPT, &["TENERAL_WARM_GATE=on"])?;
+    let home = ind.path();
+    std::fs::write(
+        home.join("src/lib.rs"),
+        "//! A kernel whose tests take long.\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    \
+         fn it_takes_long() {\n        std::thread::sleep(std::time::Duration::from_secs(300));\n    \
+         }\n}\n",
+    )?;
+    commit_all(home, "a kernel whose tests take long")?;
+    let mut kernel = ind.start()?;
+    let end = std::time::Instant::now() + LONG;
+    while !ind.kernel_log().contains("running 1 test") {
+        assert!(
+            std::time::Instant::now() < end,
+            "no test of the warm-up began:\n{}",
+            ind.kernel_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kernel.signal(libc::SIGTERM);
+    assert_eq!(kernel.wait(SHORT)?, Some(0), "{}", ind.kernel_log());
+    let log = ind.kernel_log();
+    assert!(log.contains("stopped the gate's warm-up"), "the stop does not say so:\n{log}");
+    assert!(!log.contains("killed kernel"), "a stop by SIGTERM speaks of a killed kernel:\n{log}");
+    assert!(!log.contains("left running"), "a stop counted the warm-up as left running:\n{log}");
+    Ok(())
+}
+
 #[test]
 fn a_killed_kernel_leaves_no_body_and_the_next_one_starts() -> TestResult {
     let ind = Individual::new(SCRIPT, &[])?;

@@ -44,7 +44,7 @@ fn snapshot(home: &Path) -> (Vec<u8>, Vec<u8>, BTreeMap<String, String>) {
 
 /// Commits the fixture body of the agent's workspace in `mode`, as an agent
 /// would; returns the commit.
-fn candidate(home: &Path, mode: &str) -> Result<String, Box<dyn std::error::Error>> {
+pub(crate) fn candidate(home: &Path, mode: &str) -> Result<String, Box<dyn std::error::Error>> {
     let workspace = home.join(".teneral/candidate");
     let main = workspace.join("body/src/main.rs");
     let text = std::fs::read_to_string(&main)?;

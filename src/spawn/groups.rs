@@ -11,6 +11,11 @@
 //!   every listed group;
 //! - the next start does the same ([`sweep_leftover_groups`]), for a keeper
 //!   that was killed too.
+//! - a kernel's clean end does the same for its own list
+//!   ([`sweep_groups_at_stop`]), which a stop has usually emptied already.
+//!
+//! Either names the processes it killed, and counts only those that still
+//! ran: not a zombie, nor a process already dying of its group's SIGKILL.
 //!
 //! A process is killed only when its group is a listed one and it started
 //! no earlier than the group's leader, so a pid reused since is left alone.
@@ -146,60 +151,117 @@ fn read_list(file: &Path) -> (Option<Kernel>, Vec<(u32, u64)>) {
 }
 
 /// Kills what remains of the groups a dead kernel of `home` listed, and
-/// empties the list. Returns how many processes were killed.
+/// empties the list. Returns how many processes were still running.
 pub fn sweep_leftover_groups(home: &Path) -> usize {
+    sweep(home, "that a killed kernel's children left running")
+}
+
+/// At the kernel's clean end: kills what remains of its own listed groups
+/// (a check or build cut short by the stop), and empties the list. Returns
+/// how many processes were still running; what a stop had already ended is
+/// not counted.
+pub fn sweep_groups_at_stop(home: &Path) -> usize {
+    sweep(home, "that the kernel's children left running at its stop")
+}
+
+fn sweep(home: &Path, left: &str) -> usize {
     let file = home.join(CHILDREN_PATH);
-    let killed = kill_listed(&file, None);
-    if killed > 0 {
+    let stopped = kill_listed(&file, None);
+    if !stopped.is_empty() {
+        let named: Vec<String> =
+            stopped.iter().map(|(pid, name)| format!("{pid} ({name})")).collect();
         teneral_core::log::info(format!(
-            "killed {killed} process(es) that a killed kernel's children left running"
+            "killed {} process(es) {left}: {}",
+            stopped.len(),
+            named.join(", ")
         ));
     }
     let _ = std::fs::remove_file(&file);
-    killed
+    stopped.len()
 }
 
 /// Kills the groups `file` lists; with `only_of`, only if the list is still
-/// that kernel's.
-fn kill_listed(file: &Path, only_of: Option<Kernel>) -> usize {
+/// that kernel's. Returns each process killed that was still running (pid
+/// and name): not one that had ended and was not yet collected (a zombie),
+/// nor one already dying of a SIGKILL, such as its group's stop sent.
+fn kill_listed(file: &Path, only_of: Option<Kernel>) -> Vec<(u32, String)> {
     let (kernel, groups) = read_list(file);
     if only_of.is_some_and(|mine| kernel != Some(mine)) || groups.is_empty() {
-        return 0;
+        return Vec::new();
     }
-    let mut killed = 0;
+    let mut stopped: Vec<(u32, String)> = Vec::new();
     // Twice: a process may fork while the first pass runs.
     for _ in 0..2 {
-        for (pid, pgid, start) in processes() {
-            let listed = groups.iter().any(|&(g, since)| g == pgid && start >= since);
-            if listed {
-                if let Some(p) = Pid::from_raw(pid as i32) {
-                    if kill_process(p, Signal::KILL).is_ok() {
-                        killed += 1;
-                    }
-                }
+        for p in processes() {
+            let listed = groups.iter().any(|&(g, since)| g == p.group && p.start >= since);
+            if !listed {
+                continue;
+            }
+            let running = !matches!(p.state, 'Z' | 'X') && !p.exiting && !kill_pending(p.pid);
+            let Some(pid) = Pid::from_raw(p.pid as i32) else { continue };
+            let killed = kill_process(pid, Signal::KILL).is_ok();
+            if killed && running && !stopped.iter().any(|(q, _)| *q == p.pid) {
+                stopped.push((p.pid, p.name));
             }
         }
     }
-    killed
+    stopped
 }
 
-/// Every process: (pid, process group, start time).
-fn processes() -> Vec<(u32, u32, u64)> {
+/// Whether a SIGKILL already waits for process `pid` (it is dying).
+fn kill_pending(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    // Signal n is bit n - 1 of the masks /proc gives in hex.
+    let bit = 1u64 << (Signal::KILL.as_raw() - 1);
+    status.lines().any(|line| {
+        let Some((key, mask)) = line.split_once(':') else { return false };
+        matches!(key, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|m| m & bit != 0)
+    })
+}
+
+/// A process as `/proc/<pid>/stat` gives it.
+struct Process {
+    pid: u32,
+    group: u32,
+    /// Its start time, in clock ticks since boot.
+    start: u64,
+    /// `R`, `S`, `D`, `Z` (ended, not yet collected), ...
+    state: char,
+    /// Whether it is ending (`PF_EXITING` among its flags): dying, if not
+    /// yet a zombie.
+    exiting: bool,
+    /// Its command name, printable ASCII only (a process names itself).
+    name: String,
+}
+
+/// Every process.
+fn processes() -> Vec<Process> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // After the name: state, ppid, pgrp, ... starttime is the 20th.
-        let (Some(pgrp), Some(start)) = (fields.get(2), fields.get(19)) else { continue };
-        if let (Ok(pgrp), Ok(start)) = (pgrp.parse(), start.parse()) {
-            out.push((pid, pgrp, start));
+        if let Some(p) = parse_stat(pid, &stat) {
+            out.push(p);
         }
     }
     out
+}
+
+/// Reads `/proc/<pid>/stat`'s text: `pid (name) state ppid pgrp ...`, the
+/// flags the 7th field after the name, the start time the 20th.
+fn parse_stat(pid: u32, stat: &str) -> Option<Process> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let name = stat.get(open + 1..close)?;
+    let name = name.chars().map(|c| if c.is_ascii_graphic() { c } else { '?' }).collect();
+    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let (group, start) = (fields.get(2)?.parse().ok()?, fields.get(19)?.parse().ok()?);
+    const PF_EXITING: u64 = 0x4;
+    let exiting = fields.get(6)?.parse::<u64>().ok()? & PF_EXITING != 0;
+    Some(Process { pid, group, start, state, name, exiting })
 }
 
 /// `teneral keep-children <file> <pid>:<start>`: waits for the end of its
@@ -254,10 +316,10 @@ mod tests {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_owned))
         };
-        assert_eq!(kill_listed(&file, Some(Kernel(1, 1))), 0, "a keeper of another kernel killed");
+        assert_eq!(kill_listed(&file, Some(Kernel(1, 1))), [], "a keeper of another kernel killed");
         assert_ne!(state().as_deref(), Some("Z"), "sleep was killed");
         assert!(
-            kill_listed(&file, Some(next)) >= 1,
+            !kill_listed(&file, Some(next)).is_empty(),
             "the list's own kernel's keeper killed nothing"
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -272,6 +334,54 @@ mod tests {
         }
     }
 
+    /// Of a listed group, only what still runs is counted and named, once
+    /// though the sweep looks twice: not a member that has ended and waits
+    /// to be collected.
+    #[test]
+    fn only_what_still_runs_is_counted_and_named() {
+        let dir = tempfile::tempdir().expect("a temporary directory can be made");
+        let file = dir.path().join("children");
+        // A group led by a shell that starts `sleep` and ends: the shell,
+        // not collected here, is a zombie; its sleep still runs in its group.
+        use std::os::unix::process::CommandExt;
+        let mut shell = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 600 >/dev/null & echo $!"])
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("sh starts");
+        let leader = shell.id();
+        let start = super::super::process_start_time(leader).expect("sh has a start time");
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut shell.stdout.take().expect("its stdout"), &mut said)
+            .expect("sh says its sleep's pid");
+        let sleep: u32 = said.trim().parse().expect("a pid");
+        // Ended: a zombie, or gone if another test's reaper collected it.
+        let ended = || match std::fs::read_to_string(format!("/proc/{leader}/stat")) {
+            Ok(stat) => parse_stat(leader, &stat).is_some_and(|p| p.state == 'Z'),
+            Err(_) => true,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !ended() {
+            assert!(std::time::Instant::now() < deadline, "sh did not end");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        write_list(&file, Kernel(1, 1), &[(leader, start)]).expect("the list is written");
+        assert_eq!(kill_listed(&file, None), [(sleep, "sleep".to_owned())]);
+        let _ = shell.wait();
+    }
+
+    #[test]
+    fn a_stat_line_is_read_with_any_name() {
+        let stat = "42 (a) b) (c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1 1";
+        let p = parse_stat(42, stat).expect("a process");
+        assert_eq!((p.pid, p.group, p.start, p.state, p.exiting), (42, 42, 777, 'S', false));
+        assert_eq!(p.name, "a)?b)?(c");
+        let named = parse_stat(7, "7 (\u{1b}]0;x\u{7}) R 1 7 7 0 -1 4 0 0 0 0 0 0 0 0 20 0 1 0 5")
+            .expect("a process");
+        assert_eq!((named.name.as_str(), named.exiting), ("?]0;x?", true));
+    }
+
     #[test]
     fn this_process_is_seen_with_its_group() {
         // Its group as /proc says it (`getpgrp` cannot be asked: inside a
@@ -281,6 +391,6 @@ mod tests {
         let after_name = &stat[stat.rfind(')').expect("stat names the command") + 2..];
         let group: u32 =
             after_name.split(' ').nth(2).and_then(|g| g.parse().ok()).expect("a group number");
-        assert!(processes().iter().any(|&(p, g, start)| p == me && g == group && start > 0));
+        assert!(processes().iter().any(|p| p.pid == me && p.group == group && p.start > 0));
     }
 }

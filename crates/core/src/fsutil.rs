@@ -106,6 +106,15 @@ pub fn remove_temp_files(root: &Path) -> io::Result<usize> {
     Ok(removed)
 }
 
+/// `path` as an absolute path, for a directory named on a command line:
+/// resolved (links and `..` followed) when it exists, else joined to the
+/// current directory. A command makes its directory absolute once, as it
+/// parses its arguments, so nothing it hands on (a caged program with
+/// another working directory, a path walked upwards) sees a relative one.
+pub fn absolute(path: &Path) -> io::Result<PathBuf> {
+    path.canonicalize().or_else(|_| std::path::absolute(path))
+}
+
 /// Syncs a directory, making renames and removals in it durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -298,6 +307,28 @@ mod tests {
     }
 
     use super::*;
+
+    /// A directory named on a command line, relative or not, comes out
+    /// absolute: resolved when it exists (`..` and links followed), joined
+    /// to the current directory when it does not.
+    #[test]
+    fn a_directory_is_made_absolute() {
+        let place = tempfile::tempdir().expect("a temporary directory");
+        let real = place.path().canonicalize().expect("it resolves");
+        std::fs::create_dir(real.join("ind")).expect("a directory");
+        std::os::unix::fs::symlink(real.join("ind"), real.join("link")).expect("a link");
+        let here = std::env::current_dir().expect("a current directory");
+        let table: [(PathBuf, PathBuf); 5] = [
+            (real.join("ind"), real.join("ind")),
+            (real.join("ind/../ind/."), real.join("ind")),
+            (real.join("link"), real.join("ind")),
+            (PathBuf::from("."), here.canonicalize().expect("it resolves")),
+            (PathBuf::from("no-such-dir/x"), here.join("no-such-dir/x")),
+        ];
+        for (given, want) in table {
+            assert_eq!(absolute(&given).expect("made absolute"), want, "{}", given.display());
+        }
+    }
 
     fn errno(result: io::Result<File>) -> Option<i32> {
         result.err().and_then(|e| e.raw_os_error())

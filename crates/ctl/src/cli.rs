@@ -5,6 +5,7 @@
 //! they are stale.
 use std::path::PathBuf;
 
+use clap::builder::{PathBufValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -38,8 +39,10 @@ pub enum Command {
     /// (or a pasted or dropped path, or Ctrl+V through `wl-paste`, `xclip` or
     /// `pngpaste`) attaches a PNG, JPEG, GIF or WebP picture of at most 10 MB, four
     /// a line, kept in `memory/images/` by its hash and shown to the model;
-    /// `/history` prints the last exchanges; `/generations` gives one line per
-    /// generation; `/quit` or Ctrl-D leaves, and the agent goes on.
+    /// `/history` prints the last exchanges; `/generations` gives each
+    /// generation's turns, latency, tool failures, retries, crashes and
+    /// mutations (asked, accepted, rejected); `/quit` or Ctrl-D leaves, and the
+    /// agent goes on.
     ///
     /// A model that cannot be reached or refuses is shown at once, with the
     /// provider's words and when the next try comes; a mutation's gate shows each
@@ -54,7 +57,7 @@ pub enum Command {
     /// exchanges and exits.
     Talk {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Seconds of journal silence after which a piped line gives up (exit 1).
         #[arg(long, default_value_t = 300)]
@@ -72,7 +75,7 @@ pub enum Command {
     /// the target is refused (it says why).
     Back {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// An earlier generation's commit: 7 or more of its hex digits.
         #[arg(conflicts_with = "list")]
@@ -99,7 +102,7 @@ pub enum Command {
     /// words.
     Generations {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// One JSON object for scripts, with every figure and timestamp.
         #[arg(long, conflicts_with = "plot")]
@@ -128,7 +131,7 @@ pub enum Command {
     /// work (`teneral replay`; docs/replay.md).
     Replay {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// A generation: 7 or more hex digits of its commit, its number as
         /// `generations` lists them (1 is the oldest), or `current`.
@@ -152,7 +155,7 @@ pub enum Command {
     /// journals `species.accepted` (docs/species.md).
     Accept {
         /// The individual's directory (the checkout it lives in).
-        #[arg(long, default_value = ".")]
+        #[arg(long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// The species commit: 7 or more of its hex digits.
         commit: Option<String>,
@@ -165,7 +168,7 @@ pub enum Command {
     /// systemd: the kernel keeps its status in `.teneral/status`.
     Status {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// One JSON object, with timestamps, instead of lines.
         #[arg(long)]
@@ -196,7 +199,7 @@ pub enum Command {
     /// `--plain` it says what it would need and exits 1.
     Setup {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Ask the questions as lines, also when stdin is not a terminal (one answer a line).
         #[arg(long)]
@@ -225,7 +228,7 @@ pub enum OfferCommand {
     /// allowed-signers line that lets `git verify-commit` check its signatures.
     Key {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Check an `offer/<name>` branch as a stranger would: descent, the scan, signatures,
@@ -247,7 +250,7 @@ pub enum OfferCommand {
         #[arg(long)]
         base: Option<String>,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// Print the report as JSON instead of lines.
         #[arg(long)]
@@ -263,7 +266,7 @@ pub enum OfferCommand {
     /// The offer branches, read from git: each one's check, approval and pull request.
     List {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Approve exactly one checked commit for publishing (7 or more of its hex digits).
@@ -271,13 +274,13 @@ pub enum OfferCommand {
         /// The offer's commit: 7 or more of its hex digits.
         commit: String,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Type the forge token (not shown); it is tried once against the species' repository, then stored.
     Token {
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Push an approved offer to `contrib/<individual id>/<name>` and open its pull request.
@@ -285,7 +288,7 @@ pub enum OfferCommand {
         /// The offer's commit: 7 or more of its hex digits.
         commit: String,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
     },
     /// Check somebody else's open pull request and post the signed result as a comment.
@@ -299,7 +302,7 @@ pub enum OfferCommand {
         /// The pull request's number on the species' forge.
         number: u64,
         /// The individual's directory (the checkout it lives in).
-        #[arg(short = 'd', long, default_value = ".")]
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
         dir: PathBuf,
         /// A shell command run after the checks, in the same cage on the pull request's
         /// tree: its pass or fail and exit status are posted, its output kept here.
@@ -309,4 +312,11 @@ pub enum OfferCommand {
         #[arg(long)]
         no_gates: bool,
     },
+}
+
+/// A directory argument, made absolute as it is parsed (the default `.`
+/// too), so that nothing a command hands on (`teneral replay`, the cage)
+/// sees a relative one.
+fn directory() -> impl TypedValueParser<Value = PathBuf> {
+    PathBufValueParser::new().try_map(|p| teneral_core::fsutil::absolute(&p))
 }

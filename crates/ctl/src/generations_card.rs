@@ -163,37 +163,57 @@ pub fn table(all: &[Figures]) -> Vec<String> {
     out
 }
 
-/// One short line per generation, for `/generations` in talk's 80 columns.
-pub fn compact(all: &[Figures]) -> Vec<String> {
+/// Each generation in a few words, for `/generations` in talk: how long it
+/// lived, turns and latency, tool failures, retries, crashes and mutations
+/// (asked/accepted/rejected, as the last row says), laid out in rows of at
+/// most `width` columns, broken after a comma, so that no figure falls off
+/// the terminal's edge.
+pub fn compact(all: &[Figures], width: usize) -> Vec<String> {
     if all.is_empty() {
         return vec!["no generation in the journal yet".into()];
     }
-    let mut out: Vec<String> = all
-        .iter()
-        .map(|f| {
-            let mark = if f.current { " (current)" } else { "" };
-            let latency = match (f.latency.median_ms, f.latency.p90_ms) {
-                (Some(p50), Some(p90)) => format!(", p50 {} p90 {}", duration(p50), duration(p90)),
-                _ => String::new(),
-            };
-            let m = &f.mutations;
-            format!(
-                "{}{mark}: lived {}, {} turns{latency}, {}/{} tools failed, {} retries, \
-                 {} crashes, mutations {}/{}/{}",
-                short(&f.commit),
-                duration(f.lived_ms),
-                f.turns,
-                f.tool_failures,
-                f.tool_calls,
-                f.model.retries,
-                f.crashes,
-                m.requested,
-                m.accepted,
-                m.rejected
-            )
-        })
-        .collect();
-    out.push("mutations: asked/accepted/rejected; all of it: teneralctl generations".into());
+    let mut out = Vec::new();
+    for f in all {
+        let mark = if f.current { " (current)" } else { "" };
+        let mut parts = vec![
+            format!("{}{mark}: lived {}", short(&f.commit), duration(f.lived_ms)),
+            format!("{} turns", f.turns),
+        ];
+        if let (Some(p50), Some(p90)) = (f.latency.median_ms, f.latency.p90_ms) {
+            parts.push(format!("p50 {} p90 {}", duration(p50), duration(p90)));
+        }
+        let m = &f.mutations;
+        parts.extend([
+            format!("{}/{} tools failed", f.tool_failures, f.tool_calls),
+            format!("{} retries", f.model.retries),
+            format!("{} crashes", f.crashes),
+            format!("mutations {}/{}/{}", m.requested, m.accepted, m.rejected),
+        ]);
+        out.extend(rows(&parts, ",", width));
+    }
+    let legend = ["mutations: asked/accepted/rejected", "all of it: teneralctl generations"];
+    out.extend(rows(&legend.map(String::from), ";", width));
+    out
+}
+
+/// `parts` joined with `after` and a blank, in rows of at most `width`
+/// columns where they fit, a row after the first indented by four.
+fn rows(parts: &[String], after: &str, width: usize) -> Vec<String> {
+    const INDENT: &str = "    ";
+    let mut out: Vec<String> = Vec::new();
+    let mut row = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        let part = if i + 1 < parts.len() { format!("{part}{after}") } else { part.clone() };
+        if row.is_empty() {
+            row = if out.is_empty() { part } else { format!("{INDENT}{part}") };
+        } else if row.chars().count() + 1 + part.chars().count() <= width {
+            row = format!("{row} {part}");
+        } else {
+            out.push(std::mem::take(&mut row));
+            row = format!("{INDENT}{part}");
+        }
+    }
+    out.push(row);
     out
 }
 
@@ -253,19 +273,42 @@ mod tests {
         }
     }
 
+    fn lines_of_one() -> Vec<Figures> {
+        vec![Figures { commit: "c".repeat(40), ..Figures::default() }]
+    }
+
     #[test]
     fn compact_lines_for_talk() {
         let mut f = Figures { commit: "a".repeat(40), current: true, ..Figures::default() };
         (f.lived_ms, f.turns, f.tool_calls, f.tool_failures) = (26_000, 2, 4, 1);
         (f.latency.median_ms, f.latency.p90_ms) = (Some(3000), Some(5000));
         f.mutations.requested = 2;
-        let lines = compact(&[f]);
+        let lines = compact(&[f.clone()], 200);
         assert_eq!(
             lines[0],
             "aaaaaaa (current): lived 26s, 2 turns, p50 3.0s p90 5.0s, 1/4 tools failed, \
              0 retries, 0 crashes, mutations 2/0/0"
         );
-        assert_eq!(compact(&[]), ["no generation in the journal yet"]);
+        assert_eq!(compact(&[], 80), ["no generation in the journal yet"]);
+        // Talk's terminal of 80 columns, less the two the rows are indented
+        // by: every figure on it, the mutation counts the last row names too.
+        (f.mutations.accepted, f.mutations.rejected) = (1, 1);
+        let mut older = Figures { commit: "b".repeat(40), ..f.clone() };
+        (older.lived_ms, older.current, older.turns) = (90_061_000, false, 12_345);
+        let lines = compact(&[older, f], 78);
+        assert_eq!(
+            lines,
+            [
+                "bbbbbbb: lived 25 h, 12345 turns, p50 3.0s p90 5.0s, 1/4 tools failed,",
+                "    0 retries, 0 crashes, mutations 2/1/1",
+                "aaaaaaa (current): lived 26s, 2 turns, p50 3.0s p90 5.0s, 1/4 tools failed,",
+                "    0 retries, 0 crashes, mutations 2/1/1",
+                "mutations: asked/accepted/rejected; all of it: teneralctl generations",
+            ]
+        );
+        let narrow = compact(&lines_of_one(), 38);
+        assert!(narrow.iter().all(|row| row.chars().count() <= 38), "{narrow:#?}");
+        assert!(narrow.iter().any(|row| row.contains("mutations 0/0/0")), "{narrow:#?}");
     }
 
     #[test]

@@ -204,3 +204,30 @@ fn new_events_are_printed_and_esc_interrupts_a_turn() {
     tmux.wait_for("interrupted by you");
     tmux.wait_for("◆ resting");
 }
+
+/// An individual on the built-in stand-in: the panel names it as such, and
+/// `/generations` shows on an 80-column terminal the mutation counts its
+/// last row explains.
+#[test]
+fn the_stand_in_is_named_and_generations_show_their_mutations() {
+    if !system_tests() {
+        return;
+    }
+    let dir = individual(&[
+        r#"{"type":"generation.started","pid":8}"#,
+        r#"{"type":"generation.ready"}"#,
+        r#"{"type":"owner.line","file":"a.txt","text":"change yourself"}"#,
+        r#"{"type":"mutation.requested","candidate":"fedcba9876543210fedcba9876543210fedcba98"}"#,
+        r#"{"type":"reply","text":"asked"}"#,
+        r#"{"type":"turn.ended"}"#,
+        r#"{"type":"mutation.rejected","candidate":"fedcba9876543210fedcba9876543210fedcba98","check":"tests","output":"1 failed"}"#,
+    ]);
+    std::fs::write(dir.path().join(".env"), "TENERAL_PROVIDER=standin\n").expect("settings");
+    let tmux = talk_terminal(dir.path(), &[]);
+    tmux.wait_for_all(&["model        standin (built in)", "lists the commands"]);
+    tmux.enter("/generations");
+    let screen = tmux.wait_for_all(&["mutations 1/0/1", "mutations: asked/accepted/rejected"]);
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 80, "a row runs off the edge: {line:?}");
+    }
+}

@@ -139,7 +139,6 @@ fn main() -> ExitCode {
                 eprintln!("teneralctl: {e}");
                 return ExitCode::from(3);
             }
-            let dir = dir.canonicalize().unwrap_or(dir);
             let facts = teneralctl::report::facts(&dir);
             let now = teneralctl::when::now_ms();
             let client = teneralctl::individual::client(&dir, false);

@@ -210,12 +210,14 @@ fn history(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), 
     print(screen, rows)
 }
 
-/// `/generations`: what each generation did (`teneralctl generations`), one line each.
+/// `/generations`: what each generation did (`teneralctl generations`), in a
+/// few words each, in rows that fit the terminal.
 fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), TalkError> {
     let dim = view.theme.style(Role::Dim);
+    let width = view.width.saturating_sub(2);
     let rows: Vec<Line<'static>> = match crate::generations_card::figures(&client.home, None, None)
     {
-        Ok(all) => crate::generations_card::compact(&all)
+        Ok(all) => crate::generations_card::compact(&all, width)
             .into_iter()
             .map(|l| Line::styled(format!("  {l}"), dim))
             .collect(),

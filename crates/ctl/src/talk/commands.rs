@@ -47,7 +47,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: "generations",
         args: Args::None,
-        what: "what each generation did: turns, latency, failures, crashes",
+        what: "what each generation did: turns, latency, failures, crashes, mutations",
     },
     Command { name: "offers", args: Args::None, what: "what waits for your approval to go out" },
     Command { name: "approve", args: Args::Required("commit"), what: "approve one offered commit" },

@@ -75,9 +75,9 @@ fn session(
     let mut live = Live::new(client.running());
     let facts = panel::gather(&client.home);
     trace.phase("panel_read", started);
-    let model = match (&facts.model, &facts.effort) {
+    let model = match (facts.model_used(), &facts.effort) {
         (Some(m), Some(e)) => format!("{m} ({e})"),
-        (Some(m), None) => m.clone(),
+        (Some(m), None) => m,
         _ => "no model set".to_owned(),
     };
     let mut screen = make(Position { x: 0, y: at.1 }, live.height(&view))?;

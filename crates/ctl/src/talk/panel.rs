@@ -93,6 +93,29 @@ impl<R: BufRead> TakeLine for R {
     }
 }
 
+/// The provider built into the kernel, which needs no model named: it is
+/// its own (`TENERAL_PROVIDER=standin`).
+const STANDIN: &str = "standin";
+
+impl Facts {
+    /// The model the kernel asks, as `.env` names it: `TENERAL_MODEL`, or the
+    /// stand-in's own when the provider is the stand-in and none is named.
+    pub fn model_used(&self) -> Option<String> {
+        let standin = self.provider.as_deref() == Some(STANDIN);
+        self.model.clone().or_else(|| standin.then(|| STANDIN.to_owned()))
+    }
+}
+
+/// The panel's `model` row: the model and its provider.
+fn model_row(model: Option<&str>, provider: Option<&str>) -> String {
+    match (model, provider) {
+        (None, Some(STANDIN)) => format!("{STANDIN} (built in)"),
+        (Some(m), Some(p)) => format!("{m} ({p})"),
+        (Some(m), None) => m.to_owned(),
+        (None, _) => "not set".to_owned(),
+    }
+}
+
 /// The panel's rows.
 pub fn layout(facts: &Facts, theme: &Theme, width: usize) -> Vec<Line<'static>> {
     let accent = theme.style(Role::Accent);
@@ -102,11 +125,7 @@ pub fn layout(facts: &Facts, theme: &Theme, width: usize) -> Vec<Line<'static>> 
         Span::styled(format!("{}teneral", theme.marks.status), accent),
         Span::styled(format!("  talking with {who}"), theme.style(Role::Owner)),
     ])];
-    let model = match (&facts.model, &facts.provider) {
-        (Some(m), Some(p)) => format!("{m} ({p})"),
-        (Some(m), None) => m.clone(),
-        (None, _) => "not set".to_owned(),
-    };
+    let model = model_row(facts.model.as_deref(), facts.provider.as_deref());
     let generation = facts.generation.clone().unwrap_or_else(|| "none yet".to_owned());
     let table = [
         ("directory", facts.dir.clone()),
@@ -138,6 +157,34 @@ mod tests {
         for (text, want) in table {
             assert_eq!(soul_name(text).as_deref(), want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn the_model_row_names_the_built_in_stand_in() {
+        let table = [
+            (None, Some("standin"), "standin (built in)"),
+            (Some("scripted"), Some("standin"), "scripted (standin)"),
+            (Some("gpt-x"), Some("openai"), "gpt-x (openai)"),
+            (Some("gpt-x"), None, "gpt-x"),
+            (None, Some("compatible"), "not set"),
+            (None, None, "not set"),
+        ];
+        for (model, provider, want) in table {
+            assert_eq!(model_row(model, provider), want, "{model:?} of {provider:?}");
+        }
+    }
+
+    /// An individual born with the stand-in (the `.env` the quick start
+    /// writes names no model): the panel's model row and the footer's model.
+    #[test]
+    fn the_panel_of_a_stand_in_individual_names_its_model() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::write(dir.path().join(".env"), "TENERAL_PROVIDER=standin\n").expect(".env");
+        let facts = gather(dir.path());
+        assert_eq!(facts.model_used().as_deref(), Some("standin"));
+        let rows = layout(&facts, &Theme::new(false, true), 80);
+        let text: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+        assert!(text.contains(&"  model        standin (built in)".to_owned()), "{text:#?}");
     }
 
     #[test]
