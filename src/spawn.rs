@@ -296,6 +296,13 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// A `Command` for a unit test that needs a process of its own outside
+/// the reaper's care; the one place a test of the kernel makes one.
+#[cfg(test)]
+pub(crate) fn command_for_tests(program: &str) -> Command {
+    Command::new(program)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -344,7 +344,7 @@ mod tests {
         // A group led by a shell that starts `sleep` and ends: the shell,
         // not collected here, is a zombie; its sleep still runs in its group.
         use std::os::unix::process::CommandExt;
-        let mut shell = std::process::Command::new("/bin/sh")
+        let mut shell = super::super::command_for_tests("/bin/sh")
             .args(["-c", "sleep 600 >/dev/null & echo $!"])
             .stdout(std::process::Stdio::piped())
             .process_group(0)
