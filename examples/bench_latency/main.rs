@@ -204,12 +204,14 @@ fn measure(home: &Path, lines: usize, idle_secs: u64, kernel: &mut Child) -> Res
     Ok(())
 }
 
-/// Time from one owner line to the next at the least. A turn of the
-/// stand-in sends two events (`reply`, `turn.ended`), and a body may send
-/// 100 a second after a burst of 1,000 (docs/contract.md, section 3); lines
-/// sent as fast as the stand-in answers would pass that rate after about
-/// 500, and the kernel would drop the body's replies.
-const PACE: Duration = Duration::from_millis(25);
+/// Time from one owner line to the next at the least. A turn of the seed
+/// body on the stand-in sends three events (`reply`, `usage`,
+/// `turn.ended`), and a body may send 100 a second after a burst of 1,000
+/// (docs/contract.md, section 3); lines sent as fast as the stand-in
+/// answers would pass that rate after a few hundred, and the kernel would
+/// drop the body's replies. At this pace a turn's events come at 75 a
+/// second.
+const PACE: Duration = Duration::from_millis(40);
 
 /// Writes `lines` owner lines one at a time, at most one per [`PACE`], and
 /// returns, sorted, the time from each line's file to its `owner.line`
