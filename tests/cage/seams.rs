@@ -20,7 +20,9 @@ fn seams_of(extra: &str) -> Result<(Option<i32>, String), Box<dyn std::error::Er
     let manifest = std::fs::read_to_string(root.join("crates/cage/Cargo.toml"))?;
     let manifest = manifest.replacen("[dependencies]\n", &format!("[dependencies]\n{extra}"), 1);
     std::fs::write(dir.path().join("crates/cage/Cargo.toml"), manifest)?;
-    let mut cmd = Command::new("python3");
+    // Debian's python, the one a gate check's cage can run (a pyenv shim
+    // leads outside what the cage grants).
+    let mut cmd = Command::new("/usr/bin/python3");
     cmd.arg(root.join("scripts/check-seams")).arg(dir.path());
     let out = run_within(&mut cmd, QUICK, "check the seams of a copy of the cage's manifest")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
