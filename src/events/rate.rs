@@ -31,37 +31,7 @@ impl Class {
             Some(EventKind::Log) => Class::Log,
             Some(EventKind::Note) => Class::Note,
             // Every other type is of one class, by design.
-            Some(
-                EventKind::GenerationReady
-                | EventKind::OwnerLine
-                | EventKind::Birth
-                | EventKind::Reply
-                | EventKind::Reasoning
-                | EventKind::ToolCall
-                | EventKind::ToolResult
-                | EventKind::TurnEnded
-                | EventKind::TurnInterrupted
-                | EventKind::ModelRetry
-                | EventKind::Usage
-                | EventKind::Stimulus
-                | EventKind::MutationRequested
-                | EventKind::OfferRequested
-                | EventKind::KernelStarted
-                | EventKind::KernelStopped
-                | EventKind::KernelNotice
-                | EventKind::GenerationStarted
-                | EventKind::GenerationExited
-                | EventKind::MutationCheck
-                | EventKind::MutationRejected
-                | EventKind::MutationAccepted
-                | EventKind::GenerationRolledback
-                | EventKind::GenerationSentback
-                | EventKind::EventsDropped
-                | EventKind::OfferAnswered
-                | EventKind::OfferPublished
-                | EventKind::SpeciesAccepted,
-            )
-            | None => Class::Event,
+            _ => Class::Event,
         }
     }
 

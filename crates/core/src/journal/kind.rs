@@ -14,11 +14,16 @@ use std::fmt;
 
 use crate::log::Priority;
 
-/// Defines [`EventKind`] from one table, so that its list of every kind
-/// ([`EventKind::ALL`]) and its names ([`EventKind::name`]) cannot leave
-/// one out.
+/// Defines [`EventKind`] from one table, a row per kind: its name, who
+/// writes it, whether talk shows it, whether the scorecard counts it, and
+/// the priority of the kernel's log line about it. Every property is read
+/// from the row, so a new kind is one row and none can be left out.
 macro_rules! kinds {
-    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident => $name:literal, [$($writer:ident),+],
+            talk: $talk:literal, scorecard: $counted:literal, $priority:ident;
+    )*) => {
         /// One kind of journal event.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum EventKind {
@@ -44,44 +49,115 @@ macro_rules! kinds {
                     _ => None,
                 }
             }
+
+            /// Who writes events of this kind, as the code does.
+            pub const fn writers(self) -> &'static [Writer] {
+                match self {
+                    $(EventKind::$variant => &[$(Writer::$writer),+],)*
+                }
+            }
+
+            /// Whether `teneralctl talk` shows anything for an event of this
+            /// kind (in either of its forms); a kind it does not show may
+            /// still tell it what the agent is doing.
+            pub const fn shown_in_talk(self) -> bool {
+                match self {
+                    $(EventKind::$variant => $talk,)*
+                }
+            }
+
+            /// Whether the scorecard counts events of this kind: only these
+            /// place a generation in it and mark when it was first and last
+            /// seen.
+            pub const fn counted_by_scorecard(self) -> bool {
+                match self {
+                    $(EventKind::$variant => $counted,)*
+                }
+            }
+
+            /// The journald priority of the kernel's log line about an event
+            /// of this kind. A body's `log` line goes by its own level
+            /// instead ([`crate::log::fields::level_priority`]).
+            pub const fn priority(self) -> Priority {
+                match self {
+                    $(EventKind::$variant => Priority::$priority,)*
+                }
+            }
         }
     };
 }
 
 kinds! {
+    // A generation that ended or was left and a refused mutation are
+    // warnings in the kernel's log; the kernel's other events notices; what
+    // a body says of its work information. The kernel takes the owner's
+    // `back` while it runs, and the owner's client writes it when the
+    // kernel is stopped; an offer is published by the kernel, or by
+    // `teneralctl offer` for the owner.
+
     // What a body sends (section 3).
-    GenerationReady => "generation.ready",
-    OwnerLine => "owner.line",
-    Birth => "birth",
-    Reply => "reply",
-    Reasoning => "reasoning",
-    ToolCall => "tool.call",
-    ToolResult => "tool.result",
-    TurnEnded => "turn.ended",
-    TurnInterrupted => "turn.interrupted",
-    ModelRetry => "model.retry",
-    Usage => "usage",
-    Stimulus => "stimulus",
-    MutationRequested => "mutation.requested",
-    OfferRequested => "offer.requested",
-    Note => "note",
+    GenerationReady => "generation.ready", [Body],
+        talk: true, scorecard: true, Info;
+    OwnerLine => "owner.line", [Body],
+        talk: true, scorecard: true, Info;
+    Birth => "birth", [Body],
+        talk: true, scorecard: true, Info;
+    Reply => "reply", [Body],
+        talk: true, scorecard: true, Info;
+    Reasoning => "reasoning", [Body],
+        talk: true, scorecard: true, Info;
+    ToolCall => "tool.call", [Body],
+        talk: true, scorecard: true, Info;
+    ToolResult => "tool.result", [Body],
+        talk: true, scorecard: true, Info;
+    TurnEnded => "turn.ended", [Body],
+        talk: false, scorecard: true, Info;
+    TurnInterrupted => "turn.interrupted", [Body],
+        talk: true, scorecard: true, Info;
+    ModelRetry => "model.retry", [Body],
+        talk: true, scorecard: true, Info;
+    Usage => "usage", [Body],
+        talk: false, scorecard: true, Info;
+    Stimulus => "stimulus", [Body],
+        talk: true, scorecard: true, Info;
+    MutationRequested => "mutation.requested", [Body],
+        talk: true, scorecard: true, Info;
+    OfferRequested => "offer.requested", [Body],
+        talk: false, scorecard: false, Info;
+    Note => "note", [Body],
+        talk: false, scorecard: true, Info;
     /// A line for the kernel's log, never journaled.
-    Log => "log",
+    Log => "log", [Body],
+        talk: false, scorecard: false, Info;
     // What the kernel (or the owner's client) writes (sections 3 and 6).
-    KernelStarted => "kernel.started",
-    KernelStopped => "kernel.stopped",
-    KernelNotice => "kernel.notice",
-    GenerationStarted => "generation.started",
-    GenerationExited => "generation.exited",
-    MutationCheck => "mutation.check",
-    MutationRejected => "mutation.rejected",
-    MutationAccepted => "mutation.accepted",
-    GenerationRolledback => "generation.rolledback",
-    GenerationSentback => "generation.sentback",
-    EventsDropped => "events.dropped",
-    OfferAnswered => "offer.answered",
-    OfferPublished => "offer.published",
-    SpeciesAccepted => "species.accepted",
+    KernelStarted => "kernel.started", [Kernel],
+        talk: true, scorecard: true, Notice;
+    KernelStopped => "kernel.stopped", [Kernel],
+        talk: true, scorecard: true, Notice;
+    KernelNotice => "kernel.notice", [Kernel],
+        talk: true, scorecard: true, Notice;
+    GenerationStarted => "generation.started", [Kernel],
+        talk: true, scorecard: true, Notice;
+    GenerationExited => "generation.exited", [Kernel],
+        talk: true, scorecard: true, Warning;
+    MutationCheck => "mutation.check", [Kernel],
+        talk: true, scorecard: true, Notice;
+    MutationRejected => "mutation.rejected", [Kernel],
+        talk: true, scorecard: true, Warning;
+    MutationAccepted => "mutation.accepted", [Kernel],
+        talk: true, scorecard: true, Notice;
+    GenerationRolledback => "generation.rolledback", [Kernel],
+        talk: true, scorecard: true, Warning;
+    GenerationSentback => "generation.sentback", [Kernel, Owner],
+        talk: true, scorecard: true, Notice;
+    EventsDropped => "events.dropped", [Kernel],
+        talk: false, scorecard: false, Notice;
+    OfferAnswered => "offer.answered", [Kernel],
+        talk: false, scorecard: false, Notice;
+    OfferPublished => "offer.published", [Kernel, Owner],
+        talk: false, scorecard: false, Notice;
+    SpeciesAccepted => "species.accepted", [Kernel],
+        talk: false, scorecard: false, Notice;
 }
 
 /// Who writes an event of a kind.
@@ -119,165 +195,9 @@ impl EventKind {
         std::str::from_utf8(name).ok().and_then(EventKind::parse)
     }
 
-    /// Who writes events of this kind, as the code does.
-    pub const fn writers(self) -> &'static [Writer] {
-        match self {
-            EventKind::GenerationReady
-            | EventKind::OwnerLine
-            | EventKind::Birth
-            | EventKind::Reply
-            | EventKind::Reasoning
-            | EventKind::ToolCall
-            | EventKind::ToolResult
-            | EventKind::TurnEnded
-            | EventKind::TurnInterrupted
-            | EventKind::ModelRetry
-            | EventKind::Usage
-            | EventKind::Stimulus
-            | EventKind::MutationRequested
-            | EventKind::OfferRequested
-            | EventKind::Note
-            | EventKind::Log => &[Writer::Body],
-            EventKind::KernelStarted
-            | EventKind::KernelStopped
-            | EventKind::KernelNotice
-            | EventKind::GenerationStarted
-            | EventKind::GenerationExited
-            | EventKind::MutationCheck
-            | EventKind::MutationRejected
-            | EventKind::MutationAccepted
-            | EventKind::GenerationRolledback
-            | EventKind::EventsDropped
-            | EventKind::OfferAnswered
-            | EventKind::SpeciesAccepted => &[Writer::Kernel],
-            // The kernel takes the owner's `back` while it runs; the client
-            // writes it itself when the kernel is stopped. An offer is
-            // published by the kernel, or by `teneralctl offer` for the owner.
-            EventKind::GenerationSentback | EventKind::OfferPublished => {
-                &[Writer::Kernel, Writer::Owner]
-            }
-        }
-    }
-
     /// Whether a body may send an event of this kind.
     pub fn body_may_send(self) -> bool {
         self.writers().contains(&Writer::Body)
-    }
-
-    /// Whether `teneralctl talk` shows anything for an event of this kind
-    /// (in either of its forms); a kind it does not show may still tell it
-    /// what the agent is doing.
-    pub const fn shown_in_talk(self) -> bool {
-        match self {
-            EventKind::GenerationReady
-            | EventKind::OwnerLine
-            | EventKind::Birth
-            | EventKind::Reply
-            | EventKind::Reasoning
-            | EventKind::ToolCall
-            | EventKind::ToolResult
-            | EventKind::TurnInterrupted
-            | EventKind::ModelRetry
-            | EventKind::Stimulus
-            | EventKind::MutationRequested
-            | EventKind::KernelStarted
-            | EventKind::KernelStopped
-            | EventKind::KernelNotice
-            | EventKind::GenerationStarted
-            | EventKind::GenerationExited
-            | EventKind::MutationCheck
-            | EventKind::MutationRejected
-            | EventKind::MutationAccepted
-            | EventKind::GenerationRolledback
-            | EventKind::GenerationSentback => true,
-            EventKind::TurnEnded
-            | EventKind::Usage
-            | EventKind::OfferRequested
-            | EventKind::Note
-            | EventKind::Log
-            | EventKind::EventsDropped
-            | EventKind::OfferAnswered
-            | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => false,
-        }
-    }
-
-    /// Whether the scorecard counts events of this kind: only these place
-    /// a generation in it and mark when it was first and last seen.
-    pub const fn counted_by_scorecard(self) -> bool {
-        match self {
-            EventKind::GenerationReady
-            | EventKind::OwnerLine
-            | EventKind::Birth
-            | EventKind::Reply
-            | EventKind::Reasoning
-            | EventKind::ToolCall
-            | EventKind::ToolResult
-            | EventKind::TurnEnded
-            | EventKind::TurnInterrupted
-            | EventKind::ModelRetry
-            | EventKind::Usage
-            | EventKind::Stimulus
-            | EventKind::MutationRequested
-            | EventKind::Note
-            | EventKind::KernelStarted
-            | EventKind::KernelStopped
-            | EventKind::KernelNotice
-            | EventKind::GenerationStarted
-            | EventKind::GenerationExited
-            | EventKind::MutationCheck
-            | EventKind::MutationRejected
-            | EventKind::MutationAccepted
-            | EventKind::GenerationRolledback
-            | EventKind::GenerationSentback => true,
-            EventKind::OfferRequested
-            | EventKind::Log
-            | EventKind::EventsDropped
-            | EventKind::OfferAnswered
-            | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => false,
-        }
-    }
-
-    /// The journald priority of the kernel's log line about an event of
-    /// this kind: a generation that ended or was left, and a refused
-    /// mutation, are warnings; the kernel's other events notices; what a
-    /// body says of its work (a reply, a tool call) information. A body's
-    /// `log` line goes by its own level instead
-    /// ([`crate::log::fields::level_priority`]).
-    pub const fn priority(self) -> Priority {
-        match self {
-            EventKind::GenerationExited
-            | EventKind::GenerationRolledback
-            | EventKind::MutationRejected => Priority::Warning,
-            EventKind::KernelStarted
-            | EventKind::KernelStopped
-            | EventKind::KernelNotice
-            | EventKind::GenerationStarted
-            | EventKind::MutationCheck
-            | EventKind::MutationAccepted
-            | EventKind::GenerationSentback
-            | EventKind::EventsDropped
-            | EventKind::OfferAnswered
-            | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => Priority::Notice,
-            EventKind::GenerationReady
-            | EventKind::OwnerLine
-            | EventKind::Birth
-            | EventKind::Reply
-            | EventKind::Reasoning
-            | EventKind::ToolCall
-            | EventKind::ToolResult
-            | EventKind::TurnEnded
-            | EventKind::TurnInterrupted
-            | EventKind::ModelRetry
-            | EventKind::Usage
-            | EventKind::Stimulus
-            | EventKind::MutationRequested
-            | EventKind::OfferRequested
-            | EventKind::Note
-            | EventKind::Log => Priority::Info,
-        }
     }
 }
 

@@ -33,37 +33,8 @@ pub fn bytes_of(kind: Option<&[u8]>) -> usize {
     match EventKind::named_bytes(kind) {
         Some(EventKind::Note) => NOTE_BYTES,
         Some(EventKind::Log) => LOG_BYTES,
-        Some(
-            EventKind::GenerationReady
-            | EventKind::OwnerLine
-            | EventKind::Birth
-            | EventKind::Reply
-            | EventKind::Reasoning
-            | EventKind::ToolCall
-            | EventKind::ToolResult
-            | EventKind::TurnEnded
-            | EventKind::TurnInterrupted
-            | EventKind::ModelRetry
-            | EventKind::Usage
-            | EventKind::Stimulus
-            | EventKind::MutationRequested
-            | EventKind::OfferRequested
-            | EventKind::KernelStarted
-            | EventKind::KernelStopped
-            | EventKind::KernelNotice
-            | EventKind::GenerationStarted
-            | EventKind::GenerationExited
-            | EventKind::MutationCheck
-            | EventKind::MutationRejected
-            | EventKind::MutationAccepted
-            | EventKind::GenerationRolledback
-            | EventKind::GenerationSentback
-            | EventKind::EventsDropped
-            | EventKind::OfferAnswered
-            | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted,
-        )
-        | None => EVENT_BYTES,
+        // Every other type has the one bound of events, by design.
+        _ => EVENT_BYTES,
     }
 }
 
