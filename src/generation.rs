@@ -253,7 +253,7 @@ pub async fn start(
     if runner.caged() {
         let config = egress::Config {
             policy: start.settings.egress.clone(),
-            stand_ins: start.settings.test_egress_resolve.clone(),
+            stand_ins: start.settings.test.egress_resolve.clone(),
         };
         let proxy = egress::shared(&config)
             .map_err(|e| spawn_error(std::io::Error::other(format!("the egress proxy: {e}"))))?;

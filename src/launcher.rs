@@ -265,7 +265,7 @@ async fn own_kernel(
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
             let cage = crate::confine::Cage::decide(
                 settings.unsafe_unconfined,
-                &settings.pretend_missing,
+                &settings.test.pretend_missing,
                 exe,
             )
             .map_err(|e| e.to_string())?;

@@ -153,6 +153,7 @@ impl Lifecycle {
         self.on_trial
     }
 
+    #[cfg(test)]
     pub fn restarts(&self) -> u32 {
         self.restarts
     }

@@ -106,7 +106,7 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
     let exe = std::env::current_exe().map_err(io("the kernel's own program"))?;
     let cage = crate::confine::Cage::decide(
         settings.unsafe_unconfined,
-        &settings.pretend_missing,
+        &settings.test.pretend_missing,
         exe.clone(),
     )?;
     let runner = Runner::choose(settings.runner, cage).await?.for_individual(home);

@@ -124,30 +124,6 @@ pub fn checkout_at(repo: &Repository, dir: &Path, commit: Oid) -> Result<(), Rep
     Ok(())
 }
 
-/// The paths that differ between the trees of `from` and `to`.
-pub fn changed_paths(
-    repo: &Repository,
-    home: &Path,
-    from: Oid,
-    to: Oid,
-) -> Result<Vec<String>, RepoError> {
-    let tree =
-        |oid: Oid| repo.find_commit(oid).and_then(|c| c.tree()).map_err(git("read a tree", home));
-    let (old, new) = (tree(from)?, tree(to)?);
-    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(git("diff", home))?;
-    let mut paths = Vec::new();
-    for delta in diff.deltas() {
-        for file in [delta.old_file(), delta.new_file()] {
-            if let Some(p) = file.path().map(|p| p.to_string_lossy().into_owned()) {
-                if !paths.contains(&p) {
-                    paths.push(p);
-                }
-            }
-        }
-    }
-    Ok(paths)
-}
-
 /// Every entry under `body/` in `commit`, with its git file mode.
 pub fn body_entries(
     repo: &Repository,

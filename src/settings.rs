@@ -86,6 +86,20 @@ pub struct Quota {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
+/// What only tests set: the `TENERAL_TEST_*` knobs of
+/// `teneral_core::setting::TEST`, apart from everything an owner writes. An
+/// owner's `.env` leaves them out and gets the table's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestKnobs {
+    pub timing: Timing,
+    /// `TENERAL_TEST_PRETEND_MISSING`: confinement features the kernel
+    /// treats as missing from the running Linux, to test the refusals.
+    pub pretend_missing: Vec<String>,
+    /// `TENERAL_TEST_EGRESS_RESOLVE`: host names the egress proxy sends to
+    /// the given local address, as if they were public.
+    pub egress_resolve: Vec<(String, std::net::SocketAddr)>,
+}
+
 /// The lifecycle windows the kernel keeps. Each comes from a knob for tests
 /// alone (`teneral_core::setting::TEST`); an owner's `.env` leaves them out.
 /// Left out, each takes the table's default.
@@ -148,16 +162,11 @@ pub struct Settings {
     /// runners are forked by one zygote with namespaces made ahead of need,
     /// instead of executing the cage's helper each time. On by default.
     pub cage_zygote: bool,
-    /// Test-only (`TENERAL_TEST_PRETEND_MISSING`): confinement features the
-    /// kernel treats as missing from the running Linux, to test the refusals.
-    pub pretend_missing: Vec<String>,
     /// `TENERAL_EGRESS`: what a generation reaches through the kernel's
     /// egress proxy (public hosts by default, an allowlist, or nothing).
     pub egress: crate::egress::Policy,
-    /// Test-only (`TENERAL_TEST_EGRESS_RESOLVE`): host names the egress
-    /// proxy sends to the given local address, as if they were public.
-    pub test_egress_resolve: Vec<(String, std::net::SocketAddr)>,
-    pub timing: Timing,
+    /// The knobs only tests set (`TENERAL_TEST_*`).
+    pub test: TestKnobs,
 }
 
 /// Why the settings cannot be used.

@@ -90,8 +90,11 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let settings = Settings::load(&home)?;
     // Refuse before building anything when the body could not be caged.
     let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
-    let cage =
-        crate::confine::Cage::decide(settings.unsafe_unconfined, &settings.pretend_missing, exe)?;
+    let cage = crate::confine::Cage::decide(
+        settings.unsafe_unconfined,
+        &settings.test.pretend_missing,
+        exe,
+    )?;
     // Same-uid processes (a body among them) cannot read the kernel's
     // memory or /proc/<pid>/environ, nor ptrace it, without CAP_SYS_PTRACE.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
@@ -272,7 +275,7 @@ impl Kernel {
     }
 
     fn windows(&self) -> Windows {
-        let t = &self.settings.timing;
+        let t = &self.settings.test.timing;
         Windows {
             ready: t.ready,
             first_reply: t.first_reply,

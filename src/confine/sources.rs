@@ -113,6 +113,7 @@ fn cargo_home() -> Option<PathBuf> {
 /// Adds read (and, for directories, search) for others to every file and
 /// directory below `root` that lacks it; links are left as they are. A
 /// missing `root` opens nothing.
+#[cfg(test)]
 pub fn open_up(root: &Path) -> io::Result<usize> {
     walk_up(root).map(|walk| walk.opened)
 }

@@ -1,29 +1,9 @@
-//! The gate's pure rules: which paths a mutation may change, what `body/`
-//! may hold, and when a test run counts as passed.
-
-/// Paths outside these a mutation may not change.
-pub const CHANGEABLE: [&str; 2] = ["body/", "BACKLOG.md"];
+//! The gate's pure rules: what `body/` may hold and when a test run counts
+//! as passed. Which paths a mutation may change is the species rule's.
 
 /// Git file modes of regular files (plain and executable).
 const REGULAR: [i32; 2] = [0o100644, 0o100755];
 const TREE: i32 = 0o040000;
-
-/// Refuses a change outside `body/` and `BACKLOG.md`, naming every path.
-pub fn check_paths(changed: &[String]) -> Result<(), String> {
-    let protected: Vec<&str> = changed
-        .iter()
-        .map(String::as_str)
-        .filter(|p| !(p.starts_with(CHANGEABLE[0]) || *p == CHANGEABLE[1]))
-        .collect();
-    if protected.is_empty() {
-        return Ok(());
-    }
-    Err(format!(
-        "protected paths changed: {}. A mutation may change only body/ and BACKLOG.md; \
-         undo the others in your workspace (git -C .teneral/candidate checkout <running commit> -- <path>) and ask again",
-        protected.join(", ")
-    ))
-}
 
 /// Refuses anything in `body/` that is not a regular file or a directory:
 /// symlinks, submodules.
@@ -88,26 +68,6 @@ pub fn check_test_count(count: TestCount) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn paths(p: &[&str]) -> Vec<String> {
-        p.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn only_body_and_backlog_may_change() {
-        assert!(check_paths(&paths(&["body/src/main.rs", "BACKLOG.md", "body/new.rs"])).is_ok());
-        let table: [(&[&str], &str); 5] = [
-            (&["src/supervisor.rs"], "protected paths changed: src/supervisor.rs."),
-            (&["body/x", "README.md", ".env"], "protected paths changed: README.md, .env."),
-            (&["bodyguard/x"], "bodyguard/x"),
-            (&["BACKLOG.md.bak"], "BACKLOG.md.bak"),
-            (&["tests/body/x.rs"], "tests/body/x.rs"),
-        ];
-        for (changed, want) in table {
-            let got = check_paths(&paths(changed)).err().unwrap_or_default();
-            assert!(got.contains(want), "{changed:?}: {got}");
-        }
-    }
 
     #[test]
     fn body_holds_only_regular_files() {

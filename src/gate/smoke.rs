@@ -211,7 +211,7 @@ impl Smoke<'_> {
                 break outcome;
             }
         };
-        body.stop(self.settings.timing.stop_grace).await;
+        body.stop(self.settings.test.timing.stop_grace).await;
         channel_task.abort();
         model.stop().await;
         let _ = std::fs::remove_file(&socket);

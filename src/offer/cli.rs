@@ -99,7 +99,7 @@ pub async fn main(home: &Path, commit: &str, also_command: Option<&str>) -> Resu
     let exe = std::env::current_exe().map_err(io("the kernel's own program"))?;
     let cage = crate::confine::Cage::decide(
         settings.unsafe_unconfined,
-        &settings.pretend_missing,
+        &settings.test.pretend_missing,
         exe.clone(),
     )?;
     let runner = Runner::choose(settings.runner, cage).await?.for_individual(home);

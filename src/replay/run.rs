@@ -185,7 +185,7 @@ impl Ground<'_> {
                 () = tokio::time::sleep_until(deadline) => break Ending::TimeUp(self.limit.as_secs()),
             }
         };
-        body.stop(self.settings.timing.stop_grace).await;
+        body.stop(self.settings.test.timing.stop_grace).await;
         channel_task.abort();
         model.stop().await;
         let _ = std::fs::remove_file(&socket);

@@ -31,7 +31,7 @@ impl Limits {
             memory_max: settings.quota.memory_max,
             tasks_max: settings.quota.tasks_max,
             runtime_max: None,
-            stop_timeout: settings.timing.stop_grace,
+            stop_timeout: settings.test.timing.stop_grace,
             background: false,
         }
     }
@@ -40,7 +40,7 @@ impl Limits {
     /// the body's, and at most `TENERAL_CHECK_MINUTES` of running (none
     /// when it is 0).
     pub fn for_check(settings: &Settings) -> Limits {
-        let runtime_max = match (settings.timing.check_limit, settings.check_minutes) {
+        let runtime_max = match (settings.test.timing.check_limit, settings.check_minutes) {
             (Some(limit), _) => Some(limit),
             (None, 0) => None,
             (None, m) => Some(Duration::from_secs(u64::from(m) * 60)),

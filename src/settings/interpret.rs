@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species, Timing};
+use super::{
+    Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species, TestKnobs, Timing,
+};
 use teneral_core::dotenv::{self as parse, choice, Entries, Entry};
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
@@ -165,10 +167,12 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         )?,
         warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)])?,
         cage_zygote: choice(entries, "TENERAL_CAGE_ZYGOTE", &[("on", true), ("off", false)])?,
-        pretend_missing: pretend_missing(entries)?,
         egress: egress(entries)?,
-        test_egress_resolve: egress_resolve(entries)?,
-        timing: timing(entries)?,
+        test: TestKnobs {
+            timing: timing(entries)?,
+            pretend_missing: pretend_missing(entries)?,
+            egress_resolve: egress_resolve(entries)?,
+        },
     })
 }
 

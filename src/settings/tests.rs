@@ -38,12 +38,12 @@ fn standin_alone_takes_every_default() {
     assert_eq!(s.species, Species::Ask);
     assert_eq!(s.publish, Species::Ask);
     assert_eq!(s.standin_script, None);
-    assert_eq!(s.timing.ready, Duration::from_secs(60));
-    assert_eq!(s.timing.first_reply, Duration::from_secs(600));
-    assert_eq!(s.timing.stop_grace, Duration::from_secs(5));
-    assert_eq!(s.timing.backoff_unit, Duration::from_secs(1));
-    assert_eq!(s.timing.long_run, Duration::from_secs(3600));
-    assert_eq!(s.timing.check_limit, None);
+    assert_eq!(s.test.timing.ready, Duration::from_secs(60));
+    assert_eq!(s.test.timing.first_reply, Duration::from_secs(600));
+    assert_eq!(s.test.timing.stop_grace, Duration::from_secs(5));
+    assert_eq!(s.test.timing.backoff_unit, Duration::from_secs(1));
+    assert_eq!(s.test.timing.long_run, Duration::from_secs(3600));
+    assert_eq!(s.test.timing.check_limit, None);
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn good_files() {
             "TENERAL_PROVIDER=standin\nTENERAL_TEST_READY_SECONDS=2\nTENERAL_TEST_REPLY_SECONDS=3\n\
              TENERAL_TEST_STOP_GRACE_SECONDS=0\nTENERAL_TEST_BACKOFF_MS=10\nTENERAL_TEST_LONG_RUN_SECONDS=4\n",
             |s| {
-                s.timing
+                s.test.timing
                     == Timing {
                         ready: Duration::from_secs(2),
                         first_reply: Duration::from_secs(3),
@@ -339,13 +339,13 @@ fn a_misspelling_suggests_the_nearest_name() {
 fn egress_is_public_by_default_and_takes_a_list_or_off() {
     use crate::egress::Policy;
     let s = ok("TENERAL_PROVIDER=standin\n");
-    assert_eq!((s.egress, s.test_egress_resolve), (Policy::Public, vec![]));
+    assert_eq!((s.egress, s.test.egress_resolve), (Policy::Public, vec![]));
     let s = ok("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=crates.io,github.com\n");
     assert_eq!(s.egress, Policy::Allow(vec!["crates.io".into(), "github.com".into()]));
     assert_eq!(ok("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=off\n").egress, Policy::Off);
     let s = ok("TENERAL_PROVIDER=standin\nTENERAL_TEST_EGRESS_RESOLVE=A.test=127.0.0.1:8080\n");
     assert_eq!(
-        s.test_egress_resolve,
+        s.test.egress_resolve,
         vec![("a.test".into(), "127.0.0.1:8080".parse().expect("an address"))]
     );
     let e = refused("TENERAL_PROVIDER=standin\nTENERAL_EGRESS=*.github.com\n");

@@ -100,7 +100,7 @@ impl Kernel {
         // The start is behind: what only it used goes back to Linux.
         rest::let_go();
 
-        let grace = self.settings.timing.stop_grace;
+        let grace = self.settings.test.timing.stop_grace;
         let mut requested = None;
         let mut kept_due = life.reply_due();
         let end = loop {
@@ -257,7 +257,7 @@ impl Kernel {
         let program = std::env::current_exe()
             .map_err(|e| KernelError::Io(format!("the kernel's own binary: {e}")))?;
         let mut unpacker = organs::Unpacker::new(&self.runner, &program);
-        unpacker.stop_timeout = self.settings.timing.stop_grace;
+        unpacker.stop_timeout = self.settings.test.timing.stop_grace;
         let prepared = organs::prepare(&self.home, live, &unpacker).await;
         let e = match prepared {
             Ok(set) => return Ok(Ok(set)),

@@ -179,7 +179,7 @@ impl Kernel {
                 answer_undecided(&self.journal, commit, &candidate, Some(request), &output);
                 self.state.save(&self.home)?;
                 log::info(format!("gate: nothing decided about {} at {check}", short(&candidate)));
-                Ok(if self.pause(self.settings.timing.backoff_unit).await {
+                Ok(if self.pause(self.settings.test.timing.backoff_unit).await {
                     Next::End(EXIT_STOPPED, "asked to stop".into())
                 } else {
                     Next::Same
@@ -191,7 +191,7 @@ impl Kernel {
                 // the state is saved cannot lose it (the start reads it back).
                 let last = self.state.refused.as_ref().map(|r| (&r.commit, r.times));
                 let (times, after) =
-                    after_refusal(last, &candidate, self.settings.timing.backoff_unit);
+                    after_refusal(last, &candidate, self.settings.test.timing.backoff_unit);
                 kernel_event(
                     &self.journal,
                     commit,

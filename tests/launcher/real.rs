@@ -1,4 +1,5 @@
-//! Slow (ignored; `scripts/bench-species --real`): the real teneral tree of
+//! Slow (ignored; the species stage of `scripts/test` runs it alone, as
+//! does `scripts/bench-species --real`): the real teneral tree of
 //! this checkout as a generation's kernel. The generation is put on trial as
 //! a promoting kernel leaves it (no gate: the gate would run the real
 //! kernel's own test suite); the launcher builds that tree's `teneral` and
@@ -51,7 +52,7 @@ fn real_tree_into(work: &Path) -> TestResult {
 }
 
 #[test]
-#[ignore = "slow: builds the whole kernel (scripts/bench-species --real)"]
+#[ignore = "slow: builds the whole kernel (the species stage of scripts/test)"]
 fn the_real_tree_built_as_a_generations_kernel_runs_it() -> TestResult {
     // A cold build of the whole kernel may take longer than a check's 10
     // minutes on a loaded machine: no limit here.
