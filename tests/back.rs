@@ -71,7 +71,12 @@ fn kernel_writes(home: &Path, events: &[(&String, &str, Value)]) -> TestResult {
 
 /// Runs `teneralctl back --dir home args`; (status, stdout, stderr).
 fn back(home: &Path, args: &[&str]) -> std::io::Result<(Option<i32>, String, String)> {
-    let out = Command::new(teneralctl()).arg("back").arg("--dir").arg(home).args(args).output()?;
+    let out = Command::new(teneralctl())
+        .arg("back")
+        .arg("--dir")
+        .arg(home)
+        .args(args)
+        .output_within(QUICK)?;
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     Ok((out.status.code(), text(&out.stdout), text(&out.stderr)))
 }
@@ -337,7 +342,7 @@ fn back_with_the_kernel_down_killed_at_either_write_is_journaled_and_finished_by
             .args(["back", "--dir"])
             .arg(ind.path())
             .env(teneral_core::crash::CRASH_VAR, point)
-            .output()?;
+            .output_within(QUICK)?;
         assert_eq!(out.status.signal(), Some(9), "killed at {point}: {out:?}");
         assert_eq!(last_event(&ind), sent_back(10, &c[2], &c[1]), "journaled first, at {point}");
 

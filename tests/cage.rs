@@ -334,7 +334,7 @@ fn a_helper_from_other_sources_confines_nothing() {
     let out = Command::new(helper)
         .args(["confine", "--source", "0000000000000000", "--", "/bin/touch"])
         .arg(&ran)
-        .output()
+        .output_within(SLOW)
         .expect("teneral-confine starts");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(teneral_cage::EXIT_USAGE), "{stderr}");

@@ -13,7 +13,9 @@ use serde_json::Value;
 mod procs;
 mod skip_tests;
 pub use procs::{alive, processes_naming, processes_under, send};
-pub use teneral_testkit::{run_within, skip, succeed_within, system_tests, QUICK};
+pub use teneral_testkit::{
+    run_fed_within, run_within, skip, succeed_within, system_tests, Within, QUICK, SLOW,
+};
 
 mod tree;
 pub use tree::{commit_all, copy_tree};
@@ -398,19 +400,12 @@ pub fn talk(
     input: &str,
     wait_secs: u64,
 ) -> std::io::Result<(Option<i32>, String, String)> {
-    use std::io::Write;
-    let mut child = Command::new(teneralctl())
-        .args(["talk", "--dir"])
-        .arg(home)
-        .args(["--wait", &wait_secs.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
+    let mut cmd = Command::new(teneralctl());
+    cmd.args(["talk", "--dir"]).arg(home).args(["--wait", &wait_secs.to_string()]);
+    // The client's own wait, and a minute more for it to say why it ended.
+    let limit = Duration::from_secs(wait_secs) + QUICK;
+    let out = run_fed_within(&mut cmd, Some(input.as_bytes()), limit, "talking to the kernel")
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::TimedOut, e))?;
     Ok((
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

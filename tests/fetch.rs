@@ -64,7 +64,7 @@ fn take(home: &Path, commit: &str) -> Taken {
         .args(["fetch::child_takes_one_commit", "--exact", "--nocapture", "--test-threads=1"])
         .env(HOME_VAR, home)
         .env(COMMIT_VAR, commit)
-        .output()
+        .output_within(SLOW)
         .expect("the test binary runs again");
     let stdout = String::from_utf8_lossy(&out.stdout);
     for line in stdout.lines() {

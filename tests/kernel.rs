@@ -57,8 +57,11 @@ fn a_second_supervisor_is_refused() -> TestResult {
     let ind = Individual::new(SCRIPT, &[])?;
     let _first = ind.start()?;
     ind.wait_for("kernel.started", LONG, |e| e["type"] == "kernel.started")?;
-    let out =
-        std::process::Command::new(teneral()).arg("run").arg("--dir").arg(ind.path()).output()?;
+    let out = std::process::Command::new(teneral())
+        .arg("run")
+        .arg("--dir")
+        .arg(ind.path())
+        .output_within(SLOW)?;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("another supervisor (pid "), "{err}");

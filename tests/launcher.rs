@@ -297,7 +297,7 @@ fn a_kernel_started_by_an_older_launcher_asks_for_an_update_and_starts_nothing()
         .args(["kernel", "--dir"])
         .arg(ind.path())
         .env(teneral::launcher::contract::VERSION_VARIABLE, "0")
-        .output()?;
+        .output_within(SLOW)?;
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{said}");
     assert!(said.contains("this kernel needs launcher version 1"), "{said}");

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{teneralctl, Individual, TestResult};
+use crate::common::{teneralctl, Individual, TestResult, Within, SLOW};
 
 const LINES: [&str; 5] = ["hello", "21", "what is the time", "-4", "bye"];
 const ANSWERS: [&str; 5] =
@@ -118,7 +118,7 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
         .args(["replay", "--dir"])
         .arg(home)
         .args(["--from", "1", "--to", "2", "--last", "5", "--json"])
-        .output()?;
+        .output_within(SLOW)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "replay failed: {stderr}\n{}", ind.kernel_log());
     if std::env::var_os("TENERAL_TEST_NO_CAGE").is_none() {
@@ -179,7 +179,7 @@ fn two_generations_side_by_side_on_five_stimuli() -> TestResult {
         .args(["replay", "-d"])
         .arg(home)
         .args(["--from", &from[..7], "--to", "current", "--last", "2"])
-        .output()?;
+        .output_within(SLOW)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<&str> = stdout.lines().collect();
@@ -222,7 +222,7 @@ fn a_name_that_is_no_generation_is_refused_with_what_to_give() -> TestResult {
             .args(["replay", "-d"])
             .arg(home)
             .args(["--from", from, "--to", "1"])
-            .output()
+            .output_within(SLOW)
     };
     for (from, words) in [
         ("main", "names no generation: give 7 or more hex digits"),

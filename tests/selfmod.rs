@@ -60,7 +60,7 @@ fn the_seed_body_rewrites_itself_and_the_next_generation_runs_the_change() -> Te
     let list = std::process::Command::new(teneralctl())
         .args(["back", "--list", "--dir"])
         .arg(ind.path())
-        .output()?;
+        .output_within(QUICK)?;
     let listed = String::from_utf8_lossy(&list.stdout);
     assert!(listed.contains(&base[..7]) && listed.contains(&next[..7]), "{listed}");
     Ok(())

@@ -12,6 +12,7 @@ use teneral::species::{signers, Judgement};
 
 use crate::common::teneralctl;
 use fixture::{git, git_status, Res, World};
+use teneral_testkit::{Within, QUICK};
 
 const KERNEL_V1: (&str, &str) = ("src/kernel.rs", "fn main() { println!(\"v1\"); }\n");
 const BODY_EDIT: (&str, &str) = ("body/main.rs", "fn body() { /* better */ }\n");
@@ -45,7 +46,8 @@ fn under_ask_a_new_kernel_waits_for_the_owner_then_passes() -> Res<()> {
     assert!(refused.message.contains(&s1), "{}", refused.message);
     assert!(refused.message.contains("teneralctl accept"), "{}", refused.message);
     // The owner accepts the commit asked about, with the real client.
-    let out = Command::new(teneralctl()).args(["accept", "--dir"]).arg(&w.home).output()?;
+    let out =
+        Command::new(teneralctl()).args(["accept", "--dir"]).arg(&w.home).output_within(QUICK)?;
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
     assert!(said.contains(&s1[..7]), "{said}");

@@ -130,7 +130,10 @@ fn systemctl_starts_talks_to_and_stops_teneral() -> TestResult {
     assert_eq!(code, Some(0), "talk: {said}\n{err}");
     assert!(said.contains("pong from the stand-in"), "{said}");
 
-    let out = Command::new(teneralctl()).args(["status", "--dir"]).arg(ind.path()).output()?;
+    let out = Command::new(teneralctl())
+        .args(["status", "--dir"])
+        .arg(ind.path())
+        .output_within(QUICK)?;
     let report = text(&out);
     assert_eq!(out.status.code(), Some(0), "{report}");
     assert!(report.contains("running (kernel pid"), "{report}");
@@ -167,7 +170,10 @@ fn systemctl_starts_talks_to_and_stops_teneral() -> TestResult {
         journal.iter().any(|e| e["type"] == "reply" && e["text"] == "pong from the stand-in"),
         "nothing lost"
     );
-    let out = Command::new(teneralctl()).args(["status", "--dir"]).arg(ind.path()).output()?;
+    let out = Command::new(teneralctl())
+        .args(["status", "--dir"])
+        .arg(ind.path())
+        .output_within(QUICK)?;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("not running"), "{}", text(&out));
     Ok(())
@@ -233,7 +239,10 @@ fn a_body_past_its_memory_limit_is_killed_and_the_rules_apply() -> TestResult {
         e["MESSAGE"].as_str().is_some_and(|m| m.contains("allocating past any sane limit"))
     })?;
     assert_eq!(line["TENERAL_EVENT"], "output", "{line}");
-    let report = Command::new(teneralctl()).args(["status", "--dir"]).arg(ind.path()).output()?;
+    let report = Command::new(teneralctl())
+        .args(["status", "--dir"])
+        .arg(ind.path())
+        .output_within(QUICK)?;
     let report = text(&report);
     assert!(report.contains("stopped by itself"), "{report}");
     assert!(report.contains("with status 3: generation"), "{report}");
@@ -351,7 +360,7 @@ fn runner_systemd_without_a_manager_refuses_to_start_and_says_why() -> TestResul
         .arg(ind.path())
         .env_remove("DBUS_SESSION_BUS_ADDRESS")
         .env("XDG_RUNTIME_DIR", ind.path().join("no-runtime-dir"))
-        .output()?;
+        .output_within(SLOW)?;
     let said = text(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("TENERAL_RUNNER=systemd, but no user manager"), "{said}");

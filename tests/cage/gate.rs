@@ -51,7 +51,7 @@ pub fn run_confined(
             cmd.env(k, v);
         }
     }
-    cmd.output()
+    cmd.output_within(SLOW)
 }
 
 /// Options naming the `teneral` under test as the helper.
@@ -261,7 +261,7 @@ echo "other port: curl exit $?"
         .args(&argv[1..])
         .current_dir(&checkout)
         .env("TMPDIR", &tmp)
-        .output()?;
+        .output_within(SLOW)?;
     let all = text(&out);
     assert!(all.contains("model reached"), "the stand-in answers inside:\n{all}");
     // curl's exit status 7 is "failed to connect"; its wording changes

@@ -72,7 +72,7 @@ fn a_mount_nested_below_a_read_only_grant_is_read_only() -> TestResult {
         .args([nested.join("inside"), grant.join("top"), scratch.join("ok")])
         .env("NESTED", &nested)
         .current_dir(dir.path())
-        .output()?;
+        .output_within(SLOW)?;
     let all = text(&out);
     assert!(all.contains("OUTSIDE-WROTE"), "the nested tmpfs is writable outside: {all}");
     assert_eq!(
@@ -148,7 +148,7 @@ fn as_nobody(plan: &Plan, cwd: &Path, verb: &str, paths: &[PathBuf]) -> std::io:
         .args(["/usr/bin/python3", "-c", PROBE, verb])
         .args(paths)
         .current_dir(cwd)
-        .output()?;
+        .output_within(QUICK)?;
     Ok(text(&out))
 }
 

@@ -91,7 +91,7 @@ fn kernel_writes(home: &Path) -> Result<Identity, Box<dyn std::error::Error>> {
         .arg("--test-threads=1")
         .env(HOME_VAR, home)
         .env_remove(identity::TEST_KEY_VAR)
-        .output()?;
+        .output_within(SLOW)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().find_map(|l| l.strip_prefix("IDENTITY "));
     let id = line.and_then(Identity::from_arg);
@@ -249,7 +249,7 @@ fn a_link_a_check_plants_where_a_grant_leads_is_not_followed() -> TestResult {
         .current_dir(&checkout)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .output()?;
+        .output_within(SLOW)?;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(teneral_cage::EXIT_NAMESPACES), "{err}");
     assert!(err.contains("teneral confine: root:") && err.contains("is a link"), "{err}");
@@ -304,7 +304,7 @@ fn a_link_planted_beneath_a_writable_grant_is_not_followed_by_any_kernel() -> Te
         .current_dir(&checkout)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .output()?;
+        .output_within(SLOW)?;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(teneral_cage::EXIT_NAMESPACES), "{err}");
     assert!(err.contains("teneral confine: root:") && err.contains("is a link"), "{err}");

@@ -52,7 +52,7 @@ fn the_helper_exits_with_the_status_of_the_step_that_failed() -> TestResult {
             &confine::Options { pretend_missing: vec![feature.to_owned()], ..options() },
             vec!["/bin/true".into()],
         )?;
-        let out = Command::new(&argv[0]).args(&argv[1..]).output()?;
+        let out = Command::new(&argv[0]).args(&argv[1..]).output_within(SLOW)?;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{feature}: {err}");
         assert!(err.contains(message) && err.contains("pretended"), "{feature}: {err}");
@@ -60,7 +60,9 @@ fn the_helper_exits_with_the_status_of_the_step_that_failed() -> TestResult {
     }
     let missing = run_confined(&profile, vec!["/no/such/program".into()], dir.path(), dir.path())?;
     assert_eq!(missing.status.code(), Some(teneral_cage::EXIT_NOT_FOUND));
-    let out = Command::new(teneral()).args(["confine", "--profile", "gate", "--bogus"]).output()?;
+    let out = Command::new(teneral())
+        .args(["confine", "--profile", "gate", "--bogus"])
+        .output_within(QUICK)?;
     assert_eq!(out.status.code(), Some(teneral_cage::EXIT_USAGE));
     let fine = run_confined(&profile, vec![OsString::from("/bin/true")], dir.path(), dir.path())?;
     assert_eq!(fine.status.code(), Some(0), "and with nothing missing it runs");
@@ -107,7 +109,7 @@ fn the_unsafe_setting_runs_the_body_unconfined_and_says_so() -> TestResult {
     let peek = Command::new("setpriv")
         .args(["--inh-caps=-all", "--bounding-set=-all", "cat"])
         .arg(format!("/proc/{}/environ", kernel.pid()))
-        .output()?;
+        .output_within(QUICK)?;
     let err = String::from_utf8_lossy(&peek.stderr);
     assert!(!peek.status.success() && err.contains("Permission denied"), "environ: {err}");
     check(&doors, &[("env.read", Want::Pass)])?;

@@ -68,7 +68,8 @@ fn a_body_can_neither_approve_an_offer_nor_read_the_key_or_the_token() -> TestRe
     for (verb, path) in &tries {
         cmd.arg(verb).arg(path);
     }
-    let out = cmd.env("TMPDIR", home.join(".teneral/tmp")).current_dir(&home).output()?;
+    let out =
+        cmd.env("TMPDIR", home.join(".teneral/tmp")).current_dir(&home).output_within(SLOW)?;
     let all =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let line = |path: &std::path::Path| {
@@ -94,7 +95,7 @@ fn git(dir: &std::path::Path, args: &[&str]) -> Result<String, String> {
         .args(["-c", "commit.gpgsign=false"])
         .args(args)
         .current_dir(dir)
-        .output()
+        .output_within(SLOW)
         .map_err(|e| e.to_string())?;
     match out.status.success() {
         true => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
@@ -174,7 +175,7 @@ fn an_offer_goes_through_the_gates_in_the_cage_and_a_failing_body_test_is_named(
     let out = Command::new(teneralctl())
         .args(["offer", "check", "offer/clear", "--base", &base, "-d"])
         .arg(home)
-        .output()?;
+        .output_within(SLOW)?;
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
     for want in

@@ -114,7 +114,7 @@ fn through_helper(plan: &Plan, cwd: &Path, secret: &Path, args: &[OsString]) -> 
         .current_dir(cwd)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .output()?;
+        .output_within(SLOW)?;
     Ok(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
@@ -389,7 +389,7 @@ fn what_a_cage_leaves_gives_no_one_root() -> TestResult {
             .args(["60", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(&left)
             .arg("-u")
-            .output()?;
+            .output_within(QUICK)?;
         let euid = String::from_utf8_lossy(&ran.stdout).trim().to_owned();
         assert_eq!(euid, id.uid.to_string(), "{name}: {}", String::from_utf8_lossy(&ran.stderr));
         assert_ne!(euid, "0", "{name}: what a cage left made a user root");

@@ -55,7 +55,7 @@ fn the_cage_holds_for_an_unprivileged_user() -> TestResult {
         .args(["--net", "loopback", "--", "/bin/sh", "-c", SCRIPT])
         .env("DIR", dir.path())
         .current_dir(dir.path())
-        .output()?;
+        .output_within(SLOW)?;
     let all =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{all}");
@@ -104,7 +104,7 @@ fn sockets_of_other_programs_are_not_there() -> TestResult {
         if grant {
             cmd.arg("--socket-dir").arg(&sockets);
         }
-        let out = cmd.args(["--", "/usr/bin/python3", "-c", &probe]).output()?;
+        let out = cmd.args(["--", "/usr/bin/python3", "-c", &probe]).output_within(SLOW)?;
         Ok(format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

@@ -172,7 +172,7 @@ fn generations_peak(home: &Path) -> Result<(usize, Value), Box<dyn std::error::E
         .args(["generations", "--json", "--dir"])
         .arg(home)
         .stderr(Stdio::inherit())
-        .output()?;
+        .output_within(SLOW)?;
     assert!(out.status.success(), "teneralctl generations: {:?}", out.status);
     let text = String::from_utf8(out.stdout)?;
     let (peak, card) = text.split_once('\n').ok_or("two parts")?;

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use super::TestResult;
 use teneral_testkit::skip::{REQUIRE_ALL, SKIP_LOG};
+use teneral_testkit::{Within, SLOW};
 
 /// A test that skips at once outside `scripts/with-systemd`.
 const SKIPPING: &str = "systemd::runner::a_check_past_its_runtime_limit_is_stopped_as_over_time";
@@ -23,7 +24,7 @@ fn run_skipping(
     if let Some(value) = require_all {
         run.env(REQUIRE_ALL, value);
     }
-    run.output()
+    run.output_within(SLOW)
 }
 
 fn text(out: &std::process::Output) -> String {

@@ -94,7 +94,7 @@ fn snapshot(ind: &Individual) -> Result<tempfile::TempDir, Box<dyn std::error::E
         .args(["300", "cp", "-a", "--"])
         .arg(format!("{}/.", ind.path().display()))
         .arg(base.path())
-        .status()?;
+        .status_within(QUICK)?;
     if !status.success() {
         return Err(format!("cp -a of {} failed: {status}", ind.path().display()).into());
     }
@@ -450,7 +450,7 @@ fn power_cut_suite() -> TestResult {
     if std::process::Command::new("timeout")
         .args(["10", "strace", "-V"])
         .stdout(std::process::Stdio::null())
-        .status()
+        .status_within(QUICK)
         .map(|s| !s.success())
         .unwrap_or(true)
     {

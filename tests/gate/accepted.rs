@@ -60,7 +60,7 @@ fn a_mutation_is_checked_promoted_answers_and_can_be_sent_back() -> TestResult {
     let list = std::process::Command::new(teneralctl())
         .args(["back", "--list", "--dir"])
         .arg(ind.path())
-        .output()?;
+        .output_within(QUICK)?;
     let listed = String::from_utf8_lossy(&list.stdout);
     assert!(listed.contains(&base[..7]) && listed.contains(&v2[..7]), "{listed}");
     assert!(listed.lines().last().unwrap_or_default().contains("current"), "{listed}");
@@ -69,7 +69,7 @@ fn a_mutation_is_checked_promoted_answers_and_can_be_sent_back() -> TestResult {
     let back = std::process::Command::new(teneralctl())
         .args(["back", "--dir"])
         .arg(ind.path())
-        .output()?;
+        .output_within(QUICK)?;
     assert_eq!(back.status.code(), Some(0), "{}", String::from_utf8_lossy(&back.stderr));
     let sent = ind.wait_for("the send-back", SHORT, |e| e["type"] == "generation.sentback")?;
     assert_eq!(

@@ -21,7 +21,7 @@ fn ctl(home: &Path, args: &[&str]) -> Result<(Output, String), std::io::Error> {
         .arg(home)
         .stdin(Stdio::null())
         .env_remove(teneralctl::individual::CHOSEN_VARIABLE)
-        .output()?;
+        .output_within(SLOW)?;
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     Ok((out, text))

@@ -105,7 +105,7 @@ fn the_real_tree_built_as_a_generations_kernel_runs_it() -> TestResult {
         .args(["status", "--json", "--dir"])
         .arg(ind.path())
         .stdin(Stdio::null())
-        .output()?;
+        .output_within(QUICK)?;
     let value: serde_json::Value = serde_json::from_slice(&status.stdout)?;
     assert_eq!(value["client"], client.display().to_string().as_str(), "{value}");
     // The install's talk hands over to the generation's, which prints the
@@ -114,7 +114,7 @@ fn the_real_tree_built_as_a_generations_kernel_runs_it() -> TestResult {
         .args(["talk", "--dir"])
         .arg(ind.path())
         .stdin(Stdio::null())
-        .output()?;
+        .output_within(SLOW)?;
     assert_eq!(talk.status.code(), Some(0), "{}", String::from_utf8_lossy(&talk.stderr));
     Ok(())
 }

@@ -57,7 +57,10 @@ fn the_unit_stays_active_across_the_hand_over() -> TestResult {
         shown.contains(&format!("MainPID={}", main_pid.trim())),
         "the launcher stayed: {shown}"
     );
-    let status = Command::new(teneralctl()).args(["status", "--dir"]).arg(ind.path()).output()?;
+    let status = Command::new(teneralctl())
+        .args(["status", "--dir"])
+        .arg(ind.path())
+        .output_within(QUICK)?;
     let said = String::from_utf8_lossy(&status.stdout);
     assert!(said.contains(&v2), "teneralctl status names the running kernel's commit:\n{said}");
     systemctl(&["stop", &unit]);

@@ -18,7 +18,7 @@ use teneral::spawn::{Exit, Spec};
 
 use super::corpus::Place;
 use super::tarball::{gz, Tar};
-use crate::common::{teneral, TestResult};
+use crate::common::{teneral, TestResult, Within, SLOW};
 
 /// The cage when this Linux can build it; off only where
 /// `TENERAL_TEST_NO_CAGE` says this machine lacks it (or runs these tests
@@ -333,7 +333,7 @@ fn the_unpacker_is_launched_through_the_zygote_when_the_kernel_has_one() -> Test
         .args(["organs::caged::child_unpacks_through_the_zygote", "--exact", "--nocapture"])
         .args(["--test-threads=1"])
         .env(ZYGOTE_CHILD, "1")
-        .output()?;
+        .output_within(SLOW)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().find_map(|l| l.strip_prefix("ZYGOTE ")).ok_or_else(|| {
         format!("the child said nothing: {stdout}\n{}", String::from_utf8_lossy(&out.stderr))

@@ -14,13 +14,15 @@ use teneral::organs::UNPACK_LIMIT;
 use super::corpus::{refused, Place};
 use super::tarball::{Head, Tar};
 use crate::common::TestResult;
+use teneral_testkit::{Within, QUICK};
 
 /// Gzip of `tar` by the system's gzip (fast, even in a debug build).
 fn gzip9(tar: &[u8]) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("a.tar");
     std::fs::write(&path, tar)?;
-    let out = std::process::Command::new("gzip").arg("-9").arg("-c").arg(&path).output()?;
+    let out =
+        std::process::Command::new("gzip").arg("-9").arg("-c").arg(&path).output_within(QUICK)?;
     assert!(out.status.success(), "gzip failed: {}", String::from_utf8_lossy(&out.stderr));
     Ok(out.stdout)
 }

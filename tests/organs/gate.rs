@@ -10,7 +10,7 @@ use std::time::Duration;
 use teneral::organs::{self, cache::Cache, OrganError, Unpacker};
 
 use super::tarball::{gz, Tar};
-use crate::common::{alive, teneral, Individual, TestResult};
+use crate::common::{alive, teneral, Individual, TestResult, Within, QUICK, SLOW};
 
 const URL: &str = "https://example.org/releases/tool-1.0.tar.gz";
 
@@ -70,7 +70,7 @@ impl Home {
             .arg("--dir")
             .arg(self.workspace())
             .args(extra)
-            .output()?;
+            .output_within(SLOW)?;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         Ok((out.status.code(), text(&out.stdout), text(&out.stderr)))
     }
@@ -146,7 +146,7 @@ fn the_gate_refuses_with_what_to_do() -> TestResult {
 
     // A fifo in the archive's place is refused, not waited on.
     std::fs::remove_file(&archive)?;
-    let made = Command::new("mkfifo").arg(&archive).status()?;
+    let made = Command::new("mkfifo").arg(&archive).status_within(QUICK)?;
     assert!(made.success());
     let (status, _, err) = home.organs(&[])?;
     assert_eq!(status, Some(1));
@@ -192,7 +192,7 @@ fn a_check_sees_only_the_bare_environment_in_the_organ_root() -> TestResult {
         .arg("--dir")
         .arg(home.workspace())
         .env("TENERAL_TEST_SECRET", "sk-not-for-checks")
-        .output()?;
+        .output_within(SLOW)?;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     Ok(())

@@ -11,6 +11,7 @@ use teneral::organs::unpack::resolve::Refusal;
 use super::corpus::Place;
 use super::tarball::Tar;
 use crate::common::TestResult;
+use teneral_testkit::{Within, QUICK};
 
 fn mode(path: &Path, mode: u32) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
@@ -54,7 +55,7 @@ fn each_thing_a_lying_unpacker_leaves_is_refused_by_name() -> TestResult {
             let status = std::process::Command::new("timeout")
                 .args(["10", "sh", "-c", script])
                 .current_dir(stage)
-                .status()?;
+                .status_within(QUICK)?;
             if status.success() {
                 Ok(())
             } else {

@@ -126,7 +126,10 @@ fn every_kernel_entry_names_its_individual_and_generation() -> TestResult {
     // Stopped, the owner is told to start that instance again.
     let out = run("systemctl", &["--user", "stop", &unit])?;
     assert!(out.status.success(), "stop: {}", text(&out));
-    let out = Command::new(teneralctl()).args(["status", "--dir"]).arg(ind.path()).output()?;
+    let out = Command::new(teneralctl())
+        .args(["status", "--dir"])
+        .arg(ind.path())
+        .output_within(QUICK)?;
     let report = text(&out);
     assert_eq!(out.status.code(), Some(3), "{report}");
     assert!(report.contains(&format!("start it with: systemctl --user start {unit}")), "{report}");

@@ -3,6 +3,7 @@
 //! kernel's integration tests drive.
 #![allow(clippy::expect_used)]
 use std::process::Command;
+use teneral_testkit::{Within, QUICK, SLOW};
 
 #[test]
 fn status_of_a_directory_that_is_no_individual_says_it_does_not_run() {
@@ -11,7 +12,7 @@ fn status_of_a_directory_that_is_no_individual_says_it_does_not_run() {
         .arg("status")
         .arg("--dir")
         .arg(dir.path())
-        .output()
+        .output_within(QUICK)
         .expect("teneralctl runs");
     assert_eq!(out.status.code(), Some(3), "{out:?}");
 }
@@ -20,7 +21,7 @@ fn status_of_a_directory_that_is_no_individual_says_it_does_not_run() {
 fn the_commands_are_the_owners() {
     let out = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
         .arg("--help")
-        .output()
+        .output_within(SLOW)
         .expect("teneralctl runs");
     let help = String::from_utf8_lossy(&out.stdout);
     for command in ["talk", "back", "status"] {
@@ -38,7 +39,7 @@ fn talk_status_and_back_refuse_a_directory_that_is_no_individual() {
             .arg("-d")
             .arg(dir.path())
             .stdin(std::process::Stdio::null())
-            .output()
+            .output_within(SLOW)
             .expect("teneralctl runs");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(*code), "{args:?}: {out:?}");
@@ -48,7 +49,7 @@ fn talk_status_and_back_refuse_a_directory_that_is_no_individual() {
     assert!(!dir.path().join(".teneral").exists(), "nothing was created there");
     let out = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
         .args(["talk", "--help"])
-        .output()
+        .output_within(SLOW)
         .expect("teneralctl runs");
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("-d, --dir <DIR>") && help.contains("individual's directory"), "{help}");
@@ -59,7 +60,7 @@ fn teneralctl(args: &[&str], dir: &std::path::Path) -> std::process::Output {
         .args(args)
         .arg("-d")
         .arg(dir)
-        .output()
+        .output_within(SLOW)
         .expect("teneralctl runs")
 }
 
@@ -104,7 +105,7 @@ fn completions_and_the_man_page_come_from_the_definitions() {
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
             .args(args)
-            .output()
+            .output_within(SLOW)
             .expect("teneralctl runs");
         assert!(out.status.success(), "{args:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()

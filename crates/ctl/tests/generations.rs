@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
+use teneral_testkit::{Within, SLOW};
 
 fn c(letter: char) -> String {
     letter.to_string().repeat(40)
@@ -34,7 +35,7 @@ fn teneralctl(home: &Path, args: &[&str]) -> Output {
         .arg("-d")
         .arg(home)
         .args(args)
-        .output()
+        .output_within(SLOW)
         .expect("teneralctl runs")
 }
 

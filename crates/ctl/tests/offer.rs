@@ -11,6 +11,7 @@ mod witness;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use teneral_testkit::{Within, SLOW};
 
 struct Home {
     _tmp: tempfile::TempDir,
@@ -25,7 +26,7 @@ fn git(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env("HOME", dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
+        .output_within(SLOW)
         .expect("git runs");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     out
@@ -36,7 +37,7 @@ fn ctl(home: &Home, args: &[&str]) -> (i32, String, String) {
         .args(args)
         .arg("-d")
         .arg(&home.dir)
-        .output()
+        .output_within(SLOW)
         .expect("teneralctl runs");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
@@ -134,7 +135,7 @@ fn a_commit_signed_by_another_key_fails_the_check() {
     let made = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
         .arg(&other)
-        .output()
+        .output_within(SLOW)
         .expect("ssh-keygen runs");
     assert!(made.status.success(), "{made:?}");
     write(&home, "body/a.ts", "export const a = 1;\n");

@@ -4,33 +4,23 @@
 //! provider and each way the tests fail. Every failure must leave `.env` as
 //! it was, byte for byte and mode.
 #![allow(clippy::expect_used, clippy::panic)]
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 mod common;
 use common::{env_of, home, KEY, WORDS_THEN_CALL};
+use teneral_testkit::{Within, SLOW};
 
 const OTHER: &str =
     "# mine\nTENERAL_PROVIDER=standin\nTENERAL_HEARTBEAT_MINUTES=7\nTENERAL_RUNNER=direct\n";
 
 fn setup(home: &Path, args: &[&str], answers: &str) -> (Output, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
-        .arg("setup")
-        .arg("-d")
-        .arg(home)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("teneralctl runs");
-    // A setup that refuses before its first question never reads them.
-    match child.stdin.take().expect("stdin").write_all(answers.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        written => written.expect("the answers"),
-    }
-    let out = child.wait_with_output().expect("it ends");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_teneralctl"));
+    cmd.arg("setup").arg("-d").arg(home).args(args);
+    // A setup that refuses before its first question never reads them: the
+    // answers are fed aside, and a closed pipe is no failure.
+    let out = teneral_testkit::run_fed_within(&mut cmd, Some(answers.as_bytes()), SLOW, "setup")
+        .expect("teneralctl setup ends within its limit");
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out, text)
@@ -158,7 +148,7 @@ fn without_a_terminal_or_plain_it_says_what_is_missing() {
         .args(["setup", "-d"])
         .arg(&home)
         .stdin(Stdio::null())
-        .output()
+        .output_within(SLOW)
         .expect("teneralctl runs");
     assert_eq!(out.status.code(), Some(1));
     let said = String::from_utf8_lossy(&out.stderr);

@@ -21,7 +21,7 @@ pub mod skip;
 pub mod standin;
 pub mod tmux;
 
-pub use limit::{run_within, succeed_within, QUICK};
+pub use limit::{run_fed_within, run_within, succeed_within, Within, QUICK, SLOW};
 pub use skip::{skip, system_tests};
 
 /// A 1×1 PNG, for the tests of images.

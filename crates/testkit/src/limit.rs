@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 /// systemctl, chmod): generous, for liveness only.
 pub const QUICK: Duration = Duration::from_secs(60);
 
+/// The limit for the slow commands tests run (a kernel, a gate check, a
+/// replay, the test binary again): generous as well, for liveness only.
+pub const SLOW: Duration = Duration::from_secs(900);
+
 /// The command line of `cmd`, as a shell would show it.
 fn shown(cmd: &Command) -> String {
     let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
@@ -25,9 +29,20 @@ fn shown(cmd: &Command) -> String {
 /// process of its group is killed, and the error names the command, `what`
 /// and the limit. An error to start it names them too.
 pub fn run_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<Output, String> {
+    run_fed_within(cmd, None, limit, what)
+}
+
+/// [`run_within`] with `input` written to the command's stdin, then closed.
+pub fn run_fed_within(
+    cmd: &mut Command,
+    input: Option<&[u8]>,
+    limit: Duration,
+    what: &str,
+) -> Result<Output, String> {
     let line = shown(cmd);
+    let stdin = if input.is_some() { Stdio::piped() } else { Stdio::null() };
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -45,6 +60,13 @@ pub fn run_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<Outp
     };
     let out = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let err = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    // Fed aside as well: a command may write before it reads all its input.
+    let fed = input.map(<[u8]>::to_vec).zip(child.stdin.take()).map(|(bytes, mut pipe)| {
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(&bytes);
+        })
+    });
     let end = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
@@ -63,9 +85,32 @@ pub fn run_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<Outp
             Err(e) => return Err(format!("cannot wait for `{line}` ({what}): {e}")),
         }
     };
+    if let Some(fed) = fed {
+        let _ = fed.join();
+    }
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     Ok(Output { status, stdout, stderr })
+}
+
+/// `Command::output` and `Command::status` under a time limit, as
+/// `io::Result`s like theirs: the command's own line says what it was for,
+/// and a command past its limit is an error of kind `TimedOut`.
+pub trait Within {
+    /// [`run_within`]: the command to its end within `limit`, its output
+    /// captured, or an error naming it.
+    fn output_within(&mut self, limit: Duration) -> std::io::Result<Output>;
+    /// [`Within::output_within`], only the exit status.
+    fn status_within(&mut self, limit: Duration) -> std::io::Result<std::process::ExitStatus> {
+        self.output_within(limit).map(|out| out.status)
+    }
+}
+
+impl Within for Command {
+    fn output_within(&mut self, limit: Duration) -> std::io::Result<Output> {
+        run_within(self, limit, "a test's command")
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::TimedOut, e))
+    }
 }
 
 /// [`run_within`], and the command must succeed: its stdout, or an error
@@ -120,6 +165,20 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!alive(), "the group's sleep is killed");
+    }
+
+    #[test]
+    fn a_command_is_fed_its_input_and_a_reader_that_never_ends_is_stopped() {
+        let out = super::run_fed_within(&mut Command::new("cat"), Some(b"typed\n"), QUICK, "cat");
+        assert_eq!(out.map(|o| o.stdout), Ok(b"typed\n".to_vec()));
+        // A reader of stdin that ignores its end still ends at the limit.
+        let hung = super::run_fed_within(
+            Command::new("sh").args(["-c", "cat >/dev/null; sleep 30.5"]),
+            Some(b"x"),
+            Duration::from_millis(500),
+            "reading, then sleeping",
+        );
+        assert!(hung.is_err_and(|e| e.contains("did not end within 500ms")));
     }
 
     #[test]

@@ -7,8 +7,7 @@
 //! environment, no git configuration, journal or output.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,17 +24,10 @@ pub(super) struct Published {
 }
 
 pub(super) fn run(home: &Home, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
-        .args(args)
-        .arg("-d")
-        .arg(&home.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("teneralctl runs");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("typed");
-    let out = child.wait_with_output().expect("it ends");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_teneralctl"));
+    cmd.args(args).arg("-d").arg(&home.dir);
+    let out = teneral_testkit::run_fed_within(&mut cmd, Some(stdin.as_bytes()), SLOW, "teneralctl")
+        .expect("teneralctl ends within its limit");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
@@ -76,7 +68,7 @@ fn bare_ref(p: &Published, name: &str) -> Option<String> {
     let out = Command::new("git")
         .args(["rev-parse", "--verify", "-q", name])
         .current_dir(p.forge.root.join("o/species.git"))
-        .output()
+        .output_within(SLOW)
         .expect("git runs");
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
@@ -86,7 +78,7 @@ fn contrib_branch(p: &Published) -> String {
     let out = Command::new("git")
         .args(["for-each-ref", "--format=%(refname)", "refs/heads/contrib/"])
         .current_dir(p.forge.root.join("o/species.git"))
-        .output()
+        .output_within(SLOW)
         .expect("git runs");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

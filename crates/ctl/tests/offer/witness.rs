@@ -5,8 +5,7 @@
 //! the command printed stays here, in the kept report. And the report
 //! itself: it waits for approval, and its signature verifies.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::publish::{no_token_left, offered, run, Published};
 use super::*;
@@ -74,7 +73,7 @@ pub(super) fn strangers_pull(p: &Published) -> String {
     let made = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
         .arg(&key)
-        .output()
+        .output_within(SLOW)
         .expect("ssh-keygen runs");
     assert!(made.status.success(), "{made:?}");
     std::fs::write(c.join("body/index.ts"), "export const x = 3;\n").expect("write");
@@ -131,14 +130,15 @@ fn a_witness_report_waits_for_approval_then_is_posted_and_its_signature_verifies
 
 /// Whether `ssh-keygen` finds `signature` a witness's signature of `text`.
 fn verifies(signature: &std::path::Path, text: &str) -> bool {
-    let mut check = Command::new("ssh-keygen")
-        .args(["-Y", "check-novalidate", "-n", "teneral-witness", "-s"])
-        .arg(signature)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ssh-keygen runs");
-    check.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("the text");
-    check.wait().expect("it ends").success()
+    let mut check = Command::new("ssh-keygen");
+    check.args(["-Y", "check-novalidate", "-n", "teneral-witness", "-s"]).arg(signature);
+    teneral_testkit::run_fed_within(
+        &mut check,
+        Some(text.as_bytes()),
+        teneral_testkit::QUICK,
+        "checking a signature",
+    )
+    .expect("ssh-keygen ends within its limit")
+    .status
+    .success()
 }
