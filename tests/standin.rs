@@ -1,6 +1,6 @@
 //! The stand-in model over real HTTP: both protocols, tool rounds sent back
 //! in the shape they came in, the script (errors, delays, `expect`), the key,
-//! the refusals and the request log.
+//! the refusals, the request log and streamed answers.
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -14,6 +14,8 @@ use teneral::standin::{Config, Standin};
 mod child;
 /// What it refuses: a wrong key, malformed requests, a bad script or address.
 mod refusals;
+/// Answers asked for as a stream.
+mod stream;
 
 const CHAT: &str = "/v1/chat/completions";
 const RESPONSES: &str = "/v1/responses";
