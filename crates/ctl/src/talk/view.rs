@@ -364,6 +364,7 @@ impl View {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
