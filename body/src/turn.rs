@@ -66,7 +66,7 @@ enum Exchange {
 /// The longest a piece of a streamed reply waits for more before it is sent
 /// on to the kernel, so the owner sees words at once without one event per
 /// word.
-const DELTA_EVERY: Duration = Duration::from_millis(30);
+pub const DELTA_EVERY: Duration = Duration::from_millis(30);
 
 pub struct Body {
     pub config: Config,
