@@ -105,10 +105,11 @@ kinds! {
     Reply => "reply", [Body],
         talk: true, scorecard: true, Info;
     /// Words of a reply as the model writes them, never journaled: the
-    /// kernel hands them to the owner's clients ([`crate::live`]); the
-    /// reply is journaled once, whole.
+    /// kernel hands them to the owner's clients ([`crate::live`]), which
+    /// show them from there, not as an event; the reply is journaled once,
+    /// whole.
     ReplyDelta => "reply.delta", [Body],
-        talk: true, scorecard: false, Info;
+        talk: false, scorecard: false, Info;
     Reasoning => "reasoning", [Body],
         talk: true, scorecard: true, Info;
     ToolCall => "tool.call", [Body],
