@@ -14,7 +14,7 @@
 //! birth letter by naming them; every other request, and every request once
 //! a script is used up, gets `Stand-in model here. You said: ...`.
 //! Optionally every request is appended to a log file as one JSON line
-//! (`{"path","status","body"}`), flushed before the answer is sent.
+//! (`{"path","status","body","at_us"}`), flushed before the answer is sent.
 //!
 //! The kernel never serves it in its own process: it starts `teneral
 //! standin` as a caged child ([`child`]) and reaches it through its model

@@ -275,7 +275,9 @@ fn responses_text_then_a_tool_round_then_the_default() {
 
     let log = server.log_lines();
     assert_eq!(log.len(), 3);
-    assert_eq!(log[2], json!({"path": RESPONSES, "status": 200, "body": third}));
+    let at = log[2]["at_us"].as_u64().unwrap_or_default();
+    assert!(at >= log[1]["at_us"].as_u64().unwrap_or(u64::MAX), "answers are stamped in order");
+    assert_eq!(log[2], json!({"path": RESPONSES, "status": 200, "body": third, "at_us": at}));
 }
 
 #[test]

@@ -60,7 +60,9 @@ impl Fresh for Random {
     }
 }
 
-/// The request log: one JSON line per request, `{"path","status","body"}`.
+/// The request log: one JSON line per request, `{"path","status","body",
+/// "at_us"}`, `at_us` the wall clock (microseconds since the epoch) when
+/// the answer was about to be sent.
 pub struct RequestLog {
     file: Mutex<File>,
 }
@@ -77,7 +79,9 @@ impl RequestLog {
     pub fn record(&self, path: &str, status: u16, body: &[u8]) -> io::Result<()> {
         let body = serde_json::from_slice::<Value>(body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-        let mut line = json!({"path": path, "status": status, "body": body}).to_string();
+        let at_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        let mut line =
+            json!({"path": path, "status": status, "body": body, "at_us": at_us}).to_string();
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         file.write_all(line.as_bytes())?;
