@@ -182,3 +182,62 @@ fn what_says_a_stream_was_refused() {
         assert_eq!(refuses(*status, body.as_bytes()), *refused, "{status} {body}");
     }
 }
+
+/// A model server that answers every request whole, as JSON, whatever it
+/// asked: a provider that ignores `stream`. Returns its URL and the bodies
+/// of the requests it took.
+fn whole_only_server(answers: usize) -> (String, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let url = format!("http://{}/v1", listener.local_addr().expect("its address"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for n in 0..answers {
+            let Ok((stream, _)) = listener.accept() else { return };
+            let mut reader = BufReader::new(stream);
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = tx.send(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let answer = json!({"choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": format!("whole answer {n}")}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
+            .to_string();
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn a_provider_that_answers_a_stream_request_whole_is_read_and_asked_whole_since() {
+    let mut rig = Rig::new(Wire::Chat, &[]);
+    let (url, asked) = whole_only_server(2);
+    rig.set_env("TENERAL_MODEL_URL", &url);
+    rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
+    rig.start_ready();
+    rig.say(1, "hi");
+    rig.wait_turns(1);
+    rig.say(2, "again");
+    let journal = rig.wait_turns(2);
+    let texts: Vec<&Value> = of(&journal, "reply").iter().map(|r| &r["text"]).collect();
+    assert_eq!(texts, [&json!("earlier"), &json!("whole answer 0"), &json!("whole answer 1")]);
+    assert_eq!(count(&journal, "usage"), 2, "{}", rig.report());
+    let streamed: Vec<bool> = asked.try_iter().map(|b| b["stream"] == true).collect();
+    assert_eq!(streamed, [true, false], "asked for a stream once, then never again");
+}
