@@ -129,8 +129,6 @@ async fn answer(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Answe
     let json_body =
         header(CONTENT_TYPE.as_str()).is_some_and(|t| t.starts_with("application/json"));
     let query = pairs_of(request.uri().query().unwrap_or(""));
-    // The plan's answers come as server-sent events.
-    let mut streamed = false;
     let (body, prepared) = match Limited::new(request.into_body(), BODY_LIMIT).collect().await {
         Ok(collected) => {
             let body = collected.to_bytes();
@@ -154,11 +152,9 @@ async fn answer(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Answe
                 None => shared.service.handle(&method, &path, authorization.as_deref(), &body, now),
                 Some(Reply::Model) => match super::signin::plan_body(&body) {
                     Err((status, json)) => Prepared::now(status, json),
-                    Ok(whole) => {
-                        let prepared =
-                            shared.service.handle_checked("POST", RESPONSES_PATH, &whole, now);
-                        streamed = prepared.status == 200;
-                        prepared
+                    // Asked for as a stream, so answered as one.
+                    Ok(streamed) => {
+                        shared.service.handle_checked("POST", RESPONSES_PATH, &streamed, now)
                     }
                 },
                 Some(Reply::Models) => {
@@ -209,9 +205,6 @@ async fn answer(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Answe
         },
         None => (status, json),
     };
-    if streamed && status == 200 {
-        return Ok(whole(events(&super::signin::as_events(&json))));
-    }
     if let (200, Some(stream)) = (status, stream) {
         return Ok(frames(*stream));
     }
@@ -226,7 +219,7 @@ fn frames(stream: Streamed) -> Answer {
     };
     let mut response = Response::new(Either::Right(frames));
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
@@ -263,12 +256,6 @@ impl Body for Frames {
     fn is_end_stream(&self) -> bool {
         self.frames.is_empty()
     }
-}
-
-fn events(text: &str) -> Response<Full<Bytes>> {
-    let mut response = page(200, text);
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    response
 }
 
 fn respond(status: u16, json: &Value) -> Response<Full<Bytes>> {
