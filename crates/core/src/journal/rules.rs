@@ -569,6 +569,11 @@ mod tests {
         let (_, a) = check_body_event(r#"{"type":"log","level":"warn","text":"slow"}"#)
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(a, Accepted::Log { level: Level::Warn, text: "slow".into() });
+        let (_, a) = check_body_event(r#"{"type":"reply.delta","text":" word"}"#)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(a, Accepted::Delta { text: " word".into() });
+        assert!(refused(r#"{"type":"reply.delta"}"#).contains("text"));
+        assert!(refused(r#"{"type":"reply.delta","text":3}"#).contains("text"));
     }
 
     #[test]
@@ -595,6 +600,7 @@ mod tests {
         };
         let fits = [
             pad("log", "", LOG_BYTES),
+            pad("reply.delta", "", LOG_BYTES),
             pad("note", r#""kind":"k","data":0,"#, NOTE_BYTES),
             pad("reply", "", EVENT_BYTES),
         ];
@@ -604,6 +610,10 @@ mod tests {
         }
         let table = [
             (pad("log", "", LOG_BYTES + 1), format!("\"log\" event is at most {LOG_BYTES} bytes")),
+            (
+                pad("reply.delta", "", LOG_BYTES + 1),
+                format!("\"reply.delta\" event is at most {LOG_BYTES} bytes"),
+            ),
             (
                 pad("note", r#""kind":"k","data":0,"#, NOTE_BYTES + 1),
                 format!("\"note\" event is at most {NOTE_BYTES} bytes"),
