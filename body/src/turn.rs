@@ -68,6 +68,12 @@ enum Exchange {
 /// word.
 pub const DELTA_EVERY: Duration = Duration::from_millis(30);
 
+/// The most text one `reply.delta` holds: more waiting is sent at once, in
+/// pieces of this size, so that even escaped at its worst (six bytes a
+/// byte) each stays within the kernel's bound on a delta (16 KiB,
+/// docs/contract.md).
+pub const DELTA_BYTES: usize = 2048;
+
 pub struct Body {
     pub config: Config,
     pub events: Arc<Events>,
@@ -423,6 +429,8 @@ impl Body {
         let mut reading = stream::Reading::new(self.config.protocol);
         let mut unsent = String::new();
         let mut sent_at: Option<Instant> = None;
+        // A refused delta ends the deltas of this reply; it still comes whole.
+        let mut muted = false;
         let mut line = String::new();
         loop {
             line.clear();
@@ -437,10 +445,12 @@ impl Body {
             }
             let Some(data) = events.line(line.trim_end_matches('\n')) else { continue };
             match reading.take(&data).map_err(StreamError::Failed)? {
+                stream::Step::Text(_) if muted => {}
                 stream::Step::Text(text) => {
                     unsent.push_str(&text);
-                    if sent_at.is_none_or(|at| at.elapsed() >= DELTA_EVERY) {
-                        self.send_delta(&mut unsent);
+                    let due = sent_at.is_none_or(|at| at.elapsed() >= DELTA_EVERY);
+                    if due || unsent.len() >= DELTA_BYTES {
+                        muted = !self.send_delta(&mut unsent);
                         sent_at = Some(Instant::now());
                     }
                 }
@@ -459,17 +469,29 @@ impl Body {
         }
     }
 
-    /// Sends the words not yet sent to the kernel, for the owner's clients.
-    /// They are not journaled; a refusal (a body over its rate) only costs
-    /// the owner a glimpse, so it is not worth more than the log.
-    fn send_delta(&self, unsent: &mut String) {
-        if unsent.is_empty() {
-            return;
+    /// Sends the words not yet sent to the kernel, for the owner's clients;
+    /// false when it did not take them. They are not journaled, so a refusal
+    /// (over the rate, or a reply in progress over its size) only costs the
+    /// owner a glimpse: it is logged once, and the rest of the reply comes
+    /// whole.
+    fn send_delta(&self, unsent: &mut String) -> bool {
+        let text = std::mem::take(unsent);
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let mut end = rest.len().min(DELTA_BYTES);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            let (piece, after) = rest.split_at(end);
+            rest = after;
+            let event = json!({"type": "reply.delta", "text": piece});
+            if let Err(e) = self.events.send(&event) {
+                let text = format!("{e}; the rest of this reply is shown when it is whole");
+                self.events.log("warn", &text);
+                return false;
+            }
         }
-        let event = json!({"type": "reply.delta", "text": std::mem::take(unsent)});
-        if let Err(e) = self.events.send(&event) {
-            eprintln!("teneral-body: a reply.delta did not reach the kernel: {e}");
-        }
+        true
     }
 
     /// Runs a tool on a thread of its own; true in the second place when the

@@ -241,3 +241,18 @@ fn a_provider_that_answers_a_stream_request_whole_is_read_and_asked_whole_since(
     let streamed: Vec<bool> = asked.try_iter().map(|b| b["stream"] == true).collect();
     assert_eq!(streamed, [true, false], "asked for a stream once, then never again");
 }
+
+#[test]
+fn a_long_reply_streamed_at_once_goes_in_bounded_deltas_and_whole_to_the_journal() {
+    // Words far longer than a delta may be, coming faster than deltas go.
+    let long: String = (0..12).map(|n| format!("{}{n} ", "x".repeat(20_000))).collect();
+    let step = json!({"reply": long, "chunk_ms": 10}).to_string();
+    let mut rig = Rig::new(Wire::Chat, &[&step]);
+    rig.seed_journal(&[json!({"type": "reply", "text": "earlier"})]);
+    rig.start_ready();
+    rig.say(1, "all at once");
+    let journal = rig.wait_turns(1);
+    assert_eq!(of(&journal, "reply").last().unwrap()["text"], long.as_str());
+    let refused = format!("{}{}", rig.kernel_log(), rig.body_stderr());
+    assert!(!refused.contains("refused"), "a delta was refused: {refused}");
+}
