@@ -11,7 +11,10 @@
 //! dropped, counted and journaled as one `events.dropped` per flood. Each
 //! line is checked ([`teneral_core::journal::rules`]), stamped with the generation's commit,
 //! appended and synced, and only then acknowledged. A refusal writes nothing
-//! and tells the body why. An owner line is journaled only if its file holds
+//! and tells the body why. A `reply.delta` is never journaled: its words go
+//! to the owner's clients ([`teneral_core::live`]), and the reply in
+//! progress is emptied before the event that ends it is journaled. An owner
+//! line is journaled only if its file holds
 //! exactly the text the body sent, and its file is removed after the journal
 //! has it, so a line is never lost and never taken in twice.
 
@@ -299,6 +302,10 @@ impl Channel {
                 log::body_log(level.as_str(), text);
                 json!({"ok": true})
             }
+            Accepted::Delta { text } => match teneral_core::live::append(&self.home, &text) {
+                Ok(()) => json!({"ok": true}),
+                Err(e) => refuse(e),
+            },
             Accepted::Journal => self.append(&event, None),
             Accepted::OwnerLine { file, text } => match self.owner_file(&file, &text) {
                 Ok(path) => self.append(&event, Some(&path)),
@@ -332,6 +339,13 @@ impl Channel {
 
     fn append(&self, event: &Map<String, Value>, owner_file: Option<&Path>) -> Value {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        // The reply in progress is over before the journal says so, so a
+        // client that reads the journal's event finds it emptied.
+        if EventKind::named(&kind).is_some_and(teneral_core::live::ends_reply) {
+            if let Err(e) = teneral_core::live::clear(&self.home) {
+                log::info(format!("could not empty the reply in progress: {e}"));
+            }
+        }
         let result = {
             let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
             j.append(&self.commit, event)
@@ -406,6 +420,7 @@ impl Channel {
             // Never journaled from a body: its log goes to the kernel's log,
             // and the rest are the kernel's own.
             EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStarted
             | EventKind::KernelStopped
             | EventKind::KernelNotice

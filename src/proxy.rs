@@ -21,7 +21,10 @@
 //! - Every answer of the proxy's own is in OpenAI's error shape, so a body's
 //!   client reads it like a provider's; an upstream that cannot be reached is
 //!   a 502 that names its host and the cause.
-//! - The answer is relayed as it arrives, so a streamed reply stays streamed.
+//! - The answer is relayed as it arrives, so a streamed reply stays streamed:
+//!   each frame leaves as the provider sends it, and the token counts in a
+//!   stream's last chunk or `response.completed` event reach the body, which
+//!   journals them, unread and unchanged by the proxy.
 
 mod relay;
 mod rules;

@@ -1,6 +1,7 @@
 //! The stand-in model: an HTTP/1.1 server on loopback that answers as a model
 //! provider does, on both wire protocols at once (`POST /v1/chat/completions`
-//! and `POST /v1/responses`, non-streaming), and lists its model
+//! and `POST /v1/responses`, whole or streamed as server-sent events when
+//! the request says `stream: true`, see [`stream`]), and lists its model
 //! (`GET /v1/models`, [`models`]). The gate's smoke run, the tests
 //! and an owner with no account (`TENERAL_PROVIDER=standin`) talk to it.
 //!
@@ -13,7 +14,7 @@
 //! birth letter by naming them; every other request, and every request once
 //! a script is used up, gets `Stand-in model here. You said: ...`.
 //! Optionally every request is appended to a log file as one JSON line
-//! (`{"path","status","body"}`), flushed before the answer is sent.
+//! (`{"path","status","body","at_us"}`), flushed before the answer is sent.
 //!
 //! The kernel never serves it in its own process: it starts `teneral
 //! standin` as a caged child ([`child`]) and reaches it through its model
@@ -21,7 +22,8 @@
 //! for tests.
 //!
 //! Invariants: it binds only loopback addresses; the pure parts (checks,
-//! script, answers) are in [`chat`], [`responses`], [`script`], [`showcase`], [`service`]
+//! script, answers) are in [`chat`], [`responses`], [`stream`], [`script`],
+//! [`showcase`], [`service`]
 //! and do no I/O; [`http`] is the only place that touches sockets and files
 //! after start.
 use std::io::Write;
@@ -41,6 +43,7 @@ pub mod script;
 pub mod service;
 pub mod showcase;
 pub mod signin;
+pub mod stream;
 pub mod turn;
 pub mod wire;
 

@@ -1,6 +1,6 @@
 //! The stand-in model over real HTTP: both protocols, tool rounds sent back
 //! in the shape they came in, the script (errors, delays, `expect`), the key,
-//! the refusals and the request log.
+//! the refusals, the request log and streamed answers.
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -14,6 +14,8 @@ use teneral::standin::{Config, Standin};
 mod child;
 /// What it refuses: a wrong key, malformed requests, a bad script or address.
 mod refusals;
+/// Answers asked for as a stream.
+mod stream;
 
 const CHAT: &str = "/v1/chat/completions";
 const RESPONSES: &str = "/v1/responses";
@@ -273,7 +275,9 @@ fn responses_text_then_a_tool_round_then_the_default() {
 
     let log = server.log_lines();
     assert_eq!(log.len(), 3);
-    assert_eq!(log[2], json!({"path": RESPONSES, "status": 200, "body": third}));
+    let at = log[2]["at_us"].as_u64().unwrap_or_default();
+    assert!(at >= log[1]["at_us"].as_u64().unwrap_or(u64::MAX), "answers are stamped in order");
+    assert_eq!(log[2], json!({"path": RESPONSES, "status": 200, "body": third, "at_us": at}));
 }
 
 #[test]

@@ -214,6 +214,36 @@ fn a_piped_line_is_sent_and_its_reply_printed() {
     assert!(!run.err.contains("not running"), "{}", run.err);
 }
 
+/// The words of a reply being written reach only the full client: piped,
+/// the reply is printed once, whole, when the journal has it.
+#[test]
+fn piped_a_streamed_reply_is_printed_whole_only() {
+    let dir = home();
+    let home = dir.path().to_owned();
+    let mut journal = Journal::new(&home);
+    journal.exchange(1);
+    fs::create_dir_all(home.join(".teneral")).expect(".teneral/ can be made");
+    let _lock = hold_kernel_lock(&home);
+    let kernel = thread::spawn(move || {
+        let file = await_owner_file(&home, ".txt", &[]);
+        let text = fs::read_to_string(home.join(OWNER_DIR).join(&file)).unwrap_or_default();
+        journal.add("owner.line", json!({"file": file, "text": text}));
+        let _ = fs::remove_file(home.join(OWNER_DIR).join(&file));
+        for words in ["the str", "eamed rep"] {
+            teneral_core::live::append(&home, words).expect("the reply in progress is kept");
+            thread::sleep(Duration::from_millis(100));
+        }
+        teneral_core::live::clear(&home).expect("the reply in progress is emptied");
+        journal.add("reply", json!({"text": "the streamed reply, whole"}));
+        journal.add("turn.ended", json!({}));
+    });
+    let run = talk(dir.path(), "stream it\n", Duration::from_secs(30));
+    kernel.join().expect("the kernel's side of the test did not fail");
+    assert_eq!(run.status, 0, "{}", run.err);
+    assert_eq!(run.out.matches("the str").count(), 1, "{}", run.out);
+    assert!(run.out.contains("  the streamed reply, whole\n"), "{}", run.out);
+}
+
 #[test]
 fn piped_lines_go_one_at_a_time() {
     let dir = home();

@@ -17,6 +17,7 @@
 //! | [`context`] | the conversation, and what of it fits one request |
 //! | [`prompt`] | the system prompt and the soul files |
 //! | [`model`] | the two wire protocols, request and answer |
+//! | [`stream`] | replies read as they are written, and a provider that will not stream |
 //! | [`images`] | the owner's images, checked and shown to the model |
 //! | [`http`] | a small HTTP/1.1 client for the model on loopback |
 //! | [`tools`] | the tools the model can call |
@@ -43,6 +44,7 @@ pub mod mutate;
 pub mod prompt;
 pub mod sensors;
 pub mod shell;
+pub mod stream;
 pub mod sys;
 pub mod tools;
 pub mod turn;

@@ -9,7 +9,8 @@
 //! - the Responses API: `instructions` and `input` items of types `message`,
 //!   `function_call` and `function_call_output`, joined by `call_id`.
 //!
-//! Replies are never streamed.
+//! Requests ask for a stream ([`crate::stream`]); an answer read whole is
+//! read here.
 
 use std::time::Duration;
 

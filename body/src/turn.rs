@@ -3,32 +3,38 @@
 //! A turn begins when a stimulus is in the journal (an owner line, the birth
 //! letter, an envelope, the clock). Then, until the model answers without a
 //! tool call: build the request from the soul and the journal, ask the model
-//! (trying again when it cannot be reached), journal its words, run its tool
+//! for a stream (trying again when it cannot be reached), send its words to
+//! the kernel as they arrive (`reply.delta`, at most one every
+//! [`DELTA_EVERY`], never journaled), journal its words whole, run its tool
 //! calls in order, each journaled before (`tool.call`) and after
 //! (`tool.result`). The turn ends with `turn.ended`, or, when the owner
-//! interrupts, with `[interrupted]` for the call that was cut, `[not
-//! started]` for the calls after it, and `turn.interrupted`.
+//! interrupts, with the words that had arrived (a `reply` marked
+//! `interrupted`), `[interrupted]` for the call that was cut, `[not
+//! started]` for the calls after it, and `turn.interrupted`. A provider that
+//! refuses a stream is asked without one from then on ([`crate::stream`]).
 //!
 //! Everything journaled also goes into the conversation in memory, so the
 //! next request sees it without reading the journal again.
 
+use std::cell::Cell;
 use std::fs;
 use std::io;
 use std::net::Shutdown;
 use std::path::Path;
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::cancel::Cancel;
 use crate::config::Config;
+use crate::config::Protocol;
 use crate::context::{Conversation, TooBig};
 use crate::events::{Events, SendError};
 use crate::model::{self, Answer, Failure, ToolCall, ToolSpec};
 use crate::tools::{self, Outcome, ToolEnv};
-use crate::{http, images, inbox, journal, prompt, sensors};
+use crate::{http, images, inbox, journal, prompt, sensors, stream};
 
 /// How long a tool that was interrupted may take to stop before it is left
 /// behind.
@@ -36,9 +42,37 @@ pub const GRACE: Duration = Duration::from_secs(2);
 
 /// Why a request to the model ended without an answer.
 enum Stop {
-    Interrupted,
+    /// The owner interrupted it; the reply's text that had arrived.
+    Interrupted(String),
     Failed(String),
 }
+
+/// Why an exchange brought back no answer.
+enum StreamError {
+    /// The connection failed or was cut, or the stream ended early.
+    Io(io::Error),
+    /// The stream said the request failed.
+    Failed(String),
+}
+
+/// What one request to the model brought back.
+enum Exchange {
+    /// An answer read whole: an error, or a provider that does not stream.
+    Whole(http::Response),
+    /// An answer read from a stream.
+    Streamed(Answer),
+}
+
+/// The longest a piece of a streamed reply waits for more before it is sent
+/// on to the kernel, so the owner sees words at once without one event per
+/// word.
+pub const DELTA_EVERY: Duration = Duration::from_millis(30);
+
+/// The most text one `reply.delta` holds: more waiting is sent at once, in
+/// pieces of this size, so that even escaped at its worst (six bytes a
+/// byte) each stays within the kernel's bound on a delta (16 KiB,
+/// docs/contract.md).
+pub const DELTA_BYTES: usize = 2048;
 
 pub struct Body {
     pub config: Config,
@@ -48,6 +82,8 @@ pub struct Body {
     tools: Vec<ToolSpec>,
     /// Set by the `mutate` tool: the commit asked for.
     mutation: Arc<OnceLock<String>>,
+    /// The provider refused a stream once: it is asked without one since.
+    whole_only: Cell<bool>,
 }
 
 impl Body {
@@ -56,7 +92,16 @@ impl Body {
         let mut conversation = Conversation::new(config.context_chars.saturating_mul(2));
         journal::read(&config.home, |event| conversation.add(event))?;
         let mutation = Arc::new(OnceLock::new());
-        Ok(Body { config, events, cancel, conversation, tools: tools::specs(), mutation })
+        let whole_only = Cell::new(false);
+        Ok(Body {
+            config,
+            events,
+            cancel,
+            conversation,
+            tools: tools::specs(),
+            mutation,
+            whole_only,
+        })
     }
 
     /// The commit a `mutate` call asked for, if one did: the body must exit
@@ -204,11 +249,16 @@ impl Body {
             );
             let answer = match self.ask(&request) {
                 Ok(answer) => answer,
-                Err(Stop::Interrupted) => return self.interrupted(0, &[]),
+                Err(Stop::Interrupted(partial)) => {
+                    self.record_cut(&partial);
+                    return self.interrupted(0, &[]);
+                }
                 Err(Stop::Failed(why)) => return self.failed(&why),
             };
             if self.cancel.is_cancelled() {
-                return self.interrupted(0, &[]); // its answer is lost
+                // Its calls are never made; its words were seen.
+                self.record_cut(&answer.text);
+                return self.interrupted(0, &[]);
             }
             if answer.calls.is_empty() {
                 self.cancel.end(); // an interrupt from now on is too late
@@ -243,30 +293,61 @@ impl Body {
         }
     }
 
+    /// Journals the words of a reply the owner cut short, marked so.
+    fn record_cut(&mut self, partial: &str) {
+        if !partial.is_empty() {
+            self.record(json!({"type": "reply", "text": partial, "interrupted": true}));
+        }
+    }
+
     /// Asks the model, trying again after 10 s, 1 min, 5 min, then every
     /// 15 min while it cannot be reached or a limit was hit. Each retry is
     /// logged and journaled (`model.retry`), so the owner sees it at once.
     fn ask(&self, request: &Value) -> Result<Answer, Stop> {
-        let body = request.to_string().into_bytes();
+        let plain = request.to_string().into_bytes();
+        let mut streamed = request.clone();
+        crate::stream::ask_for(self.config.protocol, &mut streamed);
+        let streamed = streamed.to_string().into_bytes();
         let url = self.config.endpoint();
         let mut attempt = 0;
         loop {
             let mut status = None;
-            let failure = match self.post(&url, &body) {
-                Ok(response) => match model::classify(response.status, &response.body) {
-                    None => match model::parse_answer(self.config.protocol, &response.body) {
-                        Ok(answer) => return Ok(answer),
-                        Err(why) => Failure::Fatal(why),
-                    },
-                    Some(failure) => {
-                        status = Some(response.status);
-                        failure
+            let mut partial = String::new();
+            let streaming = !self.whole_only.get();
+            let body = if streaming { &streamed } else { &plain };
+            let failure = match self.exchange(&url, body, &mut partial) {
+                Ok(Exchange::Streamed(answer)) => return Ok(answer),
+                Ok(Exchange::Whole(response)) => {
+                    match model::classify(response.status, &response.body) {
+                        None => {
+                            if streaming {
+                                self.stream_refused("it answered whole");
+                            }
+                            match model::parse_answer(self.config.protocol, &response.body) {
+                                Ok(answer) => return Ok(answer),
+                                Err(why) => Failure::Fatal(why),
+                            }
+                        }
+                        Some(_)
+                            if streaming && stream::refuses(response.status, &response.body) =>
+                        {
+                            let why = format!("HTTP {}", response.status);
+                            self.stream_refused(&why);
+                            continue;
+                        }
+                        Some(failure) => {
+                            status = Some(response.status);
+                            failure
+                        }
                     }
-                },
-                Err(e) => Failure::Retry(format!("{url} could not be reached: {e}")),
+                }
+                Err(StreamError::Failed(why)) => Failure::Fatal(why),
+                Err(StreamError::Io(e)) => {
+                    Failure::Retry(format!("{url} could not be reached: {e}"))
+                }
             };
             if self.cancel.is_cancelled() {
-                return Err(Stop::Interrupted);
+                return Err(Stop::Interrupted(partial));
             }
             let why = match failure {
                 Failure::Fatal(why) => return Err(Stop::Failed(why)),
@@ -284,23 +365,133 @@ impl Body {
                 self.events.log("error", &format!("model.retry was not journaled: {e}"));
             }
             if !self.cancel.sleep(wait) {
-                return Err(Stop::Interrupted);
+                return Err(Stop::Interrupted(String::new()));
             }
             attempt += 1;
         }
     }
 
-    /// One POST, whose socket an interrupt shuts down.
-    fn post(&self, url: &str, body: &[u8]) -> io::Result<http::Response> {
+    /// The provider will not stream: asked without from now on, said once.
+    fn stream_refused(&self, how: &str) {
+        self.whole_only.set(true);
+        let text = format!(
+            "the model's provider does not stream replies ({how}); asking it without a stream \
+             from now on"
+        );
+        self.events.log("notice", &text);
+    }
+
+    /// One POST, whose socket an interrupt shuts down. A streamed answer is
+    /// read as it arrives, its words sent on to the kernel as `reply.delta`
+    /// and kept in `partial`, so an interrupt leaves what had arrived.
+    fn exchange(
+        &self,
+        url: &str,
+        body: &[u8],
+        partial: &mut String,
+    ) -> Result<Exchange, StreamError> {
         let mut hook = None;
-        let result = http::post_json(url, &self.config.api_key, body, |stream| {
+        let opened = http::open(url, &self.config.api_key, body, |stream| {
             if let Ok(stream) = stream.try_clone() {
                 let shut = move || drop(stream.shutdown(Shutdown::Both));
                 hook = self.cancel.on_interrupt(Box::new(shut));
             }
         });
+        let result = match opened {
+            Ok(opened)
+                if (200..300).contains(&opened.head.status) && opened.head.is_event_stream() =>
+            {
+                self.read_stream(opened, partial).map(Exchange::Streamed)
+            }
+            Ok(mut opened) => {
+                let mut bytes = Vec::new();
+                match io::Read::read_to_end(&mut opened.body, &mut bytes) {
+                    Ok(_) => Ok(Exchange::Whole(http::Response {
+                        status: opened.head.status,
+                        body: bytes,
+                    })),
+                    Err(e) => Err(StreamError::Io(e)),
+                }
+            }
+            Err(e) => Err(StreamError::Io(e)),
+        };
         self.cancel.forget(hook);
         result
+    }
+
+    fn read_stream(
+        &self,
+        opened: http::Opened,
+        partial: &mut String,
+    ) -> Result<Answer, StreamError> {
+        let mut lines = io::BufReader::new(opened.body);
+        let mut events = stream::Events::default();
+        let mut reading = stream::Reading::new(self.config.protocol);
+        let mut unsent = String::new();
+        let mut sent_at: Option<Instant> = None;
+        // A refused delta ends the deltas of this reply; it still comes whole.
+        let mut muted = false;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = io::BufRead::read_line(&mut lines, &mut line);
+            match read {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    partial.push_str(reading.text());
+                    return Err(StreamError::Io(e));
+                }
+            }
+            let Some(data) = events.line(line.trim_end_matches('\n')) else { continue };
+            match reading.take(&data).map_err(StreamError::Failed)? {
+                stream::Step::Text(_) if muted => {}
+                stream::Step::Text(text) => {
+                    unsent.push_str(&text);
+                    let due = sent_at.is_none_or(|at| at.elapsed() >= DELTA_EVERY);
+                    if due || unsent.len() >= DELTA_BYTES {
+                        muted = !self.send_delta(&mut unsent);
+                        sent_at = Some(Instant::now());
+                    }
+                }
+                stream::Step::Quiet => {}
+                stream::Step::Done if self.config.protocol == Protocol::Responses => break,
+                stream::Step::Done => {}
+            }
+        }
+        let text = reading.text().to_owned();
+        match reading.finish() {
+            Ok(answer) => Ok(answer),
+            Err(why) => {
+                partial.push_str(&text);
+                Err(StreamError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, why)))
+            }
+        }
+    }
+
+    /// Sends the words not yet sent to the kernel, for the owner's clients;
+    /// false when it did not take them. They are not journaled, so a refusal
+    /// (over the rate, or a reply in progress over its size) only costs the
+    /// owner a glimpse: it is logged once, and the rest of the reply comes
+    /// whole.
+    fn send_delta(&self, unsent: &mut String) -> bool {
+        let text = std::mem::take(unsent);
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let mut end = rest.len().min(DELTA_BYTES);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            let (piece, after) = rest.split_at(end);
+            rest = after;
+            let event = json!({"type": "reply.delta", "text": piece});
+            if let Err(e) = self.events.send(&event) {
+                let text = format!("{e}; the rest of this reply is shown when it is whole");
+                self.events.log("warn", &text);
+                return false;
+            }
+        }
+        true
     }
 
     /// Runs a tool on a thread of its own; true in the second place when the

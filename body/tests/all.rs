@@ -16,4 +16,5 @@ mod interrupts;
 mod mutate;
 mod retries;
 mod shapes;
+mod streams;
 mod tools;

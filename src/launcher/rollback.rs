@@ -170,6 +170,7 @@ fn journaled(home: &Path, trial: &Trial) -> bool {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStopped
             | EventKind::KernelNotice
             | EventKind::GenerationStarted

@@ -76,6 +76,7 @@ pub fn journaled_row<'a>(
                     | EventKind::OfferRequested
                     | EventKind::Note
                     | EventKind::Log
+                    | EventKind::ReplyDelta
                     | EventKind::KernelStarted
                     | EventKind::KernelStopped
                     | EventKind::KernelNotice

@@ -91,6 +91,7 @@ impl Offers {
             | EventKind::MutationRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStarted
             | EventKind::KernelStopped
             | EventKind::KernelNotice

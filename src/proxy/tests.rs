@@ -394,3 +394,57 @@ fn only_compatible_and_openai_settings_make_an_upstream() {
     let chatgpt = must(Settings::parse("TENERAL_PROVIDER=chatgpt\nTENERAL_MODEL=m\n"));
     assert!(Upstream::from_settings(&chatgpt).is_none());
 }
+
+#[test]
+fn the_stand_in_s_stream_reaches_the_body_frame_by_frame_with_its_usage() {
+    run(async {
+        let dir = must(tempfile::tempdir());
+        let script = dir.path().join("script.jsonl");
+        let gap = Duration::from_millis(80);
+        let step =
+            format!(r#"{{"reply":"one two three four five six","chunk_ms":{}}}"#, gap.as_millis());
+        must(std::fs::write(&script, step));
+        let config = crate::standin::Config {
+            key: Some(REAL.to_owned()),
+            script: Some(script),
+            ..crate::standin::Config::default()
+        };
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let standin = must(crate::standin::Standin::bind(loopback, config).await);
+        let base_url = standin.base_url();
+        tokio::spawn(standin.serve());
+        let proxy = start(base_url, MAX_REQUEST_BYTES).await;
+        let request = serde_json::json!({
+            "model": "standin", "messages": [{"role": "user", "content": "hi"}],
+            "stream": true, "stream_options": {"include_usage": true},
+        });
+        let mut response = must(
+            client()
+                .post(format!("http://{proxy}/v1/chat/completions"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .header("content-type", "application/json")
+                .body(request.to_string())
+                .send()
+                .await,
+        );
+        assert_eq!(response.status(), 200);
+        let mut text = must(response.chunk().await).map(|c| c.to_vec()).unwrap_or_default();
+        let first = std::time::Instant::now();
+        while let Some(chunk) = must(response.chunk().await) {
+            text.extend_from_slice(&chunk);
+        }
+        let last = first.elapsed();
+        // Role, six words, the finish, the usage and [DONE]: ten frames, the
+        // last sent nine gaps after the first.
+        assert!(
+            last >= gap * 9 * 8 / 10,
+            "the first frame came only {last:?} before the end: the proxy held the stream"
+        );
+        let text = String::from_utf8_lossy(&text);
+        let datas: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+        assert_eq!(datas.len(), 10, "{text}");
+        assert_eq!(datas.last(), Some(&"[DONE]"));
+        let usage: serde_json::Value = must(serde_json::from_str(datas[8]));
+        assert!(usage["usage"]["total_tokens"].as_u64().is_some_and(|n| n > 0), "{usage}");
+    });
+}

@@ -139,6 +139,7 @@ impl Collector {
                 | EventKind::OfferRequested
                 | EventKind::Note
                 | EventKind::Log
+                | EventKind::ReplyDelta
                 | EventKind::KernelStarted
                 | EventKind::KernelStopped
                 | EventKind::KernelNotice
@@ -212,6 +213,7 @@ impl Collector {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStarted
             | EventKind::KernelStopped
             | EventKind::KernelNotice

@@ -102,6 +102,7 @@ pub fn actions_of(events: &[Event], after: u64) -> Vec<Action> {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStarted
             | EventKind::KernelStopped
             | EventKind::KernelNotice

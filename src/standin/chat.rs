@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions`: checks a request as strictly as OpenAI's chat
-//! completions API reads, and shapes a turn as its non-streaming answer.
+//! completions API reads, and shapes a turn as its whole answer (streamed
+//! answers are [`super::stream`]'s).
 //!
 //! Invariants: a request that passes [`validate`] has a model, at least one
 //! message, and every assistant tool call answered by a tool message before
@@ -21,9 +22,10 @@
 //! never called) or tools other than `function`.
 use serde_json::{json, Map, Value};
 
+use super::stream::Asked;
 use super::turn::{Newest, Turn, Usage};
 use super::wire::{
-    check_function_name, check_no_stream, index, non_empty, tool_choice, ApiError, Fields, EFFORTS,
+    check_function_name, check_stream, index, non_empty, tool_choice, ApiError, Fields, EFFORTS,
 };
 
 /// Top-level fields of a chat completions request.
@@ -71,6 +73,8 @@ const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
 pub struct Checked {
     pub model: String,
     pub newest: Newest,
+    /// Whether to stream, and with usage.
+    pub asked: Asked,
 }
 
 /// Checks a request body; the first fault is refused.
@@ -91,7 +95,7 @@ pub fn validate(body: &Value) -> Result<Checked, ApiError> {
         Some(Value::String(model)) => model.clone(),
         Some(other) => return Err(ApiError::wrong_type("model", "a string", other)),
     };
-    check_options(&top)?;
+    let asked = check_options(&top)?;
     let has_tools = match top.opt("tools") {
         Some(tools) => {
             check_tools(tools)?;
@@ -102,12 +106,13 @@ pub fn validate(body: &Value) -> Result<Checked, ApiError> {
     check_tool_choice(&top, has_tools)?;
     let messages = non_empty(top.req("messages")?, "messages")?;
     let newest = check_messages(messages)?;
-    Ok(Checked { model, newest })
+    Ok(Checked { model, newest, asked })
 }
 
-/// The optional scalar fields the stand-in reads or must refuse.
-fn check_options(top: &Fields) -> Result<(), ApiError> {
-    check_no_stream(top, "replies")?;
+/// The optional scalar fields the stand-in reads or must refuse; returns
+/// what was asked of a stream.
+fn check_options(top: &Fields) -> Result<Asked, ApiError> {
+    let asked = check_stream(top, true)?;
     if let Some(n) = top.opt_int("n", 1)? {
         if n != 1 {
             return Err(ApiError::bad_value("n", &n.to_string(), &["1"]));
@@ -130,7 +135,7 @@ fn check_options(top: &Fields) -> Result<(), ApiError> {
     top.opt_str("safety_identifier")?;
     top.opt_object("metadata")?;
     top.opt_object("response_format")?;
-    Ok(())
+    Ok(asked)
 }
 
 fn check_tools(tools: &Value) -> Result<(), ApiError> {
@@ -361,13 +366,18 @@ pub fn render(model: &str, n: u64, created: u64, turn: &Turn, usage: Usage) -> V
         "created": created,
         "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": usage.input,
-            "completion_tokens": usage.output,
-            "total_tokens": usage.total(),
-            "prompt_tokens_details": {"cached_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning},
-        },
+        "usage": self::usage(usage),
+    })
+}
+
+/// The `usage` object of an answer, whole or streamed.
+pub fn usage(usage: Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.total(),
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning},
     })
 }
 

@@ -2,21 +2,26 @@
 //! hands it to the [`Service`], waits the scripted delay, writes the request
 //! log and sends the answer.
 //!
-//! Invariants: every answer is JSON with a `content-length` (never chunked);
-//! a request's log line is on disk (flushed) before its answer is sent, and
+//! Invariants: every answer is JSON with a `content-length` (never chunked),
+//! except one asked for as a stream, which is server-sent events sent frame
+//! by frame, its script's `chunk_ms` apart, as they are written; a request's log line is on disk (flushed) before its answer is sent, and
 //! an answer whose log line could not be written is turned into a 500 so the
 //! loss shows; dropping the [`serve`] future drops every connection with it.
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::fs::{File, OpenOptions};
+use std::future::Future;
 use std::io::{self, Write};
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use http_body_util::{BodyExt, Either, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -25,7 +30,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use super::service::{Prepared, Service, RESPONSES_PATH};
+use super::service::{Prepared, Service, Streamed, RESPONSES_PATH};
 use super::signin::{Fresh, Reply, SignIn};
 use super::wire::ApiError;
 
@@ -55,7 +60,9 @@ impl Fresh for Random {
     }
 }
 
-/// The request log: one JSON line per request, `{"path","status","body"}`.
+/// The request log: one JSON line per request, `{"path","status","body",
+/// "at_us"}`, `at_us` the wall clock (microseconds since the epoch) when
+/// the answer was about to be sent.
 pub struct RequestLog {
     file: Mutex<File>,
 }
@@ -72,7 +79,9 @@ impl RequestLog {
     pub fn record(&self, path: &str, status: u16, body: &[u8]) -> io::Result<()> {
         let body = serde_json::from_slice::<Value>(body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-        let mut line = json!({"path": path, "status": status, "body": body}).to_string();
+        let at_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        let mut line =
+            json!({"path": path, "status": status, "body": body, "at_us": at_us}).to_string();
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         file.write_all(line.as_bytes())?;
@@ -87,6 +96,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // A streamed answer's small frames leave at once.
+                    let _ = stream.set_nodelay(true);
                     let shared = Arc::clone(&shared);
                     connections.spawn(async move {
                         let service = service_fn(move |req| answer(req, Arc::clone(&shared)));
@@ -104,10 +115,11 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn answer(
-    request: Request<Incoming>,
-    shared: Arc<Shared>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+/// A whole answer, or a stream's frames.
+type Answer = Response<Either<Full<Bytes>, Frames>>;
+
+async fn answer(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Answer, Infallible> {
+    let whole = |response: Response<Full<Bytes>>| response.map(Either::Left);
     let method = request.method().as_str().to_owned();
     let path = request.uri().path().to_owned();
     let header =
@@ -117,8 +129,6 @@ async fn answer(
     let json_body =
         header(CONTENT_TYPE.as_str()).is_some_and(|t| t.starts_with("application/json"));
     let query = pairs_of(request.uri().query().unwrap_or(""));
-    // The plan's answers come as server-sent events.
-    let mut streamed = false;
     let (body, prepared) = match Limited::new(request.into_body(), BODY_LIMIT).collect().await {
         Ok(collected) => {
             let body = collected.to_bytes();
@@ -141,27 +151,23 @@ async fn answer(
             let prepared = match reply {
                 None => shared.service.handle(&method, &path, authorization.as_deref(), &body, now),
                 Some(Reply::Model) => match super::signin::plan_body(&body) {
-                    Err((status, json)) => Prepared { delay: Duration::ZERO, status, body: json },
-                    Ok(whole) => {
-                        let prepared =
-                            shared.service.handle_checked("POST", RESPONSES_PATH, &whole, now);
-                        streamed = prepared.status == 200;
-                        prepared
+                    Err((status, json)) => Prepared::now(status, json),
+                    // Asked for as a stream, so answered as one.
+                    Ok(streamed) => {
+                        shared.service.handle_checked("POST", RESPONSES_PATH, &streamed, now)
                     }
                 },
                 Some(Reply::Models) => {
                     shared.service.handle_checked("GET", super::models::MODELS_PATH, &body, now)
                 }
-                Some(Reply::Json(status, json)) => {
-                    Prepared { delay: Duration::ZERO, status, body: json }
-                }
+                Some(Reply::Json(status, json)) => Prepared::now(status, json),
                 Some(Reply::Redirect(to)) => {
                     let _ = record(&shared, &path, 302, &body);
-                    return Ok(redirect(&to));
+                    return Ok(whole(redirect(&to)));
                 }
                 Some(Reply::Page(status, text)) => {
                     let _ = record(&shared, &path, status, &body);
-                    return Ok(page(status, &text));
+                    return Ok(whole(page(status, &text)));
                 }
             };
             (body, prepared)
@@ -180,12 +186,13 @@ async fn answer(
             (Bytes::new(), Prepared::from(error))
         }
     };
-    if !prepared.delay.is_zero() {
-        tokio::time::sleep(prepared.delay).await;
+    let Prepared { delay, status, body: json, stream } = prepared;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     let (status, json) = match &shared.log {
-        Some(log) => match log.record(&path, prepared.status, &body) {
-            Ok(()) => (prepared.status, prepared.body),
+        Some(log) => match log.record(&path, status, &body) {
+            Ok(()) => (status, json),
             Err(e) => {
                 let error = ApiError::other(
                     500,
@@ -196,18 +203,59 @@ async fn answer(
                 (500, error.body())
             }
         },
-        None => (prepared.status, prepared.body),
+        None => (status, json),
     };
-    if streamed && status == 200 {
-        return Ok(events(&super::signin::as_events(&json)));
+    if let (200, Some(stream)) = (status, stream) {
+        return Ok(frames(*stream));
     }
-    Ok(respond(status, &json))
+    Ok(whole(respond(status, &json)))
 }
 
-fn events(text: &str) -> Response<Full<Bytes>> {
-    let mut response = page(200, text);
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+fn frames(stream: Streamed) -> Answer {
+    let frames = Frames {
+        frames: stream.frames.into_iter().map(Bytes::from).collect(),
+        gap: stream.gap,
+        wait: None,
+    };
+    let mut response = Response::new(Either::Right(frames));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
+}
+
+/// A streamed answer's frames, each sent `gap` after the one before.
+pub struct Frames {
+    frames: VecDeque<Bytes>,
+    gap: Duration,
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if let Some(wait) = &mut this.wait {
+            if wait.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.wait = None;
+        }
+        let Some(frame) = this.frames.pop_front() else { return Poll::Ready(None) };
+        if !this.gap.is_zero() && !this.frames.is_empty() {
+            this.wait = Some(Box::pin(tokio::time::sleep(this.gap)));
+        }
+        Poll::Ready(Some(Ok(Frame::data(frame))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.is_empty()
+    }
 }
 
 fn respond(status: u16, json: &Value) -> Response<Full<Bytes>> {

@@ -1,5 +1,6 @@
 //! `POST /v1/responses`: checks a request as strictly as OpenAI's Responses
-//! API reads, and shapes a turn as its non-streaming answer.
+//! API reads, and shapes a turn as its whole answer (streamed answers are
+//! [`super::stream`]'s).
 //!
 //! Invariants: a request that passes [`validate`] has a model and an input in
 //! which every `function_call_output` answers a `function_call` before it (in
@@ -18,9 +19,10 @@
 //! `conversation` and `prompt` are refused as things the stand-in cannot do.
 use serde_json::{json, Value};
 
+use super::stream::Asked;
 use super::turn::{Newest, Turn, Usage};
 use super::wire::{
-    check_function_name, check_no_stream, index, tool_choice, ApiError, Fields, EFFORTS,
+    check_function_name, check_stream, index, tool_choice, ApiError, Fields, EFFORTS,
 };
 use input::{check_input, check_pairs};
 
@@ -69,6 +71,8 @@ pub struct Checked {
     /// `include` asked for `reasoning.encrypted_content`.
     pub encrypted: bool,
     pub previous: Option<String>,
+    /// `stream: true`.
+    pub stream: bool,
 }
 
 /// Checks a request body. `stored` gives the call ids of a response this
@@ -83,7 +87,7 @@ pub fn validate(
     let top = Fields::of(body, "")?;
     top.only(TOP)?;
     let model = top.req_str("model")?.to_owned();
-    check_options(&top)?;
+    let stream = check_options(&top)?.stream;
     let encrypted = check_include(&top)?;
     if let Some(tools) = top.opt_array("tools")? {
         for (i, tool) in tools.iter().enumerate() {
@@ -117,11 +121,11 @@ pub fn validate(
         }
     };
     let store = top.opt_bool("store")? != Some(false);
-    Ok(Checked { model, newest, store, encrypted, previous })
+    Ok(Checked { model, newest, store, encrypted, previous, stream })
 }
 
-fn check_options(top: &Fields) -> Result<(), ApiError> {
-    check_no_stream(top, "responses")?;
+fn check_options(top: &Fields) -> Result<Asked, ApiError> {
+    let asked = check_stream(top, false)?;
     let cannot = [("background", top.opt_bool("background")? == Some(true))]
         .into_iter()
         .chain(["conversation", "prompt"].map(|k| (k, top.opt(k).is_some())));
@@ -162,7 +166,7 @@ fn check_options(top: &Fields) -> Result<(), ApiError> {
         reasoning.opt_enum("summary", &["auto", "concise", "detailed"])?;
         reasoning.opt_enum("generate_summary", &["auto", "concise", "detailed"])?;
     }
-    Ok(())
+    Ok(asked)
 }
 
 /// Checks `include`; says whether encrypted reasoning was asked for.

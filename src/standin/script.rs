@@ -4,7 +4,8 @@
 //! A step is an object with any of `reply` (text), `tool_calls`
 //! (`[{"name", "arguments"}]`, arguments any JSON, or a string sent as it is),
 //! `reasoning` (a summary), `error` (`{"status", "message"?, "type"?, "code"?}`),
-//! `delay_ms` and `expect` (a substring the newest user or tool input must
+//! `delay_ms` (before the answer), `chunk_ms` (between the frames of an answer
+//! the request asked to stream) and `expect` (a substring the newest user or tool input must
 //! contain). Blank lines and lines starting with `#` are ignored.
 //!
 //! Invariants: a script that loads is one every request can be answered from,
@@ -18,7 +19,8 @@ use serde_json::{Map, Value};
 
 use super::turn::{default_reply, Newest};
 
-const KEYS: &[&str] = &["reply", "tool_calls", "reasoning", "error", "delay_ms", "expect"];
+const KEYS: &[&str] =
+    &["reply", "tool_calls", "reasoning", "error", "delay_ms", "chunk_ms", "expect"];
 
 /// A script line that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,6 +57,7 @@ struct Step {
     line: usize,
     expect: Option<String>,
     delay: Duration,
+    gap: Duration,
     action: Action,
 }
 
@@ -73,7 +76,16 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub delay: Duration,
+    /// Between the frames of a streamed answer.
+    pub gap: Duration,
     pub outcome: Outcome,
+}
+
+impl Decision {
+    /// An answer with no wait before it or between its frames.
+    pub fn now(outcome: Outcome) -> Decision {
+        Decision { delay: Duration::ZERO, gap: Duration::ZERO, outcome }
+    }
 }
 
 /// The steps and how many are used up.
@@ -108,7 +120,7 @@ impl Script {
     /// step if it matches.
     pub fn decide(&mut self, newest: &Newest) -> Decision {
         let Some(step) = self.steps.get(self.next) else {
-            return Decision { delay: Duration::ZERO, outcome: say_default(newest, None) };
+            return Decision::now(say_default(newest, None));
         };
         if let Some(expected) = &step.expect {
             if !newest.text().contains(expected.as_str()) {
@@ -119,7 +131,7 @@ impl Script {
                     self.next + 1,
                     step.line,
                 );
-                return Decision { delay: Duration::ZERO, outcome: Outcome::OffScript(message) };
+                return Decision::now(Outcome::OffScript(message));
             }
         }
         self.next += 1;
@@ -134,7 +146,7 @@ impl Script {
                 calls: calls.clone(),
             },
         };
-        Decision { delay: step.delay, outcome }
+        Decision { delay: step.delay, gap: step.gap, outcome }
     }
 }
 
@@ -156,12 +168,8 @@ fn parse_step(text: &str, line: usize) -> Result<Step, String> {
     if expect.as_deref() == Some("") {
         return Err("\"expect\" must not be empty".into());
     }
-    let delay = match map.get("delay_ms") {
-        None => Duration::ZERO,
-        Some(v) => Duration::from_millis(
-            v.as_u64().ok_or("\"delay_ms\" must be a whole number of milliseconds, 0 or more")?,
-        ),
-    };
+    let delay = millis(&map, "delay_ms")?;
+    let gap = millis(&map, "chunk_ms")?;
     let calls = match map.get("tool_calls") {
         None => Vec::new(),
         Some(v) => parse_calls(v)?,
@@ -175,7 +183,17 @@ fn parse_step(text: &str, line: usize) -> Result<Step, String> {
         Some(v) => Action::Fail(parse_error(v)?),
         None => Action::Say { reply, reasoning, calls },
     };
-    Ok(Step { line, expect, delay, action })
+    Ok(Step { line, expect, delay, gap, action })
+}
+
+fn millis(map: &Map<String, Value>, key: &str) -> Result<Duration, String> {
+    match map.get(key) {
+        None => Ok(Duration::ZERO),
+        Some(v) => v
+            .as_u64()
+            .map(Duration::from_millis)
+            .ok_or_else(|| format!("{key:?} must be a whole number of milliseconds, 0 or more")),
+    }
 }
 
 fn opt_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
@@ -274,6 +292,7 @@ mod tests {
             (r#"{"error":{"status":500,"retry":1}}"#, "unknown key \"retry\""),
             (r#"{"error":{"status":500},"reply":"x"}"#, "cannot also have"),
             (r#"{"delay_ms":-1}"#, "delay_ms"),
+            (r#"{"chunk_ms":1.5}"#, "\"chunk_ms\" must be a whole number"),
             (r#"{"expect":""}"#, "must not be empty"),
         ];
         for (line, fault) in table {
@@ -293,7 +312,7 @@ mod tests {
         let mut script = parse(
             r#"{"reply":"one","reasoning":"thinking"}
                {"tool_calls":[{"name":"bash","arguments":{"cmd":"ls"}},{"name":"raw","arguments":"{bad"}]}
-               {"delay_ms":250}"#,
+               {"delay_ms":250,"chunk_ms":20}"#,
         );
         assert_eq!(script.remaining(), 3);
         let first = script.decide(&user("hi"));
@@ -312,7 +331,11 @@ mod tests {
         assert_eq!(calls[0].arguments, r#"{"cmd":"ls"}"#);
         assert_eq!(calls[1].arguments, "{bad");
         let third = script.decide(&Newest::Tool("done".into()));
-        assert_eq!(third.delay, Duration::from_millis(250));
+        assert_eq!(
+            (third.delay, third.gap),
+            (Duration::from_millis(250), Duration::from_millis(20))
+        );
+        assert_eq!(first.gap, Duration::ZERO);
         assert_eq!(
             third.outcome,
             Outcome::Say {

@@ -1,6 +1,6 @@
 //! One request in, one answer out, with no I/O: the key check, the routes,
-//! the protocol checks, the script's decision and the numbering of
-//! responses and tool calls.
+//! the protocol checks, the script's decision, the numbering of responses
+//! and tool calls, and the frames of an answer asked for as a stream.
 //!
 //! Without a script the conversation a request carries may make the
 //! stand-in act as an agent ([`showcase`]); with one it never does.
@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::script::{Decision, Outcome, Script};
 use super::turn::{Call, Newest, Turn, Usage};
 use super::wire::ApiError;
-use super::{chat, models, responses, showcase};
+use super::{chat, models, responses, showcase, stream};
 
 pub const CHAT_PATH: &str = "/v1/chat/completions";
 pub const RESPONSES_PATH: &str = "/v1/responses";
@@ -29,12 +29,27 @@ pub const RESPONSES_PATH: &str = "/v1/responses";
 pub struct Prepared {
     pub delay: Duration,
     pub status: u16,
+    /// The whole answer (also when it is sent as `stream`).
     pub body: Value,
+    /// The request asked for a stream: these frames are sent instead of
+    /// `body`.
+    pub stream: Option<Box<Streamed>>,
 }
 
+/// Server-sent events, sent `gap` apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Streamed {
+    pub gap: Duration,
+    pub frames: Vec<String>,
+}
+
+/// How far apart the frames of the stand-in's own acts ([`showcase`]) are
+/// streamed, so that an owner sees the words come.
+pub const SHOWCASE_GAP: Duration = Duration::from_millis(15);
+
 impl Prepared {
-    fn now(status: u16, body: Value) -> Self {
-        Prepared { delay: Duration::ZERO, status, body }
+    pub fn now(status: u16, body: Value) -> Self {
+        Prepared { delay: Duration::ZERO, status, body, stream: None }
     }
 
     fn error(error: &ApiError) -> Self {
@@ -147,14 +162,15 @@ impl Service {
 impl State {
     fn chat(&mut self, json: &Value, body_chars: usize, now: u64) -> Result<Prepared, Prepared> {
         let checked = chat::validate(json)?;
-        let (delay, turn) = self.turn(&checked.newest, json)?;
+        let (delay, gap, turn) = self.turn(&checked.newest, json)?;
         let n = self.next_response();
         let usage = Usage::of(body_chars, &turn);
-        Ok(Prepared {
-            delay,
-            status: 200,
-            body: chat::render(&checked.model, n, now, &turn, usage),
-        })
+        let body = chat::render(&checked.model, n, now, &turn, usage);
+        let stream = checked.asked.stream.then(|| {
+            let frames = stream::chat(&checked.model, n, now, &turn, usage, checked.asked);
+            Box::new(Streamed { gap, frames })
+        });
+        Ok(Prepared { delay, status: 200, body, stream })
     }
 
     fn responses(
@@ -165,7 +181,7 @@ impl State {
     ) -> Result<Prepared, Prepared> {
         let stored = |id: &str| self.stored.get(id).cloned();
         let checked = responses::validate(json, &stored)?;
-        let (delay, turn) = self.turn(&checked.newest, json)?;
+        let (delay, gap, turn) = self.turn(&checked.newest, json)?;
         let n = self.next_response();
         if checked.store {
             let calls = turn.calls.iter().map(Call::call_id).collect();
@@ -173,19 +189,26 @@ impl State {
         }
         let usage = Usage::of(body_chars, &turn);
         let body = responses::render(n, now, &checked, &turn, usage);
-        Ok(Prepared { delay, status: 200, body })
+        let stream =
+            checked.stream.then(|| Box::new(Streamed { gap, frames: stream::responses(&body) }));
+        Ok(Prepared { delay, status: 200, body, stream })
     }
 
     /// Takes the script's decision, or without a script the showcase's
     /// (on the conversation in `body`, a request that passed its checks). A
     /// scripted error keeps its step's delay; a request that is off script is
-    /// answered at once.
-    fn turn(&mut self, newest: &Newest, body: &Value) -> Result<(Duration, Turn), Prepared> {
+    /// answered at once. Returns the delay, the gap between streamed frames
+    /// and the turn.
+    fn turn(
+        &mut self,
+        newest: &Newest,
+        body: &Value,
+    ) -> Result<(Duration, Duration, Turn), Prepared> {
         let decision = match self.unscripted.then(|| showcase::choose(&showcase::transcript(body)))
         {
             Some(Some(act)) => Decision {
-                delay: Duration::ZERO,
-                outcome: Outcome::Say { text: act.text, reasoning: None, calls: act.calls },
+                gap: SHOWCASE_GAP,
+                ..Decision::now(Outcome::Say { text: act.text, reasoning: None, calls: act.calls })
             },
             _ => self.script.decide(newest),
         };
@@ -212,7 +235,7 @@ impl State {
                         Call { n: self.calls, name: planned.name, arguments: planned.arguments }
                     })
                     .collect();
-                Ok((decision.delay, Turn { text, reasoning, calls }))
+                Ok((decision.delay, decision.gap, Turn { text, reasoning, calls }))
             }
         }
     }

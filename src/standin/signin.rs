@@ -16,8 +16,8 @@
 //! - `POST /backend-api/codex/responses` and `GET /backend-api/codex/models`:
 //!   a live access token and the `chatgpt-account-id` of its account, else
 //!   `401` (`token_expired` once it expired); a Responses request must be
-//!   streamed and not stored ([`plan_body`]) and is answered as events
-//!   ([`as_events`]).
+//!   streamed and not stored ([`plan_body`]) and is answered as the
+//!   Responses API streams ([`super::stream::responses`]).
 //!   Any other path under `/backend-api/` is a `404` once the token passed
 //!   (a chat completions request included: the plan speaks Responses only).
 //! - `POST /standin/expire` and `POST /standin/revoke`: for tests, expire
@@ -335,11 +335,11 @@ impl SignIn {
 
 /// A request to the plan's Responses endpoint, checked as the plan checks
 /// it (`stream: true` and `store: false`, else a 400 with the plan's
-/// `detail`), returned without `stream` for the stand-in's own Responses
-/// answer.
+/// `detail`), returned as it is for the stand-in's own Responses answer,
+/// which streams it.
 pub fn plan_body(body: &[u8]) -> Result<Vec<u8>, (u16, Value)> {
     let refuse = |detail: &str| (400, json!({"detail": detail}));
-    let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(body) else {
+    let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(body) else {
         return Err(refuse("The request body must be a JSON object"));
     };
     if object.get("stream") != Some(&Value::Bool(true)) {
@@ -348,18 +348,7 @@ pub fn plan_body(body: &[u8]) -> Result<Vec<u8>, (u16, Value)> {
     if object.get("store") != Some(&Value::Bool(false)) {
         return Err(refuse("Store must be set to false"));
     }
-    object.remove("stream");
     serde_json::to_vec(&object).map_err(|e| refuse(&e.to_string()))
-}
-
-/// A whole Responses answer as the plan streams it: `response.created`,
-/// then `response.completed` with the whole response.
-pub fn as_events(response: &Value) -> String {
-    let created = json!({"type": "response.created", "sequence_number": 0, "response": response});
-    let done = json!({"type": "response.completed", "sequence_number": 1, "response": response});
-    format!(
-        "event: response.created\ndata: {created}\n\nevent: response.completed\ndata: {done}\n\n"
-    )
 }
 
 /// A loopback `http://localhost:PORT/auth/callback` (or 127.0.0.1).

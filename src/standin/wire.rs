@@ -5,6 +5,7 @@
 //! offending field by its path in the request (`messages[1].tool_calls[0].id`),
 //! and optional fields that are JSON `null` count as absent, as they do for
 //! the real service.
+use super::stream::Asked;
 use serde_json::{json, Map, Value};
 
 /// An error answer: HTTP status plus the OpenAI error object.
@@ -134,29 +135,32 @@ pub fn index(parent: &str, i: usize) -> String {
     format!("{parent}[{i}]")
 }
 
-/// A JSON object being checked, with its path in the request.
-/// Both protocols: the stand-in answers whole `what` (replies, responses),
-/// so `stream` must be false or absent, and `stream_options` absent.
-pub fn check_no_stream(top: &Fields, what: &str) -> Result<(), ApiError> {
-    if top.opt_bool("stream")? == Some(true) {
-        return Err(ApiError::invalid(
-            format!(
-                "The stand-in model answers whole {what} only: 'stream' must be false or absent."
-            ),
-            Some("stream"),
-            Some("unsupported_value"),
-        ));
-    }
-    if top.opt("stream_options").is_some() {
+/// Both protocols: `stream` (a boolean) and `stream_options`, which is
+/// allowed only with `stream: true` and holds `include_obfuscation` and, on
+/// chat completions (`usage`), `include_usage`.
+pub fn check_stream(top: &Fields, usage: bool) -> Result<Asked, ApiError> {
+    let stream = top.opt_bool("stream")? == Some(true);
+    let Some(options) = top.opt_object("stream_options")? else {
+        return Ok(Asked { stream, include_usage: false });
+    };
+    if !stream {
         return Err(ApiError::invalid(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
             Some("stream_options"),
             None,
         ));
     }
-    Ok(())
+    options.only(if usage {
+        &["include_usage", "include_obfuscation"]
+    } else {
+        &["include_obfuscation"]
+    })?;
+    options.opt_bool("include_obfuscation")?;
+    let include_usage = usage && options.opt_bool("include_usage")? == Some(true);
+    Ok(Asked { stream, include_usage })
 }
 
+/// A JSON object being checked, with its path in the request.
 pub struct Fields<'a> {
     pub map: &'a Map<String, Value>,
     pub path: String,

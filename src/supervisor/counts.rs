@@ -56,6 +56,7 @@ pub fn carried(started: Option<&Event>, events: &[Event], commit: &str) -> RunCo
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStarted
             | EventKind::KernelStopped
             | EventKind::KernelNotice

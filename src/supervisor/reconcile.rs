@@ -130,6 +130,7 @@ impl Tail {
                 | EventKind::OfferRequested
                 | EventKind::Note
                 | EventKind::Log
+                | EventKind::ReplyDelta
                 | EventKind::KernelStarted
                 | EventKind::KernelStopped
                 | EventKind::GenerationStarted

@@ -48,9 +48,9 @@ fn malformed_requests_are_refused_as_the_provider_refuses_them() {
         ),
         (
             CHAT,
-            json!({"model": "m", "messages": [user], "stream": true}),
+            json!({"model": "m", "messages": [user], "stream_options": {"include_usage": true}}),
             400,
-            "'stream' must be false",
+            "only allowed when 'stream' is enabled",
         ),
         (CHAT, json!({"model": "m", "messages": []}), 400, "empty array"),
         (

@@ -1,7 +1,7 @@
 //! The clients against a running kernel on the stand-in model: the piped
 //! client shows the gate's steps as they start and end, and the full
-//! client in a real terminal sends images that reach the model and
-//! interrupts a slow turn.
+//! client in a real terminal sends images that reach the model, interrupts
+//! a slow turn, and shows a streamed reply as it grows.
 
 use std::fs;
 use std::path::Path;
@@ -166,4 +166,72 @@ fn the_full_client_sends_images_to_the_model_and_interrupts_a_slow_turn() -> Tes
         assert!(!term.screen(false).contains("too late"), "{protocol}: the slow reply never came");
     }
     Ok(())
+}
+
+/// A reply streamed all the way: the seed body asks the stand-in for a
+/// stream, whose words come 150 ms apart; the full client in a real
+/// terminal shows the words growing in its live region (markdown still
+/// raw) before the reply is whole, then the whole reply laid out. Then Esc
+/// in the middle of a long streamed reply ends the turn within a second, and
+/// the journal holds the words that had arrived, marked interrupted. A
+/// system test (tmux, the seed body).
+#[test]
+fn the_full_client_shows_a_streamed_reply_growing_and_esc_cuts_it_short() -> TestResult {
+    if !system_tests() {
+        return Ok(());
+    }
+    let greek = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omega";
+    let long: Vec<String> = (1..=60).map(|n| format!("word{n}")).collect();
+    let long = long.join(" ");
+    let script = format!(
+        "{{\"reply\": \"Hello.\"}}\n\
+         {{\"reply\": \"**Bold** start, {greek}\", \"chunk_ms\": 150}}\n\
+         {{\"reply\": \"{long}\", \"chunk_ms\": 150}}\n"
+    );
+    let ind = Individual::seed(&script, &["TENERAL_STANDIN_LOG=standin.jsonl"])?;
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth turn", Duration::from_secs(600), |e| e["type"] == "turn.ended")?;
+    let term = terminal(ind.path());
+    let within = Duration::from_secs(60);
+    term.wait_for_within("lists the commands", within);
+    term.enter("tell me in greek");
+    // Growing: the first words are on screen, raw, before the last is sent.
+    let growing = term.wait_for_within("**Bold** start", within);
+    assert!(!growing.contains("omega"), "the whole reply came at once:\n{growing}");
+    assert!(ind.events("reply").len() == 1, "the journal has only the birth reply so far");
+    // Whole: laid out as markdown (no asterisks), printed once.
+    let whole = term.wait_for_within("omega", within);
+    let laid_out = wait_until_screen(&term, within, |s| {
+        s.contains("Bold start, alpha") && !s.contains("**Bold**")
+    });
+    assert_eq!(laid_out.matches("lambda omega").count(), 1, "{whole}\n---\n{laid_out}");
+
+    term.enter("count for me");
+    term.wait_for_within("word3 ", within);
+    let cut_at = std::time::Instant::now();
+    assert!(term.run(&["send-keys", "-t", "0", "Escape"]).status.success());
+    ind.wait_for("the interrupt", Duration::from_secs(1), |e| e["type"] == "turn.interrupted")?;
+    let took = cut_at.elapsed();
+    assert!(took < Duration::from_secs(1), "Esc took {took:?} to end the stream");
+    let replies = ind.events("reply");
+    let cut = replies.last().cloned().unwrap_or_default();
+    assert_eq!(cut["interrupted"], true, "{cut}");
+    let text = cut["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("word1 word2 word3") && long.starts_with(text), "{text:?}");
+    assert!(text.len() < long.len(), "the reply was cut short: {text:?}");
+    term.wait_for_within("cut short", within);
+    Ok(())
+}
+
+/// Waits until `check` holds for the screen; returns it.
+fn wait_until_screen(term: &Tmux, within: Duration, check: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let screen = term.screen(false);
+        if check(&screen) {
+            return screen;
+        }
+        assert!(std::time::Instant::now() < deadline, "the screen never settled:\n{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

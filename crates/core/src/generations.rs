@@ -115,6 +115,7 @@ pub fn moves_lineage(kind: EventKind) -> bool {
         | EventKind::OfferRequested
         | EventKind::Note
         | EventKind::Log
+        | EventKind::ReplyDelta
         | EventKind::KernelStopped
         | EventKind::KernelNotice
         | EventKind::GenerationStarted
@@ -193,6 +194,7 @@ impl Lineage {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStopped
             | EventKind::KernelNotice
             | EventKind::GenerationStarted

@@ -11,6 +11,7 @@ pub mod dotenv;
 pub mod fsutil;
 pub mod generations;
 pub mod journal;
+pub mod live;
 pub mod lock;
 pub mod log;
 pub mod owner;

@@ -263,6 +263,7 @@ impl Scorecard {
             // Not counted (`counted_by_scorecard`): returned above.
             EventKind::OfferRequested
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished

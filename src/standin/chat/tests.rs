@@ -54,8 +54,9 @@ fn refusals() {
         (base(json!([user, tool_round(&["c1", "c2"]), tool("c1", "x"), user])), "did not have response messages: c2", Some("messages[3].role")),
         (base(json!([user, tool_round(&["c1"])])), "did not have response messages: c1", Some("messages")),
         (base(json!([user, tool_round(&["c1"]), tool("c1", "x"), tool("c1", "y")])), "already answered", Some("messages[3].tool_call_id")),
-        (with(json!({"stream": true})), "whole replies only", Some("stream")),
+        (with(json!({"stream": "yes"})), "Invalid type for 'stream'", Some("stream")),
         (with(json!({"stream_options": {"include_usage": true}})), "only allowed when 'stream' is enabled", Some("stream_options")),
+        (with(json!({"stream": true, "stream_options": {"usage": true}})), "Unknown parameter: 'stream_options.usage'.", Some("stream_options.usage")),
         (with(json!({"n": 2})), "Invalid value: '2'.", Some("n")),
         (with(json!({"temperature": 3})), "above maximum value", Some("temperature")),
         (with(json!({"max_tokens": 0})), "below minimum value", Some("max_tokens")),
@@ -94,7 +95,14 @@ fn accepts_a_full_tool_round_and_finds_the_newest_input() {
         "n": 1,
     });
     let checked = validate(&body).unwrap_or_else(|e| unreachable!("{e:?}"));
-    assert_eq!(checked, Checked { model: "gpt-test".into(), newest: Newest::Tool("a.txt".into()) });
+    assert_eq!(
+        checked,
+        Checked {
+            model: "gpt-test".into(),
+            newest: Newest::Tool("a.txt".into()),
+            asked: Asked::default()
+        }
+    );
 
     let user_last =
         base(json!([{"role": "system", "content": "s"}, {"role": "user", "content": "hello"}]));

@@ -138,7 +138,12 @@ fn refusals() {
             "does not match pattern",
             Some("tools[0].name"),
         ),
-        (with(json!({"stream": true})), "whole responses only", Some("stream")),
+        (with(json!({"stream": 1})), "Invalid type for 'stream'", Some("stream")),
+        (
+            with(json!({"stream": true, "stream_options": {"include_usage": true}})),
+            "Unknown parameter: 'stream_options.include_usage'.",
+            Some("stream_options.include_usage"),
+        ),
         (with(json!({"background": true})), "cannot imitate 'background'", Some("background")),
         (
             with(json!({"reasoning": {"effort": "max"}})),
@@ -215,7 +220,8 @@ fn accepts_a_full_tool_round_and_finds_the_newest_input() {
             newest: Newest::Tool("a.txt".into()),
             store: false,
             encrypted: true,
-            previous: None
+            previous: None,
+            stream: false,
         }
     );
 }
@@ -242,6 +248,7 @@ fn renders_reasoning_message_then_calls() {
         store: true,
         encrypted: true,
         previous: None,
+        stream: false,
     };
     let turn = Turn {
         text: Some("hi".into()),

@@ -177,3 +177,27 @@ fn only_an_unscripted_standin_acts_on_the_owner_lines() {
         assert_eq!(answer.body["output"][0]["content"][0]["text"], expected, "{}", answer.body);
     }
 }
+
+#[test]
+fn a_request_that_asks_for_a_stream_gets_frames_and_the_whole_answer_beside_them() {
+    let service = Service::new(None, script(r#"{"reply":"one two","chunk_ms":30}"#));
+    let messages = json!([{"role": "user", "content": "hi"}]);
+    let asked =
+        post(&service, CHAT_PATH, &json!({"model": "m", "messages": messages, "stream": true}));
+    let Some(stream) = &asked.stream else { unreachable!("no stream: {asked:?}") };
+    assert_eq!(stream.gap, Duration::from_millis(30));
+    assert_eq!(stream.frames.last().map(String::as_str), Some("data: [DONE]\n\n"));
+    assert_eq!(asked.body["choices"][0]["message"]["content"], "one two");
+    let whole = post(&service, RESPONSES_PATH, &json!({"model": "m", "input": "hi"}));
+    assert_eq!(whole.stream, None, "no stream unless asked");
+    let unscripted = Service::new(None, Script::default());
+    let act = post(
+        &unscripted,
+        RESPONSES_PATH,
+        &json!({"model": "m", "input": "show me your code", "stream": true}),
+    );
+    assert_eq!(act.stream.map(|s| s.gap), Some(SHOWCASE_GAP), "its own acts stream at a pace");
+    let echo =
+        post(&unscripted, RESPONSES_PATH, &json!({"model": "m", "input": "hi", "stream": true}));
+    assert_eq!(echo.stream.map(|s| s.gap), Some(Duration::ZERO), "the echo comes at once");
+}

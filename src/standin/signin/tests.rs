@@ -221,7 +221,10 @@ fn codes_are_single_use_and_refresh_rotates() {
 #[test]
 fn the_plan_takes_streamed_unstored_requests_only() {
     let table: &[(&str, Result<&str, &str>)] = &[
-        (r#"{"model":"m","stream":true,"store":false}"#, Ok(r#"{"model":"m","store":false}"#)),
+        (
+            r#"{"model":"m","stream":true,"store":false}"#,
+            Ok(r#"{"model":"m","stream":true,"store":false}"#),
+        ),
         (r#"{"model":"m","store":false}"#, Err("Stream must be set to true")),
         (r#"{"model":"m","stream":false,"store":false}"#, Err("Stream must be set to true")),
         (r#"{"model":"m","stream":true}"#, Err("Store must be set to false")),
@@ -237,7 +240,7 @@ fn the_plan_takes_streamed_unstored_requests_only() {
         };
         assert_eq!(got, *want, "{body}");
     }
-    let events = as_events(&json!({"id": "resp_1"}));
+    let events = crate::standin::stream::responses(&json!({"id": "resp_1"})).concat();
     let whole = teneral_core::chatgpt::whole_response(&events).expect("completed");
     assert_eq!(whole["id"], "resp_1");
 }

@@ -104,6 +104,12 @@ kinds! {
         talk: true, scorecard: true, Info;
     Reply => "reply", [Body],
         talk: true, scorecard: true, Info;
+    /// Words of a reply as the model writes them, never journaled: the
+    /// kernel hands them to the owner's clients ([`crate::live`]), which
+    /// show them from there, not as an event; the reply is journaled once,
+    /// whole.
+    ReplyDelta => "reply.delta", [Body],
+        talk: false, scorecard: false, Info;
     Reasoning => "reasoning", [Body],
         talk: true, scorecard: true, Info;
     ToolCall => "tool.call", [Body],
@@ -271,6 +277,7 @@ mod tests {
                 "owner.line",
                 "birth",
                 "reply",
+                "reply.delta",
                 "reasoning",
                 "tool.call",
                 "tool.result",

@@ -16,7 +16,7 @@ use super::scan::{scan, Limits, Over};
 /// before it is parsed.
 pub const BODY: Limits = Limits { bytes: EVENT_BYTES, depth: 32, elements: 65_536 };
 
-/// The longest `log` event, in bytes.
+/// The longest `log` event, and the longest `reply.delta`, in bytes.
 pub const LOG_BYTES: usize = 16 * 1024;
 
 /// The longest `note` event, in bytes.
@@ -32,7 +32,7 @@ pub fn bytes_of(kind: Option<&[u8]>) -> usize {
     let Some(kind) = kind else { return LOG_BYTES };
     match EventKind::named_bytes(kind) {
         Some(EventKind::Note) => NOTE_BYTES,
-        Some(EventKind::Log) => LOG_BYTES,
+        Some(EventKind::Log | EventKind::ReplyDelta) => LOG_BYTES,
         // Every other type has the one bound of events, by design.
         _ => EVENT_BYTES,
     }
@@ -161,6 +161,9 @@ pub enum Accepted {
     OwnerLine { file: String, text: String },
     /// Write `text` to the kernel's log; never journaled.
     Log { level: Level, text: String },
+    /// Hand `text`, words of the reply being written, to the owner's
+    /// clients ([`crate::live`]); never journaled.
+    Delta { text: String },
 }
 
 #[derive(Clone, Copy)]
@@ -194,6 +197,7 @@ fn shape(kind: EventKind) -> Option<&'static [(&'static str, Want)]> {
         EventKind::OfferRequested => &[("name", Want::Str), ("head", Want::Commit)],
         EventKind::Note => &[("kind", Want::Str), ("data", Want::Any)],
         EventKind::Log => &[("text", Want::Str), ("level", Want::OptStr)],
+        EventKind::ReplyDelta => &[("text", Want::Str)],
         EventKind::KernelStarted
         | EventKind::KernelStopped
         | EventKind::KernelNotice
@@ -276,6 +280,7 @@ pub fn check_shape(line: &str) -> Result<(Map<String, Value>, Accepted), String>
             };
             Accepted::Log { level, text: str_field(&event, "text") }
         }
+        EventKind::ReplyDelta => Accepted::Delta { text: str_field(&event, "text") },
         EventKind::GenerationReady
         | EventKind::Birth
         | EventKind::Reply
@@ -564,6 +569,11 @@ mod tests {
         let (_, a) = check_body_event(r#"{"type":"log","level":"warn","text":"slow"}"#)
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(a, Accepted::Log { level: Level::Warn, text: "slow".into() });
+        let (_, a) = check_body_event(r#"{"type":"reply.delta","text":" word"}"#)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(a, Accepted::Delta { text: " word".into() });
+        assert!(refused(r#"{"type":"reply.delta"}"#).contains("text"));
+        assert!(refused(r#"{"type":"reply.delta","text":3}"#).contains("text"));
     }
 
     #[test]
@@ -590,6 +600,7 @@ mod tests {
         };
         let fits = [
             pad("log", "", LOG_BYTES),
+            pad("reply.delta", "", LOG_BYTES),
             pad("note", r#""kind":"k","data":0,"#, NOTE_BYTES),
             pad("reply", "", EVENT_BYTES),
         ];
@@ -599,6 +610,10 @@ mod tests {
         }
         let table = [
             (pad("log", "", LOG_BYTES + 1), format!("\"log\" event is at most {LOG_BYTES} bytes")),
+            (
+                pad("reply.delta", "", LOG_BYTES + 1),
+                format!("\"reply.delta\" event is at most {LOG_BYTES} bytes"),
+            ),
             (
                 pad("note", r#""kind":"k","data":0,"#, NOTE_BYTES + 1),
                 format!("\"note\" event is at most {NOTE_BYTES} bytes"),

@@ -137,10 +137,60 @@ impl Tail {
     }
 }
 
+/// Following the reply in progress ([`teneral_core::live`]): the words a
+/// body streams before its reply is journaled whole.
+#[derive(Debug, Default)]
+pub struct LiveReply {
+    /// Bytes of whole lines read so far.
+    offset: u64,
+    /// The words read so far.
+    pub text: String,
+}
+
+impl LiveReply {
+    /// Forgets what was read: the journal has the reply (or the turn ended),
+    /// and the kernel emptied the file before it journaled that.
+    pub fn over(&mut self) {
+        self.offset = 0;
+        self.text.clear();
+    }
+
+    /// Reads what was appended to the file of `home` since the last call;
+    /// true when the text changed. A file shorter than what was read was
+    /// emptied: the words so far are over.
+    pub fn read(&mut self, home: &Path) -> bool {
+        let path = home.join(teneral_core::live::LIVE_PATH);
+        let Ok(mut file) = open_file(&path, Access::Read) else {
+            let had = !self.text.is_empty();
+            self.over();
+            return had;
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or_default();
+        let mut changed = false;
+        if len < self.offset {
+            changed = !self.text.is_empty();
+            self.over();
+        }
+        if len == self.offset || file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return changed;
+        }
+        let mut bytes = Vec::new();
+        // Bounded: the kernel keeps the file within its size.
+        if file.take(teneral_core::live::MAX_BYTES).read_to_end(&mut bytes).is_err() {
+            return changed;
+        }
+        let (text, used) = teneral_core::live::read_texts(&bytes);
+        self.offset += used as u64;
+        self.text.push_str(&text);
+        changed || !text.is_empty()
+    }
+}
+
 /// Starts watching the journal of `home`: on each change a [`Wake::Journal`]
 /// goes to `tx`, unless one is already waiting (`pending`), so wake-ups never
 /// pile up. A new kernel status (`.teneral/status`, replaced by a rename)
-/// wakes the same way: it says when a step of the gate starts. The watches are in place when this returns; the thread ends when
+/// wakes the same way: it says when a step of the gate starts; and so does
+/// each write to the reply in progress ([`LiveReply`]). The watches are in place when this returns; the thread ends when
 /// `tx`'s receiver is gone and the next change comes.
 pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Result<()> {
     let inotify = Inotify::init()?;
@@ -154,6 +204,7 @@ pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Res
     }
     let status_path = Path::new(teneral_core::status::STATUS_PATH);
     let status_name = status_path.file_name().map(|n| n.to_owned());
+    let live_name = Path::new(teneral_core::live::LIVE_PATH).file_name().map(|n| n.to_owned());
     let status_mask = WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE;
     let status_wd =
         status_path.parent().and_then(|d| inotify.watches().add(home.join(d), status_mask).ok());
@@ -167,7 +218,7 @@ pub fn watch(home: &Path, tx: Sender<Wake>, pending: Arc<AtomicBool>) -> io::Res
             for event in events {
                 let name_is = |n: Option<&std::ffi::OsStr>| event.name.is_some() && event.name == n;
                 if status_wd.as_ref() == Some(&event.wd) {
-                    changed |= name_is(status_name.as_deref());
+                    changed |= name_is(status_name.as_deref()) || name_is(live_name.as_deref());
                     continue;
                 }
                 changed |= name_is(name.as_deref()) || name_is(Some("memory".as_ref()));

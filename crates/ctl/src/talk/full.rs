@@ -114,6 +114,7 @@ fn session(
             screen = remake(screen, height)?;
         }
         screen.draw(|f| live.draw(f, &view, &model)).map_err(out)?;
+        trace.drawn();
         if let Some(start) = key_at.take() {
             trace.draw(start);
         }
@@ -221,6 +222,9 @@ fn journal(
     let mut replies = Vec::new();
     let mut rows = Vec::new();
     while let Some(e) = client.pop() {
+        if e.known_kind().is_some_and(teneral_core::live::ends_reply) {
+            live.writing.over();
+        }
         let before = view.doing.clone();
         let theirs = e.is(EventKind::OwnerLine) && !client.own.remove(e.text("file"));
         if e.is(EventKind::Reply) && trace.on() {
@@ -236,6 +240,8 @@ fn journal(
     }
     live.running = client.running();
     print(screen, rows)?;
+    live.writing.read(&client.home);
+    trace.writing(&live.writing.text);
     for ts in replies {
         trace.reply(&ts);
     }

@@ -57,6 +57,7 @@ impl Steps {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelNotice
             | EventKind::GenerationStarted
             | EventKind::GenerationExited

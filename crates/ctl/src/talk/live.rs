@@ -1,4 +1,6 @@
-//! The live region, the only part of the screen that is redrawn: pending
+//! The live region, the only part of the screen that is redrawn: the words
+//! of the reply being written (its last [`MAX_WRITING`] rows, as plain
+//! text; the reply is laid out as markdown above once it is whole), pending
 //! tool calls, a notice, what the agent does now, the input box (a thin
 //! frame that grows to eight rows) and the footer, or the command list in
 //! the footer's place.
@@ -29,6 +31,8 @@ pub const MAX_BOX_ROWS: usize = 8;
 pub const MAX_LIST: usize = 6;
 /// Pending tool calls shown at most.
 const MAX_PENDING: usize = 3;
+/// Rows of the reply being written shown at most.
+pub const MAX_WRITING: usize = 10;
 
 const TIPS: &[&str] = &[
     "/ lists the commands",
@@ -53,6 +57,8 @@ pub struct Live {
     pub started: Instant,
     /// Images that go with the next line, shown as chips above the box.
     pub images: Vec<Image>,
+    /// The reply being written, as the body streams it.
+    pub writing: super::follow::LiveReply,
 }
 
 impl Live {
@@ -67,6 +73,7 @@ impl Live {
             running,
             started: now,
             images: Vec::new(),
+            writing: super::follow::LiveReply::default(),
         }
     }
 
@@ -86,9 +93,30 @@ impl Live {
         self.editor.text().split('\n').count().clamp(1, MAX_BOX_ROWS)
     }
 
+    /// The last rows of the reply being written, wrapped to `width`.
+    fn writing_rows(&self, width: usize) -> Vec<String> {
+        let text = super::render::sanitize(&self.writing.text).replace('\t', "    ");
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        let width = width.saturating_sub(2).max(8);
+        let mut rows = Vec::new();
+        for line in text.split('\n') {
+            let chars: Vec<char> = line.chars().collect();
+            if chars.is_empty() {
+                rows.push(String::new());
+            }
+            for piece in chars.chunks(width) {
+                rows.push(piece.iter().collect());
+            }
+        }
+        let first = rows.len().saturating_sub(MAX_WRITING);
+        rows.split_off(first)
+    }
+
     /// Rows the region needs for `view`.
     pub fn height(&self, view: &View) -> u16 {
-        let pending = view.pending.len().min(MAX_PENDING);
+        let pending = view.pending.len().min(MAX_PENDING) + self.writing_rows(view.width).len();
         let notice = usize::from(self.notice.is_some()) + usize::from(!self.images.is_empty());
         let bottom = match self.listed().len() {
             0 => 1,
@@ -236,6 +264,12 @@ impl Live {
                 y += h;
             };
         let t = &view.theme;
+        let writing: Vec<Line<'static>> = self
+            .writing_rows(width)
+            .into_iter()
+            .map(|row| Line::from(vec![Span::raw("  "), Span::raw(row)]))
+            .collect();
+        put(frame, writing, None);
         let pending: Vec<Line<'static>> = view
             .pending
             .iter()

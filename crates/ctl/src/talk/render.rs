@@ -248,6 +248,7 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
         | EventKind::OfferRequested
         | EventKind::Note
         | EventKind::Log
+        | EventKind::ReplyDelta
         | EventKind::EventsDropped
         | EventKind::OfferAnswered
         | EventKind::OfferPublished

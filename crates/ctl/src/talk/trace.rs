@@ -6,21 +6,56 @@
 //! `phase_us <name> <n>`, the time from the start to the end of each step
 //! of attaching; `draw_us <n>`
 //! from a key to its frame drawn, `reply_ms <n>` from a
-//! reply's journal time to its rows printed). Unset, it costs nothing.
+//! reply's journal time to its rows printed, `word_us <n>` the wall clock in
+//! microseconds since the epoch when the first words of a streamed reply
+//! were drawn). Unset, it costs nothing.
 
 use std::fs::File;
 use std::io::Write;
 use std::time::Instant;
 
 /// Where timings go, when anywhere.
-pub struct Trace(Option<File>);
+pub struct Trace(Option<File>, Writing);
+
+/// Where the reply being written stands, for `word_us`.
+#[derive(Default, PartialEq)]
+enum Writing {
+    /// No words of the reply in progress yet.
+    #[default]
+    None,
+    /// Its first words were read and are not drawn yet.
+    Read,
+    /// Its first words were drawn.
+    Drawn,
+}
 
 impl Trace {
     /// The trace `TENERAL_TALK_TRACE` asks for.
     pub fn from_env() -> Self {
         let file = std::env::var_os("TENERAL_TALK_TRACE")
             .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
-        Self(file)
+        Self(file, Writing::None)
+    }
+
+    /// The reply being written is now `text`.
+    pub fn writing(&mut self, text: &str) {
+        if text.is_empty() {
+            self.1 = Writing::None;
+        } else if self.1 == Writing::None {
+            self.1 = Writing::Read;
+        }
+    }
+
+    /// A frame was drawn: the time, when it is the first with new words.
+    pub fn drawn(&mut self) {
+        if self.1 != Writing::Read {
+            return;
+        }
+        self.1 = Writing::Drawn;
+        if let Some(f) = &mut self.0 {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            let _ = writeln!(f, "word_us {}", now.map_or(0, |d| d.as_micros()));
+        }
     }
 
     pub fn on(&self) -> bool {

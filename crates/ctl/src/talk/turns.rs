@@ -41,6 +41,7 @@ pub fn activity_after(kind: Option<EventKind>) -> Option<Activity> {
         | EventKind::OfferRequested
         | EventKind::Note
         | EventKind::Log
+        | EventKind::ReplyDelta
         | EventKind::KernelNotice
         | EventKind::MutationCheck
         | EventKind::MutationRejected
@@ -71,6 +72,7 @@ fn starts_exchange(kind: Option<EventKind>) -> bool {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::KernelStarted
             | EventKind::KernelStopped
             | EventKind::KernelNotice
@@ -201,6 +203,7 @@ impl Waiting {
                 | EventKind::OfferRequested
                 | EventKind::Note
                 | EventKind::Log
+                | EventKind::ReplyDelta
                 | EventKind::KernelStarted
                 | EventKind::KernelNotice
                 | EventKind::GenerationStarted

@@ -201,6 +201,9 @@ impl View {
                     rows.push(self.row(m.warn, "not from the model", Role::Warn));
                 }
                 rows.extend(markdown::layout(text, self.width, m.reply, &self.theme));
+                if e.fields.get("interrupted") == Some(&Value::Bool(true)) {
+                    rows.push(self.row("  ", "(cut short: you interrupted it)", Role::Dim));
+                }
                 rows
             }
             EventKind::Reasoning => {
@@ -364,6 +367,7 @@ impl View {
             | EventKind::OfferRequested
             | EventKind::Note
             | EventKind::Log
+            | EventKind::ReplyDelta
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
