@@ -14,7 +14,7 @@ pub mod launcher;
 pub(crate) mod lifecycle;
 pub mod offer;
 pub mod organs;
-pub(crate) mod proxy;
+pub mod proxy;
 pub mod replay;
 pub mod repo;
 pub mod runner;
