@@ -90,14 +90,11 @@ impl Ground<'_> {
         }
         let after = journal.next_seq() - 1;
         place_stimulus(&dir, stimulus).map_err(setup)?;
-        let script = match stimulus.script_text() {
-            Some(text) => {
-                let path = place.join("script.jsonl");
-                std::fs::write(&path, text).map_err(setup)?;
-                Some(path)
-            }
-            None => None,
-        };
+        // Always a script, empty where the turn had no answer of the model's:
+        // a replayed line gets the default reply then, never the unscripted
+        // stand-in's own acts.
+        let script = place.join("script.jsonl");
+        std::fs::write(&script, stimulus.script_text().unwrap_or_default()).map_err(setup)?;
         let socket = events::socket_path(&dir, commit, "replay").map_err(setup)?;
         let listener = events::bind(&socket).map_err(setup)?;
         // The cage executes only what lies in the run's own places.
@@ -109,7 +106,7 @@ impl Ground<'_> {
             program: self.kernel_exe,
             individual: self.home,
             key,
-            script: script.as_deref(),
+            script: Some(&script),
             log: None,
             limits: Limits::for_body(self.settings),
         };
