@@ -5,9 +5,9 @@
 //!
 //! Invariants: a tree that exists is whole, because it is unpacked into a
 //! staging directory beside its place, checked, synced, and renamed into
-//! it; the bytes hashed are the bytes unpacked (the kernel hashes the open
-//! archive it gives the unpacker as stdin, and the unpacker must report the
-//! same hash of what it read);
+//! it; the bytes hashed are the bytes unpacked (the kernel hashes the
+//! archive as it writes it into the pipe that is the unpacker's stdin, and
+//! the unpacker must say it read all of it);
 //! nothing here removes an archive or a tree; a set is named by a hash of
 //! what it holds, so sets of equal pins are one directory.
 
@@ -22,6 +22,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use super::pins::Pin;
 use super::staged::{self, Found, StagedError};
+use super::steps;
 use super::unpack::gzip::GzipReader;
 use super::unpack::{self, Limits, Summary, UnpackError};
 use super::unpacker::{self, Outcome, RunFailed, Unpacker};
@@ -98,11 +99,11 @@ pub fn open_archive(path: &Path) -> Result<File, ArchiveError> {
     Ok(file)
 }
 
-/// Reads through to the hash, failing past [`MAX_ARCHIVE`] bytes (a file
-/// that grows while it is read).
+/// Reads through to the hash, when there is one, counting the bytes read;
+/// fails past [`MAX_ARCHIVE`] bytes (a file that grows while it is read).
 struct Hashing<R> {
     inner: R,
-    hash: Sha256,
+    hash: Option<Sha256>,
     read: u64,
 }
 
@@ -113,7 +114,9 @@ impl<R: Read> Read for Hashing<R> {
         if self.read > MAX_ARCHIVE {
             return Err(io::Error::other("the archive grew past 256 MiB while it was read"));
         }
-        self.hash.update(&buf[..n]);
+        if let Some(hash) = &mut self.hash {
+            hash.update(&buf[..n]);
+        }
         Ok(n)
     }
 }
@@ -124,9 +127,9 @@ pub(super) fn hex(bytes: &[u8]) -> String {
 
 /// The SHA-256 of everything `reader` gives, in lower-case hex.
 pub fn hash(reader: impl Read) -> io::Result<String> {
-    let mut h = Hashing { inner: reader, hash: Sha256::new(), read: 0 };
+    let mut h = Hashing { inner: reader, hash: Some(Sha256::new()), read: 0 };
     io::copy(&mut h, &mut io::sink())?;
-    Ok(hex(&h.hash.finalize()))
+    Ok(hex(&h.hash.unwrap_or_default().finalize()))
 }
 
 /// Unpacks the `.tar.gz` `archive` into `dest` (an existing empty
@@ -144,14 +147,36 @@ pub fn unpack_file_within(
     dest: &Path,
     limits: &Limits,
 ) -> Result<(Summary, String), UnpackError> {
-    let hashing = Hashing { inner: archive, hash: Sha256::new(), read: 0 };
+    let (summary, hashing) = unpack_through(archive, Some(Sha256::new()), dest, limits)?;
+    let hash = hashing.hash.unwrap_or_default();
+    Ok((summary, hex(&hash.finalize())))
+}
+
+/// [`unpack_file_within`] without hashing: returns what was unpacked and
+/// the number of bytes of `archive` read. The caged unpacker's, whose
+/// input the kernel hashes as it feeds it.
+pub fn unpack_counted_within(
+    archive: impl Read,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<(Summary, u64), UnpackError> {
+    let (summary, hashing) = unpack_through(archive, None, dest, limits)?;
+    Ok((summary, hashing.read))
+}
+
+fn unpack_through<R: Read>(
+    archive: R,
+    hash: Option<Sha256>,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<(Summary, Hashing<R>), UnpackError> {
+    let hashing = Hashing { inner: archive, hash, read: 0 };
     let mut gz = GzipReader::new(BufReader::with_capacity(1 << 16, hashing));
     let summary = unpack::unpack_tar_within(&mut gz, dest, limits)?;
     // At the end already (the gzip reader ended there); read for certain.
     let mut rest = gz.into_inner();
     io::copy(&mut rest, &mut io::sink()).map_err(|e| UnpackError::Corrupt(e.to_string()))?;
-    let hashing = rest.into_inner();
-    Ok((summary, hex(&hashing.hash.finalize())))
+    Ok((summary, rest.into_inner()))
 }
 
 /// What went wrong making a tree.
@@ -172,10 +197,11 @@ pub enum TreeError {
     #[error("the unpacker ended with {how}: {said}")]
     Unpacker { how: String, said: String },
     #[error(
-        "the unpacker says it read bytes hashing to {said}, but the archive it was given \
-         hashes to {hashed}"
+        "the unpacker says it read {said} bytes of the archive, but the kernel gave it \
+         {given}{}",
+        if .given < .len { format!(" of its {len}") } else { String::new() }
     )]
-    Misreported { said: String, hashed: String },
+    Misreported { said: u64, given: u64, len: u64 },
     #[error("the unpacked tree is refused: {0}")]
     Staged(#[from] StagedError),
     #[error(transparent)]
@@ -239,13 +265,13 @@ pub async fn unpack_and_check(
     let individual = unpacker::individual_of_cache(&cache.root);
     let root_len = tree.as_os_str().len();
     let unit = unpacker::unit_name(staging);
-    let (hashed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
-    if hashed != sha256 {
-        return Err(TreeError::WrongHash(hashed));
+    let (fed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
+    if fed.sha256 != sha256 {
+        return Err(TreeError::WrongHash(fed.sha256));
     }
     match outcome {
-        Outcome::Said { sha256: said, .. } if said != hashed => {
-            return Err(TreeError::Misreported { said, hashed })
+        Outcome::Said { read, .. } if read != fed.len || fed.taken != fed.len => {
+            return Err(TreeError::Misreported { said: read, given: fed.taken, len: fed.len })
         }
         Outcome::Said { .. } => {}
         Outcome::Refused(said) => return Err(TreeError::Refused(said)),
@@ -256,6 +282,7 @@ pub async fn unpack_and_check(
     let found = tokio::task::spawn_blocking(move || staged::check(&staged, root_len))
         .await
         .map_err(|e| io_err("cannot check", staging)(io::Error::other(e)))??;
+    steps::mark("checked");
     Ok(found)
 }
 
@@ -266,8 +293,14 @@ fn install(staging: &Path, tree: &Path, trees: &Path) -> Result<(), TreeError> {
     File::open(staging)
         .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
         .map_err(io_err("cannot sync", staging))?;
+    steps::mark("synced");
     match std::fs::rename(staging, tree) {
-        Ok(()) => teneral_core::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees)),
+        Ok(()) => {
+            let synced =
+                teneral_core::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees));
+            steps::mark("renamed");
+            synced
+        }
         Err(_) if tree.is_dir() => {
             let _ = std::fs::remove_dir_all(staging);
             Ok(())
