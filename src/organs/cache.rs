@@ -154,14 +154,143 @@ pub fn unpack_file_within(
 
 /// [`unpack_file_within`] without hashing: returns what was unpacked and
 /// the number of bytes of `archive` read. The caged unpacker's, whose
-/// input the kernel hashes as it feeds it.
-pub fn unpack_counted_within(
-    archive: impl Read,
+/// input the kernel hashes as it feeds it. The gzip stream is inflated on
+/// a thread of its own ([`ReadAhead`]) while this one parses and writes, as
+/// `tar` and the `gzip` it runs share the work; where no thread can be
+/// started, inflating is done inline.
+pub fn unpack_counted_within<R: Read + Send + 'static>(
+    archive: R,
     dest: &Path,
     limits: &Limits,
 ) -> Result<(Summary, u64), UnpackError> {
-    let (summary, hashing) = unpack_through(archive, None, dest, limits)?;
-    Ok((summary, hashing.read))
+    let hashing = Hashing { inner: archive, hash: None, read: 0 };
+    let gz = GzipReader::new(BufReader::with_capacity(1 << 16, hashing));
+    // Past the gzip stream's end: read for certain, and count.
+    let rest = |gz: GzipReader<BufReader<Hashing<R>>>| -> io::Result<u64> {
+        let mut rest = gz.into_inner();
+        io::copy(&mut rest, &mut io::sink())?;
+        Ok(rest.into_inner().read)
+    };
+    let corrupt = |e: io::Error| UnpackError::Corrupt(e.to_string());
+    match ReadAhead::start(gz) {
+        Ok(mut ahead) => {
+            let summary = unpack::unpack_tar_within(&mut ahead, dest, limits)?;
+            // At the end already (the tar stream's end was read); for certain.
+            io::copy(&mut ahead, &mut io::sink()).map_err(corrupt)?;
+            let gz = ahead.finish().map_err(corrupt)?;
+            Ok((summary, rest(gz).map_err(corrupt)?))
+        }
+        Err(Some(mut gz)) => {
+            let summary = unpack::unpack_tar_within(&mut gz, dest, limits)?;
+            Ok((summary, rest(gz).map_err(corrupt)?))
+        }
+        Err(None) => Err(corrupt(io::Error::other("the reader was lost starting a thread"))),
+    }
+}
+
+/// How many chunks the inflating thread of [`ReadAhead`] may be ahead.
+const AHEAD_CHUNKS: usize = 4;
+/// The size of one chunk.
+const AHEAD_CHUNK: usize = 1 << 18;
+
+type Chunk = io::Result<(Vec<u8>, usize)>;
+
+/// A reader whose reads are made on a thread of its own, up to
+/// [`AHEAD_CHUNKS`] chunks ahead. The chunks go round between the two
+/// threads, so the reading thread allocates nothing. An error is handed on
+/// as it was made (a gzip error stays one); the thread ends at the end of
+/// the stream, at an error, or when the reader is dropped.
+struct ReadAhead<R> {
+    full: std::sync::mpsc::Receiver<Chunk>,
+    empty: std::sync::mpsc::SyncSender<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<Option<R>>>,
+    chunk: Vec<u8>,
+    at: usize,
+    len: usize,
+    ended: bool,
+}
+
+impl<R: Read + Send + 'static> ReadAhead<R> {
+    /// Starts the thread on `inner`; gives `inner` back when no thread can
+    /// be started (`None` only if it was lost, which a thread that did not
+    /// start cannot do).
+    fn start(inner: R) -> Result<ReadAhead<R>, Option<R>> {
+        use std::sync::mpsc::sync_channel;
+        use std::sync::{Arc, Mutex};
+        let (full_tx, full) = sync_channel::<Chunk>(AHEAD_CHUNKS);
+        let (empty, empty_rx) = sync_channel::<Vec<u8>>(AHEAD_CHUNKS + 1);
+        for _ in 0..AHEAD_CHUNKS {
+            let _ = empty.send(vec![0u8; AHEAD_CHUNK]);
+        }
+        // Where the thread takes `inner` from, and where it is taken back
+        // from if the thread cannot start.
+        let slot = Arc::new(Mutex::new(Some(inner)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new().name("inflate".into()).spawn(move || {
+            let taken = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let mut inner = taken?;
+            while let Ok(mut buf) = empty_rx.recv() {
+                let got = loop {
+                    match inner.read(&mut buf) {
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        got => break got,
+                    }
+                };
+                let last = !matches!(got, Ok(n) if n > 0);
+                if full_tx.send(got.map(|n| (buf, n))).is_err() || last {
+                    break;
+                }
+            }
+            Some(inner)
+        });
+        match spawned {
+            Ok(thread) => Ok(ReadAhead {
+                full,
+                empty,
+                thread: Some(thread),
+                chunk: Vec::new(),
+                at: 0,
+                len: 0,
+                ended: false,
+            }),
+            // A thread that did not start took nothing: `inner` is there.
+            Err(_) => Err(slot.lock().unwrap_or_else(|p| p.into_inner()).take()),
+        }
+    }
+
+    /// Waits for the thread, which has reached the end, and gives back the
+    /// reader it read.
+    fn finish(mut self) -> io::Result<R> {
+        if !self.ended {
+            return Err(io::Error::other("the stream was not read to its end"));
+        }
+        let thread = self.thread.take().ok_or_else(|| io::Error::other("no reading thread"))?;
+        let inner = thread.join().map_err(|_| io::Error::other("the inflating thread failed"))?;
+        inner.ok_or_else(|| io::Error::other("the inflating thread had no reader"))
+    }
+}
+
+impl<R> Read for ReadAhead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.len {
+            if self.ended {
+                return Ok(0);
+            }
+            if !self.chunk.is_empty() {
+                let _ = self.empty.send(std::mem::take(&mut self.chunk));
+            }
+            match self.full.recv() {
+                Ok(Ok((_, 0))) => self.ended = true,
+                Ok(Ok((chunk, n))) => (self.chunk, self.at, self.len) = (chunk, 0, n),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::other("the inflating thread ended early")),
+            }
+        }
+        let n = buf.len().min(self.len - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 fn unpack_through<R: Read>(

@@ -10,7 +10,7 @@
 //! runner like every child (the direct, cgroup and systemd backends alike),
 //! with a time limit and memory and task limits. The child's half
 //! ([`child_main`]) runs [`super::cache::unpack_counted_within`] on its
-//! stdin into the staging directory, the one place the profile lets it
+//! stdin (inflating on a second thread) into the staging directory, the one place the profile lets it
 //! write, and prints one line, [`summary_line`]: what it unpacked and how
 //! many bytes of the archive it read. The kernel reads that line with a
 //! bound ([`parse_summary`]) and trusts none of it: the count must be the
@@ -47,7 +47,8 @@ pub const EXIT_NO_INPUT: u8 = 2;
 /// the model of the tree (at most 20,000 names), the buffers and the
 /// program itself fit many times over.
 pub const MEMORY_MAX: u64 = 512 << 20;
-/// Processes and threads of the child's cage (it is single-threaded).
+/// Processes and threads of the child's cage (it has two threads: one
+/// inflates, one parses and writes).
 pub const TASKS_MAX: u64 = 8;
 /// Beyond the child's own time limit, when the runner stops it: the child
 /// names the entry it reached when its own limit passes, so it is given
@@ -125,9 +126,13 @@ impl Unpacker<'_> {
     ) -> Result<(Fed, Outcome), RunFailed> {
         let (stdin, pipe) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| RunFailed::Read(e.into()))?;
-        // Fewer turns between the feeder and the child than the default 64 KiB
-        // give; a pipe left at its default size only costs turns.
-        let _ = rustix::pipe::fcntl_setpipe_size(&pipe, PIPE_SIZE);
+        // The kernel's feeder writes far faster than the child reads: a pipe
+        // that holds more lets the child read on while the feeder waits for
+        // a CPU on a busy machine. Past `/proc/sys/fs/pipe-max-size` only
+        // root may go; then the most anyone may have.
+        if rustix::pipe::fcntl_setpipe_size(&pipe, PIPE_SIZE).is_err() {
+            let _ = rustix::pipe::fcntl_setpipe_size(&pipe, PIPE_SIZE_UNPRIVILEGED);
+        }
         let mut spec = Spec::new(self.program, staging)
             .arg(SUBCOMMAND)
             .arg("--root-len")
@@ -195,8 +200,12 @@ impl Unpacker<'_> {
     }
 }
 
-/// The size the kernel asks for the pipe to the child.
-const PIPE_SIZE: usize = 1 << 20;
+/// The size the kernel asks for the pipe to the child: about a fifth of a
+/// second of the child's reading.
+const PIPE_SIZE: usize = 16 << 20;
+/// What it asks for when that is refused: Linux's default limit for a
+/// process without `CAP_SYS_RESOURCE`.
+const PIPE_SIZE_UNPRIVILEGED: usize = 1 << 20;
 
 /// Writes all of `file`, read with `pread` from its start, into `pipe`,
 /// hashing it as it goes. When the child closes its end early (it refused
@@ -313,12 +322,13 @@ pub fn child_main(staging: &Path, root_len: usize, limit: Duration, steps: bool)
     };
     let mut limits = UnpackLimits::new(limit, Path::new(""));
     limits.root_len = root_len;
-    let mut input = FirstRead { inner: stdin, at: None };
-    match super::cache::unpack_counted_within(&mut input, staging, &limits) {
+    let first_read = std::sync::Arc::new(std::sync::OnceLock::new());
+    let input = FirstRead { inner: stdin, at: std::sync::Arc::clone(&first_read) };
+    match super::cache::unpack_counted_within(input, staging, &limits) {
         Ok((summary, read)) => {
             if steps {
                 let unpacked = (steps::now_ns(), crate::sys::cpu_us(false));
-                let first = input.at.unwrap_or(unpacked);
+                let first = first_read.get().copied().unwrap_or(unpacked);
                 println!(
                     "{}",
                     steps::child_line(&steps::ChildSteps {
@@ -343,14 +353,14 @@ pub fn child_main(staging: &Path, root_len: usize, limit: Duration, steps: bool)
 /// used by then (for [`steps`]).
 struct FirstRead<R> {
     inner: R,
-    at: Option<(i128, (u64, u64))>,
+    at: std::sync::Arc<std::sync::OnceLock<(i128, (u64, u64))>>,
 }
 
 impl<R: io::Read> io::Read for FirstRead<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if self.at.is_none() {
-            self.at = Some((steps::now_ns(), crate::sys::cpu_us(false)));
+        if self.at.get().is_none() {
+            let _ = self.at.set((steps::now_ns(), crate::sys::cpu_us(false)));
         }
         Ok(n)
     }
