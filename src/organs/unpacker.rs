@@ -27,7 +27,11 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustix::io::Errno;
 
 use sha2::{Digest, Sha256};
 
@@ -160,13 +164,18 @@ impl Unpacker<'_> {
         // Started before the child: the pipe's reading end is still the
         // kernel's until the launch takes it, and a launch that fails drops
         // it, which ends the feeding.
+        let ended = Arc::new(AtomicBool::new(false));
+        let child_ended = Arc::clone(&ended);
         let feeding = tokio::task::spawn_blocking(move || {
-            let fed = feed(&archive, pipe);
+            let fed = feed(&archive, pipe, &child_ended);
             steps::mark("the kernel's hash");
             fed
         });
         let run = self.runner.run(unit, Launch::new(spec, limits).caged(profile)).await;
         steps::mark("unpacker ended");
+        // Whatever still holds the pipe's other end (a service manager may
+        // keep a unit's stdin a while), nothing reads it now.
+        ended.store(true, Ordering::Relaxed);
         let fed = match feeding.await {
             Ok(fed) => fed.map_err(RunFailed::Read)?,
             Err(e) => return Err(RunFailed::Read(io::Error::other(e))),
@@ -209,10 +218,13 @@ const PIPE_SIZE_UNPRIVILEGED: usize = 1 << 20;
 
 /// Writes all of `file`, read with `pread` from its start, into `pipe`,
 /// hashing it as it goes. When the child closes its end early (it refused
-/// the archive, or ended) the rest is hashed without being written, so the
-/// hash is always the whole file's. Fails past [`MAX_ARCHIVE`] bytes (a
-/// file that grows while it is read).
-fn feed(file: &File, pipe: OwnedFd) -> io::Result<Fed> {
+/// the archive), or `ended` is set while the pipe is full (the child ended
+/// and something else holds its end), the rest is hashed without being
+/// written, so the hash is always the whole file's. Fails past
+/// [`MAX_ARCHIVE`] bytes (a file that grows while it is read).
+fn feed(file: &File, pipe: OwnedFd, ended: &AtomicBool) -> io::Result<Fed> {
+    // Never blocked for good: a full pipe is waited on in short turns.
+    rustix::fs::fcntl_setfl(&pipe, rustix::fs::OFlags::NONBLOCK).map_err(io::Error::from)?;
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; 1 << 18];
     let mut pipe = Some(pipe);
@@ -230,12 +242,12 @@ fn feed(file: &File, pipe: OwnedFd) -> io::Result<Fed> {
         }
         hash.update(&buf[..n]);
         if let Some(out) = &pipe {
-            let (written, stopped) = write_all(out, &buf[..n]);
+            let (written, stopped) = write_all(out, &buf[..n], ended);
             taken += written as u64;
             match stopped {
                 None => {}
                 // The child closed its end: what it took is `taken`.
-                Some(rustix::io::Errno::PIPE) => pipe = None,
+                Some(Errno::PIPE) => pipe = None,
                 Some(e) => return Err(e.into()),
             }
         }
@@ -243,14 +255,27 @@ fn feed(file: &File, pipe: OwnedFd) -> io::Result<Fed> {
     Ok(Fed { sha256: hex(&hash.finalize()), len, taken })
 }
 
-/// Writes `bytes` into `out`: how many were written, and the error that
-/// stopped it before the end, if one did.
-fn write_all(out: &OwnedFd, bytes: &[u8]) -> (usize, Option<rustix::io::Errno>) {
+/// Writes `bytes` into `out` (non-blocking), waiting while it is full
+/// until `ended` is set: how many were written, and the error that stopped
+/// it before the end, if one did (`EPIPE` too once `ended` is set).
+fn write_all(out: &OwnedFd, bytes: &[u8], ended: &AtomicBool) -> (usize, Option<Errno>) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let turn = Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
     let mut written = 0;
     while written < bytes.len() {
         match rustix::io::write(out, &bytes[written..]) {
             Ok(n) => written += n,
-            Err(rustix::io::Errno::INTR) => {}
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) if ended.load(Ordering::Relaxed) => {
+                return (written, Some(Errno::PIPE))
+            }
+            Err(Errno::AGAIN) => {
+                let mut fds = [PollFd::new(out, PollFlags::OUT)];
+                match rustix::event::poll(&mut fds, Some(&turn)) {
+                    Ok(_) | Err(Errno::INTR) => {}
+                    Err(e) => return (written, Some(e)),
+                }
+            }
             Err(e) => return (written, Some(e)),
         }
     }
@@ -447,7 +472,7 @@ mod tests {
             File::from(read_end).take(keep as u64).read_to_end(&mut got)?;
             Ok(got)
         });
-        let fed = feed(&File::open(&path)?, write_end)?;
+        let fed = feed(&File::open(&path)?, write_end, &AtomicBool::new(false))?;
         let got = reader.join().map_err(|_| io::Error::other("the reader panicked"))??;
         Ok((fed, got))
     }
@@ -466,6 +491,17 @@ mod tests {
         assert_eq!((fed.sha256.as_str(), fed.len), (want.as_str(), 3_000_000));
         assert!(fed.taken < fed.len && fed.taken >= 100_000, "{fed:?}");
         assert_eq!(got.len(), 100_000);
+        // Something else holds the reading end and reads nothing: once the
+        // child has ended, the feeding stops writing and hashes on.
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("a");
+        std::fs::write(&path, &bytes)?;
+        let (held, write_end) = rustix::pipe::pipe()?;
+        let ended = AtomicBool::new(true);
+        let fed = feed(&File::open(&path)?, write_end, &ended)?;
+        assert_eq!((fed.sha256.as_str(), fed.len), (want.as_str(), 3_000_000));
+        assert!(fed.taken < fed.len, "{fed:?}");
+        drop(held);
         let (fed, got) = feed_to_reader(b"", usize::MAX)?;
         assert_eq!(fed, Fed { sha256: hex(&Sha256::digest(b"")), len: 0, taken: 0 });
         assert!(got.is_empty());
