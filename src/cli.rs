@@ -104,6 +104,10 @@ pub enum Command {
         /// Milliseconds the unpacking may take.
         #[arg(long)]
         limit_ms: u64,
+        /// Also print when the first byte was read and the unpacking
+        /// ended, with the CPU time used at each (for `scripts/bench-organs`).
+        #[arg(long)]
+        steps: bool,
     },
     /// Print the kernel's named durability points, one a line (for
     /// `TENERAL_TEST_CRASH_AT=<name>[@<n>]`, which kills the kernel there).

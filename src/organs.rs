@@ -7,6 +7,7 @@
 //! - [`unpacker`]: the unpacker run as a caged process of its own (the
 //!   `unpack` profile), the archive given as its stdin;
 //! - [`staged`]: the kernel's check of the tree the caged unpacker left;
+//! - [`steps`]: marks of where making a tree spends its time, for a benchmark;
 //! - [`cache`]: `.teneral/organs/` (archives, trees, sets);
 //! - [`gate`]: running an organ's check.
 //!
@@ -21,6 +22,7 @@ pub mod cache;
 pub mod gate;
 pub mod pins;
 pub mod staged;
+pub mod steps;
 pub mod unpack;
 pub mod unpacker;
 

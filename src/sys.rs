@@ -1,6 +1,7 @@
 //! The kernel's only `unsafe` code: what must run in a forked child before it
 //! executes its program, a few calls for the kernel's own memory, the pidfd
-//! of a socket's peer, and libgit2's option to sync what it writes. The
+//! of a socket's peer, libgit2's option to sync what it writes, and the CPU
+//! time a process used. The
 //! cage's system calls are the cage crate's (`teneral_cage`'s `sys`).
 
 use std::os::unix::process::CommandExt;
@@ -123,4 +124,20 @@ pub fn peer_pidfd(socket: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::o
     // SAFETY: Linux just made this descriptor for us (close-on-exec); nothing
     // else owns it.
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// The CPU time used so far, user and system, in microseconds: by this
+/// process (all its threads), or with `children` by its children that have
+/// ended and been waited for, and theirs (`getrusage`).
+pub fn cpu_us(children: bool) -> (u64, u64) {
+    let who = if children { libc::RUSAGE_CHILDREN } else { libc::RUSAGE_SELF };
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own, which outlives the call; it
+    // fails only for an unknown `who`, and leaves the zeros then.
+    unsafe { libc::getrusage(who, &mut usage) };
+    let us = |t: libc::timeval| {
+        u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0)
+    };
+    (us(usage.ru_utime), us(usage.ru_stime))
 }

@@ -23,10 +23,10 @@ fn main() -> ExitCode {
                 u8::try_from(teneral::spawn::keeper_main(file, kernel)).unwrap_or(1),
             )
         }
-        Command::UnpackOrgan { staging, root_len, limit_ms } => {
+        Command::UnpackOrgan { staging, root_len, limit_ms, steps } => {
             let limit = std::time::Duration::from_millis(*limit_ms);
             return ExitCode::from(teneral::organs::unpacker::child_main(
-                staging, *root_len, limit,
+                staging, *root_len, limit, *steps,
             ));
         }
         Command::CrashPoints => {

@@ -8,6 +8,9 @@
 //!   chosen under an exclusive lock on [`REGISTRY`] by a pure function of
 //!   the range and the ids taken ([`choose`]), and recorded before the lock
 //!   is let go; an individual keeps the identity recorded for it.
+//! - The record is replaced whole (a temporary synced, then renamed), and a
+//!   temporary a killed writer left is removed under the lock before the
+//!   record is read.
 //!
 //! The reasons are in docs/cage.md, "Identities".
 
@@ -193,6 +196,8 @@ impl Registry {
         let lock = open_private(&lock_path).map_err(io("open the lock", &lock_path))?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| io("lock", &lock_path)(e.into()))?;
+        remove_stale_temporaries(&self.path)
+            .map_err(io("remove the temporaries beside", &self.path))?;
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
@@ -210,6 +215,31 @@ impl Registry {
         drop(lock);
         Ok(id)
     }
+}
+
+/// Removes the temporaries of `path` a writer killed between writing one
+/// and renaming it left beside it (`.<name>.tmp-<pid>`,
+/// `teneral_core::fsutil::temp_path`). Called holding the registry's lock:
+/// a writer writes its temporary and renames it only while it holds the
+/// lock, so every one found then is stale. Nothing else is touched, and no
+/// link is followed. How many were removed.
+fn remove_stale_temporaries(path: &Path) -> io::Result<usize> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return Ok(0) };
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let found = entry.file_name();
+        let Some(found) = found.to_str() else { continue };
+        let ours = found
+            .strip_prefix(&prefix)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        if ours && !entry.file_type()?.is_dir() {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 fn open_private(path: &Path) -> io::Result<std::fs::File> {

@@ -5,9 +5,9 @@
 //!
 //! Invariants: a tree that exists is whole, because it is unpacked into a
 //! staging directory beside its place, checked, synced, and renamed into
-//! it; the bytes hashed are the bytes unpacked (the kernel hashes the open
-//! archive it gives the unpacker as stdin, and the unpacker must report the
-//! same hash of what it read);
+//! it; the bytes hashed are the bytes unpacked (the kernel hashes the
+//! archive as it writes it into the pipe that is the unpacker's stdin, and
+//! the unpacker must say it read all of it);
 //! nothing here removes an archive or a tree; a set is named by a hash of
 //! what it holds, so sets of equal pins are one directory.
 
@@ -22,6 +22,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use super::pins::Pin;
 use super::staged::{self, Found, StagedError};
+use super::steps;
 use super::unpack::gzip::GzipReader;
 use super::unpack::{self, Limits, Summary, UnpackError};
 use super::unpacker::{self, Outcome, RunFailed, Unpacker};
@@ -98,11 +99,11 @@ pub fn open_archive(path: &Path) -> Result<File, ArchiveError> {
     Ok(file)
 }
 
-/// Reads through to the hash, failing past [`MAX_ARCHIVE`] bytes (a file
-/// that grows while it is read).
+/// Reads through to the hash, when there is one, counting the bytes read;
+/// fails past [`MAX_ARCHIVE`] bytes (a file that grows while it is read).
 struct Hashing<R> {
     inner: R,
-    hash: Sha256,
+    hash: Option<Sha256>,
     read: u64,
 }
 
@@ -113,7 +114,9 @@ impl<R: Read> Read for Hashing<R> {
         if self.read > MAX_ARCHIVE {
             return Err(io::Error::other("the archive grew past 256 MiB while it was read"));
         }
-        self.hash.update(&buf[..n]);
+        if let Some(hash) = &mut self.hash {
+            hash.update(&buf[..n]);
+        }
         Ok(n)
     }
 }
@@ -124,9 +127,9 @@ pub(super) fn hex(bytes: &[u8]) -> String {
 
 /// The SHA-256 of everything `reader` gives, in lower-case hex.
 pub fn hash(reader: impl Read) -> io::Result<String> {
-    let mut h = Hashing { inner: reader, hash: Sha256::new(), read: 0 };
+    let mut h = Hashing { inner: reader, hash: Some(Sha256::new()), read: 0 };
     io::copy(&mut h, &mut io::sink())?;
-    Ok(hex(&h.hash.finalize()))
+    Ok(hex(&h.hash.unwrap_or_default().finalize()))
 }
 
 /// Unpacks the `.tar.gz` `archive` into `dest` (an existing empty
@@ -144,14 +147,165 @@ pub fn unpack_file_within(
     dest: &Path,
     limits: &Limits,
 ) -> Result<(Summary, String), UnpackError> {
-    let hashing = Hashing { inner: archive, hash: Sha256::new(), read: 0 };
+    let (summary, hashing) = unpack_through(archive, Some(Sha256::new()), dest, limits)?;
+    let hash = hashing.hash.unwrap_or_default();
+    Ok((summary, hex(&hash.finalize())))
+}
+
+/// [`unpack_file_within`] without hashing: returns what was unpacked and
+/// the number of bytes of `archive` read. The caged unpacker's, whose
+/// input the kernel hashes as it feeds it. The gzip stream is inflated on
+/// a thread of its own ([`ReadAhead`]) while this one parses and writes, as
+/// `tar` and the `gzip` it runs share the work; where no thread can be
+/// started, inflating is done inline.
+pub fn unpack_counted_within<R: Read + Send + 'static>(
+    archive: R,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<(Summary, u64), UnpackError> {
+    let hashing = Hashing { inner: archive, hash: None, read: 0 };
+    let gz = GzipReader::new(BufReader::with_capacity(1 << 16, hashing));
+    // Past the gzip stream's end: read for certain, and count.
+    let rest = |gz: GzipReader<BufReader<Hashing<R>>>| -> io::Result<u64> {
+        let mut rest = gz.into_inner();
+        io::copy(&mut rest, &mut io::sink())?;
+        Ok(rest.into_inner().read)
+    };
+    let corrupt = |e: io::Error| UnpackError::Corrupt(e.to_string());
+    match ReadAhead::start(gz) {
+        Ok(mut ahead) => {
+            let summary = unpack::unpack_tar_within(&mut ahead, dest, limits)?;
+            // At the end already (the tar stream's end was read); for certain.
+            io::copy(&mut ahead, &mut io::sink()).map_err(corrupt)?;
+            let gz = ahead.finish().map_err(corrupt)?;
+            Ok((summary, rest(gz).map_err(corrupt)?))
+        }
+        Err(Some(mut gz)) => {
+            let summary = unpack::unpack_tar_within(&mut gz, dest, limits)?;
+            Ok((summary, rest(gz).map_err(corrupt)?))
+        }
+        Err(None) => Err(corrupt(io::Error::other("the reader was lost starting a thread"))),
+    }
+}
+
+/// How many chunks the inflating thread of [`ReadAhead`] may be ahead.
+const AHEAD_CHUNKS: usize = 4;
+/// The size of one chunk.
+const AHEAD_CHUNK: usize = 1 << 18;
+
+type Chunk = io::Result<(Vec<u8>, usize)>;
+
+/// A reader whose reads are made on a thread of its own, up to
+/// [`AHEAD_CHUNKS`] chunks ahead. The chunks go round between the two
+/// threads, so the reading thread allocates nothing. An error is handed on
+/// as it was made (a gzip error stays one); the thread ends at the end of
+/// the stream, at an error, or when the reader is dropped.
+struct ReadAhead<R> {
+    full: std::sync::mpsc::Receiver<Chunk>,
+    empty: std::sync::mpsc::SyncSender<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<Option<R>>>,
+    chunk: Vec<u8>,
+    at: usize,
+    len: usize,
+    ended: bool,
+}
+
+impl<R: Read + Send + 'static> ReadAhead<R> {
+    /// Starts the thread on `inner`; gives `inner` back when no thread can
+    /// be started (`None` only if it was lost, which a thread that did not
+    /// start cannot do).
+    fn start(inner: R) -> Result<ReadAhead<R>, Option<R>> {
+        use std::sync::mpsc::sync_channel;
+        use std::sync::{Arc, Mutex};
+        let (full_tx, full) = sync_channel::<Chunk>(AHEAD_CHUNKS);
+        let (empty, empty_rx) = sync_channel::<Vec<u8>>(AHEAD_CHUNKS + 1);
+        for _ in 0..AHEAD_CHUNKS {
+            let _ = empty.send(vec![0u8; AHEAD_CHUNK]);
+        }
+        // Where the thread takes `inner` from, and where it is taken back
+        // from if the thread cannot start.
+        let slot = Arc::new(Mutex::new(Some(inner)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new().name("inflate".into()).spawn(move || {
+            let taken = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let mut inner = taken?;
+            while let Ok(mut buf) = empty_rx.recv() {
+                let got = loop {
+                    match inner.read(&mut buf) {
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        got => break got,
+                    }
+                };
+                let last = !matches!(got, Ok(n) if n > 0);
+                if full_tx.send(got.map(|n| (buf, n))).is_err() || last {
+                    break;
+                }
+            }
+            Some(inner)
+        });
+        match spawned {
+            Ok(thread) => Ok(ReadAhead {
+                full,
+                empty,
+                thread: Some(thread),
+                chunk: Vec::new(),
+                at: 0,
+                len: 0,
+                ended: false,
+            }),
+            // A thread that did not start took nothing: `inner` is there.
+            Err(_) => Err(slot.lock().unwrap_or_else(|p| p.into_inner()).take()),
+        }
+    }
+
+    /// Waits for the thread, which has reached the end, and gives back the
+    /// reader it read.
+    fn finish(mut self) -> io::Result<R> {
+        if !self.ended {
+            return Err(io::Error::other("the stream was not read to its end"));
+        }
+        let thread = self.thread.take().ok_or_else(|| io::Error::other("no reading thread"))?;
+        let inner = thread.join().map_err(|_| io::Error::other("the inflating thread failed"))?;
+        inner.ok_or_else(|| io::Error::other("the inflating thread had no reader"))
+    }
+}
+
+impl<R> Read for ReadAhead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.len {
+            if self.ended {
+                return Ok(0);
+            }
+            if !self.chunk.is_empty() {
+                let _ = self.empty.send(std::mem::take(&mut self.chunk));
+            }
+            match self.full.recv() {
+                Ok(Ok((_, 0))) => self.ended = true,
+                Ok(Ok((chunk, n))) => (self.chunk, self.at, self.len) = (chunk, 0, n),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::other("the inflating thread ended early")),
+            }
+        }
+        let n = buf.len().min(self.len - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+fn unpack_through<R: Read>(
+    archive: R,
+    hash: Option<Sha256>,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<(Summary, Hashing<R>), UnpackError> {
+    let hashing = Hashing { inner: archive, hash, read: 0 };
     let mut gz = GzipReader::new(BufReader::with_capacity(1 << 16, hashing));
     let summary = unpack::unpack_tar_within(&mut gz, dest, limits)?;
     // At the end already (the gzip reader ended there); read for certain.
     let mut rest = gz.into_inner();
     io::copy(&mut rest, &mut io::sink()).map_err(|e| UnpackError::Corrupt(e.to_string()))?;
-    let hashing = rest.into_inner();
-    Ok((summary, hex(&hashing.hash.finalize())))
+    Ok((summary, rest.into_inner()))
 }
 
 /// What went wrong making a tree.
@@ -172,10 +326,11 @@ pub enum TreeError {
     #[error("the unpacker ended with {how}: {said}")]
     Unpacker { how: String, said: String },
     #[error(
-        "the unpacker says it read bytes hashing to {said}, but the archive it was given \
-         hashes to {hashed}"
+        "the unpacker says it read {said} bytes of the archive, but the kernel gave it \
+         {given}{}",
+        if .given < .len { format!(" of its {len}") } else { String::new() }
     )]
-    Misreported { said: String, hashed: String },
+    Misreported { said: u64, given: u64, len: u64 },
     #[error("the unpacked tree is refused: {0}")]
     Staged(#[from] StagedError),
     #[error(transparent)]
@@ -239,13 +394,13 @@ pub async fn unpack_and_check(
     let individual = unpacker::individual_of_cache(&cache.root);
     let root_len = tree.as_os_str().len();
     let unit = unpacker::unit_name(staging);
-    let (hashed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
-    if hashed != sha256 {
-        return Err(TreeError::WrongHash(hashed));
+    let (fed, outcome) = unpacker.run(&unit, archive, &individual, staging, root_len).await?;
+    if fed.sha256 != sha256 {
+        return Err(TreeError::WrongHash(fed.sha256));
     }
     match outcome {
-        Outcome::Said { sha256: said, .. } if said != hashed => {
-            return Err(TreeError::Misreported { said, hashed })
+        Outcome::Said { read, .. } if read != fed.len || fed.taken != fed.len => {
+            return Err(TreeError::Misreported { said: read, given: fed.taken, len: fed.len })
         }
         Outcome::Said { .. } => {}
         Outcome::Refused(said) => return Err(TreeError::Refused(said)),
@@ -256,6 +411,7 @@ pub async fn unpack_and_check(
     let found = tokio::task::spawn_blocking(move || staged::check(&staged, root_len))
         .await
         .map_err(|e| io_err("cannot check", staging)(io::Error::other(e)))??;
+    steps::mark("checked");
     Ok(found)
 }
 
@@ -266,8 +422,14 @@ fn install(staging: &Path, tree: &Path, trees: &Path) -> Result<(), TreeError> {
     File::open(staging)
         .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from))
         .map_err(io_err("cannot sync", staging))?;
+    steps::mark("synced");
     match std::fs::rename(staging, tree) {
-        Ok(()) => teneral_core::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees)),
+        Ok(()) => {
+            let synced =
+                teneral_core::fsutil::sync_dir(trees).map_err(io_err("cannot sync", trees));
+            steps::mark("renamed");
+            synced
+        }
         Err(_) if tree.is_dir() => {
             let _ = std::fs::remove_dir_all(staging);
             Ok(())

@@ -1,8 +1,8 @@
 //! The unpacker as the kernel runs it: `teneral unpack-organ` in the
 //! cage's `unpack` profile, the archive fed on its stdin. It writes its
 //! staging directory and nothing beside it (asserted by errno), and an
-//! unpacker that lies (says it succeeded but left a fifo, or reports
-//! another hash) is refused by the kernel's own check.
+//! unpacker that lies (says it succeeded but left a fifo, or says it read
+//! other than what the kernel fed it) is refused by the kernel's own check.
 
 use std::future::Future;
 use std::io::Seek;
@@ -79,9 +79,9 @@ fn the_caged_unpacker_unpacks_what_the_unpacker_unpacks() -> TestResult {
         .finish();
     let caged = Place::new()?;
     match unpack_in(&caged, &tar, cage(), &teneral()) {
-        Outcome::Said { summary, sha256 } => {
+        Outcome::Said { summary, read } => {
             assert_eq!(summary.entries, 5, "pkg, bin (made for tool), tool, again, lib");
-            assert_eq!(sha256, cache::hash(&gz(&tar)[..])?);
+            assert_eq!(read, gz(&tar).len() as u64, "it read all the kernel fed it");
         }
         other => panic!("want a summary, got {other:?}"),
     }
@@ -155,15 +155,15 @@ fn the_caged_unpacker_writes_nowhere_but_its_staging_directory() -> TestResult {
     Ok(())
 }
 
-/// A stand-in for the unpacker that reads its stdin, hashes it, and lies:
-/// `plant` (a shell command run in the staging directory, `$h` the true
-/// hash) makes what it leaves, and it says it unpacked one entry with hash
-/// `$h`.
+/// A stand-in for the unpacker that reads its stdin, counts it, and lies:
+/// `plant` (a shell command run in the staging directory, `$n` the bytes
+/// it read) makes what it leaves, and it says it unpacked one entry and
+/// read `$n` bytes.
 fn liar(dir: &Path, plant: &str) -> std::io::Result<PathBuf> {
     let path = dir.join("liar");
     let script = format!(
         "#!/bin/sh\nfor a; do staging=$a; done\ncd \"$staging\" || exit 9\n\
-         h=$(sha256sum | cut -d' ' -f1)\n{plant}\necho \"unpacked 1 0 $h\"\n"
+         n=$(wc -c)\n{plant}\necho \"unpacked 1 0 $n\"\n"
     );
     std::fs::write(&path, script)?;
     use std::os::unix::fs::PermissionsExt;
@@ -206,15 +206,39 @@ fn an_unpacker_that_lies_is_refused_by_the_kernels_check() -> TestResult {
         other => panic!("want the fifo refused, got {other:?}"),
     }
     assert_eq!(trees_left(&cache), Vec::<String>::new(), "no tree and no staging directory");
-    // Reports a hash that is not the one of what the kernel sent.
-    let zeros = "0".repeat(64);
-    let program = liar(scripts.path(), &format!("h={zeros}"))?;
-    let (_home, cache, made) = make_tree_with(&program, &archive)?;
-    match made {
-        Err(TreeError::Misreported { said, hashed }) => {
-            assert_eq!((said, hashed), (zeros, cache::hash(&archive[..])?));
+    // Says it read less than the kernel fed it, or more.
+    let len = archive.len() as u64;
+    for said in [len - 1, len + 1] {
+        let program = liar(scripts.path(), &format!("n={said}"))?;
+        let (_home, cache, made) = make_tree_with(&program, &archive)?;
+        match made {
+            Err(TreeError::Misreported { said: s, given, len: l }) => {
+                assert_eq!((s, given, l), (said, len, len));
+            }
+            other => panic!("want the count refused, got {other:?}"),
         }
-        other => panic!("want the hash refused, got {other:?}"),
+        assert_eq!(trees_left(&cache), Vec::<String>::new());
+    }
+    // Stops reading early and says it read everything.
+    // Bytes gzip cannot shrink: more than the pipe holds.
+    let mut x = 1u32;
+    let noise: Vec<u8> = (0..4 << 20)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect();
+    let big = gz(&Tar::new().file("big", &noise).finish());
+    let program = liar(scripts.path(), &format!("n={}", big.len()))?;
+    let script = std::fs::read_to_string(&program)?.replace("n=$(wc -c)", "n=0");
+    std::fs::write(&program, script)?;
+    let (_home, cache, made) = make_tree_with(&program, &big)?;
+    match made {
+        Err(TreeError::Misreported { said, given, len }) => {
+            assert_eq!((said, len), (big.len() as u64, big.len() as u64));
+            assert!(given < len, "the kernel wrote {given} of {len} bytes into the pipe");
+        }
+        other => panic!("want the count refused, got {other:?}"),
     }
     assert_eq!(trees_left(&cache), Vec::<String>::new());
     // Honest about an empty tree: accepted (the liar's check is what bites).

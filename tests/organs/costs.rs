@@ -257,11 +257,32 @@ fn gzip_members_with_a_wrong_crc_length_or_a_cut_are_refused_each_with_its_messa
         let text = got.as_ref().err().map(ToString::to_string).unwrap_or_default();
         assert!(got.is_err() && text.contains(want), "{case}: {got:?}");
         p.assert_nothing_outside(case);
+        // The caged unpacker's way, inflating on a thread of its own: the
+        // same refusal in the same words.
+        let p = Place::new()?;
+        let got = counted(&archive, &p.stage());
+        let said = got.as_ref().err().map(ToString::to_string).unwrap_or_default();
+        assert_eq!(said, text, "{case}: {got:?}");
     }
     // The good one unpacks, and so do two members holding one archive.
     cache::unpack_file(&good[..], &Place::new()?.stage())?;
     let (head, tail) = tar.split_at(700);
     let split = [super::tarball::gz(head), super::tarball::gz(tail)].concat();
     cache::unpack_file(&split[..], &Place::new()?.stage())?;
+    for archive in [&good, &split] {
+        let p = Place::new()?;
+        let (summary, read) = counted(archive, &p.stage())?;
+        assert_eq!((summary.entries, read), (2, archive.len() as u64));
+        assert_eq!(super::listing(&p.stage()), ["pkg d 755", "pkg/a f 644 hello"]);
+    }
     Ok(())
+}
+
+/// [`cache::unpack_counted_within`], the caged unpacker's way, on `archive`.
+fn counted(
+    archive: &[u8],
+    stage: &std::path::Path,
+) -> Result<(teneral::organs::unpack::Summary, u64), teneral::organs::unpack::UnpackError> {
+    let limits = Limits::new(UNPACK_LIMIT, stage);
+    cache::unpack_counted_within(std::io::Cursor::new(archive.to_vec()), stage, &limits)
 }

@@ -112,3 +112,39 @@ fn the_record_survives_a_restart_and_never_gives_one_id_twice() {
     let text = std::fs::read_to_string(&path).expect("the record");
     assert_eq!(text.lines().count(), 2, "{text}");
 }
+
+/// A writer killed between writing its temporary and renaming it leaves
+/// `.identities.tmp-<pid>` beside the record: the next one to take the lock
+/// removes it, and nothing else of the directory.
+#[test]
+fn a_temporary_a_killed_writer_left_is_removed_under_the_lock() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("the registry's directory");
+    let path = state.join("identities");
+    let home = dir.path().join("a");
+    std::fs::create_dir(&home).expect("an individual's directory");
+    let stale = [state.join(".identities.tmp-4242"), state.join(".identities.tmp-1")];
+    for planted in &stale {
+        std::fs::write(planted, "100000 100000 /half/written").expect("a planted temporary");
+    }
+    std::os::unix::fs::symlink("/etc/passwd", state.join(".identities.tmp-77"))
+        .expect("a planted link");
+    let kept = [state.join(".identities.tmp-x"), state.join(".other.tmp-5"), state.join("notes")];
+    for other in &kept {
+        std::fs::write(other, "x").expect("another file");
+    }
+    let id = Registry::at(&path).identity_of(&home, A, A).expect("an identity");
+    for planted in stale.iter().chain([&state.join(".identities.tmp-77")]) {
+        assert!(planted.symlink_metadata().is_err(), "{} is left", planted.display());
+    }
+    assert!(std::path::Path::new("/etc/passwd").exists());
+    for other in &kept {
+        assert!(other.exists(), "{} was removed", other.display());
+    }
+    let text = std::fs::read_to_string(&path).expect("the record");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(!text.contains("/half/written"), "{text}");
+    // The identity is the record's, read again by a start after the sweep.
+    assert_eq!(Registry::at(&path).identity_of(&home, A, A).expect("again"), id);
+}
