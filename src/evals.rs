@@ -1,0 +1,150 @@
+//! The owner's evaluations: what *better* means for this individual, held
+//! against every candidate.
+//!
+//! Each evaluation is a file of `evals/` ([`format`]): a stimulus, the
+//! stand-in model's answers, files to place first, and checks. It runs on a
+//! throwaway individual in the cage exactly as a replay does
+//! ([`crate::replay::run`]); its checks are pure functions over what the
+//! kernel observed ([`checks`]); the gate's decision is [`decide`].
+//!
+//! Invariants: no body's cage holds `evals/` (the generation's plan never
+//! grants it, tracked or not), and no result passes through a body: the
+//! kernel reads the throwaway journal and workspace after the body stopped
+//! and journals each result itself as `eval.result`. A result is kept by
+//! (body tree, evaluation hash) in `.teneral/evals/` ([`memo`]), so the
+//! running generation's results are reused rather than run again; a result
+//! that decided nothing is never kept.
+
+pub mod checks;
+pub mod decide;
+pub mod format;
+pub mod memo;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::replay::run::{Ground, Workspace};
+use crate::replay::stimuli::{Kind, Stimulus as ReplayStimulus};
+use checks::Outcome;
+use format::{Evaluation, Stimulus};
+use teneral_core::commit::Commit;
+
+pub use format::{load_all, LoadError, EVALS_DIR};
+
+/// `TENERAL_EVALS`: what the gate does with the evaluations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// They are not run.
+    #[default]
+    Off,
+    /// They run and are journaled; they refuse nothing.
+    Report,
+    /// They run, are journaled, and refuse a candidate that breaks one.
+    Gate,
+}
+
+/// One evaluation's result on one body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub name: String,
+    pub hash: String,
+    pub outcome: Outcome,
+    /// Each check's words and, when it failed, what was seen.
+    pub checks: Vec<(String, Option<String>)>,
+    pub tokens: u64,
+    pub seconds: f64,
+    pub reply_seconds: Option<f64>,
+}
+
+impl Record {
+    /// The words of the first failed check, with what was seen.
+    pub fn failed_check(&self) -> Option<String> {
+        match &self.outcome {
+            Outcome::Failed { check, .. } => Some(
+                self.checks
+                    .get(*check)
+                    .map(|(words, _)| words.clone())
+                    .unwrap_or_else(|| "the body's turn".to_owned()),
+            ),
+            Outcome::Passed | Outcome::Undecided(_) => None,
+        }
+    }
+
+    /// The fields of its `eval.result` event; `generation` is the commit
+    /// run, `role` what it was to the gate (`candidate`, `running`, `run`).
+    pub fn fields(&self, generation: &Commit, role: &str, reused: bool) -> Value {
+        let round = |s: f64| (s * 100.0).round() / 100.0;
+        let checks: Vec<Value> = self
+            .checks
+            .iter()
+            .map(|(check, failed)| match failed {
+                None => json!({"check": check, "passed": true}),
+                Some(said) => json!({"check": check, "passed": false, "said": said}),
+            })
+            .collect();
+        let mut fields = json!({
+            "evaluation": self.name,
+            "hash": self.hash,
+            "generation": generation,
+            "role": role,
+            "result": self.outcome.word(),
+            "checks": checks,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds),
+            "reused": reused,
+        });
+        if let Some(r) = self.reply_seconds {
+            fields["reply_seconds"] = json!(round(r));
+        }
+        match &self.outcome {
+            Outcome::Failed { said, .. } => {
+                fields["failed_check"] = json!(self.failed_check());
+                fields["said"] = json!(said);
+            }
+            Outcome::Undecided(why) => fields["why"] = json!(why),
+            Outcome::Passed => {}
+        }
+        fields
+    }
+}
+
+/// Runs `evaluation` on `binary`, the body of `commit`, in the throwaway
+/// individual `place` under replay's directory.
+pub async fn run_one(
+    ground: &Ground<'_>,
+    commit: &Commit,
+    binary: &Path,
+    evaluation: &Evaluation,
+    place: &str,
+) -> Record {
+    let kind = match &evaluation.stimulus {
+        Stimulus::Line(text) => Kind::Line(text.clone()),
+        Stimulus::Envelope(envelope) => Kind::Envelope(envelope.clone()),
+    };
+    let stimulus = ReplayStimulus { seq: 0, kind, script: Vec::new() };
+    let look: Vec<PathBuf> = checks::files_named(&evaluation.checks);
+    let workspace =
+        Workspace { files: &evaluation.files, script: evaluation.script.as_deref(), look: &look };
+    let (run, left) = ground.run_in(commit, binary, &stimulus, place, &workspace).await;
+    let tokens = checks::tokens_of(&left.events, 0);
+    let observed = checks::observed(&run, tokens, left.files);
+    let outcome = checks::judge(&evaluation.checks, &run.ending, &observed);
+    let each = match outcome {
+        Outcome::Undecided(_) => vec![],
+        _ => evaluation
+            .checks
+            .iter()
+            .map(|c| (checks::describe(c), checks::check(c, &observed).err()))
+            .collect(),
+    };
+    Record {
+        name: evaluation.name.clone(),
+        hash: evaluation.hash.clone(),
+        outcome,
+        checks: each,
+        tokens,
+        seconds: run.run_seconds,
+        reply_seconds: run.reply_seconds,
+    }
+}
