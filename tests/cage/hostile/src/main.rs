@@ -295,6 +295,8 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
     add("backlog.read", read(&at("BACKLOG.md")));
     add("state.read", read(&at(".teneral/state.json")));
     add("state.write", write_to(&at(".teneral/state.json")));
+    add("evals.read", read(&at("evals/greets.toml")));
+    add("evals.write", create(&at("evals/mine.toml")));
     add("git.config", write_to(&at(".git/config")));
     add("git.hook", create(&at(".git/hooks/pre-commit")));
     add("git.ref", create(&at(".git/refs/heads/evil")));
