@@ -18,6 +18,7 @@
 pub mod checks;
 pub mod decide;
 pub mod format;
+pub mod gate;
 pub mod memo;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +31,35 @@ use checks::Outcome;
 use format::{Evaluation, Stimulus};
 use teneral_core::commit::Commit;
 
-pub use format::{load_all, LoadError, EVALS_DIR};
+pub use format::{LoadError, EVALS_DIR};
+
+/// Why the evaluations cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalsError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(
+        "git tracks {EVALS_DIR}/ in {}, so every clone of the individual (the agent's workspace \
+         among them) would hold the evaluations; untrack them with \
+         `git rm -r --cached {EVALS_DIR}`, add /{EVALS_DIR}/ to .gitignore and commit",
+        home.display()
+    )]
+    Tracked { home: PathBuf },
+}
+
+/// Every evaluation of the individual at `home` ([`format::load_all`]),
+/// refused whole when git tracks `evals/` at HEAD.
+pub fn load_all(home: &Path) -> Result<Vec<Evaluation>, EvalsError> {
+    let evaluations = format::load_all(home)?;
+    let tracked = git2::Repository::open(home).ok().is_some_and(|repo| {
+        let tree = repo.head().and_then(|head| head.peel_to_tree());
+        tree.is_ok_and(|tree| tree.get_name(EVALS_DIR).is_some())
+    });
+    if tracked {
+        return Err(EvalsError::Tracked { home: home.to_owned() });
+    }
+    Ok(evaluations)
+}
 
 /// `TENERAL_EVALS`: what the gate does with the evaluations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

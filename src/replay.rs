@@ -201,7 +201,7 @@ fn commit_named(
 
 /// The body of `commit`: the one kept in `.teneral/bin/` (built by a
 /// generation's start or the gate), else built now from a checkout of it.
-async fn body_of(
+pub async fn body_of(
     runner: &Runner,
     git: &git2::Repository,
     home: &Path,

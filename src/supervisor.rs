@@ -55,7 +55,7 @@ pub enum KernelError {
     #[error(transparent)]
     Settings(#[from] crate::settings::SettingsError),
     #[error(transparent)]
-    Evals(#[from] crate::evals::LoadError),
+    Evals(#[from] crate::evals::EvalsError),
     #[error(transparent)]
     State(#[from] teneral_core::state::StateError),
     #[error(transparent)]

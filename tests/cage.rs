@@ -204,14 +204,14 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     let ind = hostile_individual(&proxied_env(&upstream, ""))?;
     let _agent = Agent::start(ind.path())?;
     let _credentials = Credentials::plant(ind.path())?;
-    // The owner's evaluations, tracked in git as an owner may keep them:
-    // no body may read or write them.
+    // The owner's evaluations (untracked: the kernel refuses to start when
+    // git tracks them, since the agent's workspace is a clone): no body may
+    // read or write them.
     std::fs::create_dir_all(ind.path().join("evals"))?;
     std::fs::write(
         ind.path().join("evals/greets.toml"),
         "line = \"hello\"\n[[check]]\nreply_contains = \"hello\"\n",
     )?;
-    commit_all(ind.path(), "the owner's evaluations")?;
     let install = std::fs::read(ind.path().join("body/src/main.rs"))?;
     let git_config = std::fs::read(ind.path().join(".git/config"))?;
     let (kernel, doors) = run_generation(&ind)?;

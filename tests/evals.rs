@@ -46,3 +46,181 @@ fn a_malformed_evaluation_refuses_the_start() -> TestResult {
     ind.wait_for("kernel.started", Duration::from_secs(240), |e| e["type"] == "kernel.started")?;
     Ok(())
 }
+
+/// Evaluations git tracks would be in every clone of the individual, the
+/// agent's workspace among them: the start is refused, saying how to
+/// untrack them.
+#[test]
+fn tracked_evaluations_refuse_the_start() -> TestResult {
+    let ind = Individual::new(SCRIPT, &[])?;
+    std::fs::create_dir_all(ind.path().join("evals"))?;
+    std::fs::write(
+        ind.path().join("evals/greets.toml"),
+        "line = \"hello\"\n\n[[check]]\nreply_contains = \"hello\"\n",
+    )?;
+    commit_all(ind.path(), "the owner's evaluations")?;
+    let out = std::process::Command::new(teneral())
+        .arg("run")
+        .arg("--dir")
+        .arg(ind.path())
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("git tracks evals/"), "{err}");
+    assert!(err.contains("git rm -r --cached evals"), "{err}");
+    assert!(!ind.path().join("memory/journal.jsonl").exists(), "nothing journaled");
+    Ok(())
+}
+
+/// The three evaluations of the lineage test: one the first generation
+/// fails, one every generation passes, one the last candidate breaks.
+const TAGGED: &str = "description = \"replies carry the tag\"\nline = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_contains = \"[tag]\"\n";
+const GREETS: &str = "line = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_contains = \"hi\"\n\n[[check]]\ntool_not_called = \"number\"\n";
+const ENDS: &str =
+    "line = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_matches = \"*hi\"\n";
+
+/// Asks for `commit` and waits for the answer about it.
+fn ask(ind: &Individual, commit: &str) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    teneral_core::owner::write_line(ind.path(), commit)?;
+    Ok(ind.wait_for("the verdict", LONG, |e| {
+        (e["type"] == "mutation.rejected" || e["type"] == "mutation.accepted")
+            && (e["candidate"] == commit || e["to"] == commit)
+    })?)
+}
+
+/// Commits an edit of the fixture body's `main.rs` in the agent's
+/// workspace, as an agent would.
+fn mutation(ind: &Individual, from: &str, to: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let workspace = ind.path().join(".teneral/candidate");
+    let main = workspace.join("body/src/main.rs");
+    let text = std::fs::read_to_string(&main)?;
+    assert!(text.contains(from), "{from:?} is not in the fixture body");
+    std::fs::write(&main, text.replace(from, to))?;
+    let commit = commit_all(&workspace, "a mutation")?;
+    give_to_individual(ind.path(), &workspace)?;
+    Ok(commit)
+}
+
+const LONG: Duration = Duration::from_secs(400);
+
+/// A lineage under `TENERAL_EVALS=gate`: a candidate that passes one more
+/// evaluation is promoted and journaled as better on it; the next, which
+/// breaks an evaluation its parent passes, is refused with the evaluation
+/// and its check named, and the parent's results are taken from the memo,
+/// not run again. `teneralctl evals --json` shows exactly that history.
+#[test]
+fn the_gate_holds_candidates_to_the_evaluations() -> TestResult {
+    let ind = Individual::with_mode("mutate", "", &["TENERAL_EVALS=gate"])?;
+    let base = ind.head()?;
+    let evals = ind.path().join("evals");
+    std::fs::create_dir_all(&evals)?;
+    for (name, text) in [("tagged", TAGGED), ("greets", GREETS), ("ends", ENDS)] {
+        std::fs::write(evals.join(format!("{name}.toml")), text)?;
+    }
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+
+    let prefix = "const REPLY_PREFIX: &str = \"\";";
+    let v2 = mutation(&ind, prefix, "const REPLY_PREFIX: &str = \"[tag] \";")?;
+    let verdict = ask(&ind, &v2)?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    let step = ind
+        .events("mutation.check")
+        .into_iter()
+        .find(|e| e["check"] == "evals" && e["candidate"] == v2.as_str())
+        .ok_or("no evals step for the first candidate")?;
+    assert_eq!(step["result"], "passed", "{step}");
+    let better: Vec<&str> =
+        step["better_on"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+    assert!(better.contains(&"passes tagged"), "{step}");
+    assert!(!better.iter().any(|b| b.starts_with("passes ") && *b != "passes tagged"), "{step}");
+    assert_eq!((step["ran"].as_u64(), step["reused"].as_u64()), (Some(6), Some(0)), "{step}");
+
+    ind.wait_for("the new generation", LONG, |e| {
+        e["type"] == "generation.ready" && e["commit"] == v2.as_str()
+    })?;
+    let reply =
+        "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}\")}))?;";
+    let broken = "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}!\")}))?;";
+    let v3 = mutation(&ind, reply, broken)?;
+    let verdict = ask(&ind, &v3)?;
+    assert_eq!(verdict["type"], "mutation.rejected", "{verdict}\n{}", ind.kernel_log());
+    assert_eq!(verdict["check"], "evals", "{verdict}");
+    let output = verdict["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("ends (reply_matches \"*hi\": the last reply was \"[tag] hi!\")"),
+        "{output}"
+    );
+    assert!(!output.contains("tagged") && !output.contains("greets"), "{output}");
+    let step = ind
+        .events("mutation.check")
+        .into_iter()
+        .find(|e| e["check"] == "evals" && e["candidate"] == v3.as_str())
+        .ok_or("no evals step for the second candidate")?;
+    // The running generation's three results came from the memo.
+    assert_eq!((step["ran"].as_u64(), step["reused"].as_u64()), (Some(3), Some(3)), "{step}");
+    let running: Vec<serde_json::Value> = ind
+        .events("eval.result")
+        .into_iter()
+        .filter(|e| e["generation"] == v2.as_str() && e["role"] == "running")
+        .collect();
+    assert_eq!(running.len(), 3);
+    assert!(running.iter().all(|e| e["reused"] == true), "{running:?}");
+
+    // The lineage as the owner sees it.
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "--json", "--dir"])
+        .arg(ind.path())
+        .output()?;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let generations = shown["generations"].as_array().ok_or("no generations")?;
+    let rows: Vec<(String, u64, Vec<String>, Vec<String>)> = generations
+        .iter()
+        .map(|g| {
+            let names = |k: &str| -> Vec<String> {
+                g[k].as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            };
+            (
+                g["commit"].as_str().unwrap_or_default().to_owned(),
+                g["passed"].as_u64().unwrap_or(99),
+                names("first_passed"),
+                names("regressed"),
+            )
+        })
+        .collect();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        rows,
+        vec![
+            (base.clone(), 2, s(&["ends", "greets"]), s(&[])),
+            (v2.clone(), 3, s(&["tagged"]), s(&[])),
+            (v3.clone(), 2, s(&[]), s(&["ends"])),
+        ],
+        "{shown}"
+    );
+    assert_eq!(generations[1]["evaluations"]["tagged"]["result"], "passed", "{shown}");
+    assert_eq!(generations[2]["promoted"], false, "{shown}");
+    assert_eq!(generations[1]["promoted"], true, "{shown}");
+
+    let chart = ind.path().join("evals.svg");
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "--svg"])
+        .arg(&chart)
+        .arg("--dir")
+        .arg(ind.path())
+        .output()?;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("regressed: ends") && text.contains("first passed: tagged"), "{text}");
+    let svg = std::fs::read_to_string(&chart)?;
+    assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"), "{svg}");
+    assert_eq!(svg.matches("<circle ").count(), 3, "one point per generation: {svg}");
+    assert!(svg.contains(&format!(">{}</text>", &v3[..7])), "{svg}");
+    Ok(())
+}

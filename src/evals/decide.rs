@@ -11,9 +11,12 @@
 use super::checks::Outcome;
 
 /// A candidate's time counts as less when it is under this share of the
-/// running generation's (wall times of caged runs vary by a tenth or so
-/// from one run to the next).
+/// running generation's and at least [`LESS_SECONDS`] shorter: wall times
+/// of caged runs vary by a tenth or so from one run to the next, and by
+/// more than that share when a run lasts a fraction of a second.
 pub const LESS_TIME: f64 = 0.8;
+/// See [`LESS_TIME`].
+pub const LESS_SECONDS: f64 = 0.5;
 
 /// One evaluation on both sides.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +90,7 @@ pub fn decide(pairs: &[Pair]) -> Decision {
                 if c.tokens < r.tokens {
                     decision.better_on.push(format!("fewer tokens on {name}"));
                 }
-                if c.seconds < r.seconds * LESS_TIME {
+                if c.seconds < r.seconds * LESS_TIME && r.seconds - c.seconds >= LESS_SECONDS {
                     decision.better_on.push(format!("less time on {name}"));
                 }
             }
@@ -148,6 +151,20 @@ mod tests {
             (
                 "cheaper and faster",
                 vec![pair("a", side(&pass, 9, 0.5), side(&pass, 10, 1.0))],
+                vec![],
+                vec!["fewer tokens on a", "less time on a"],
+                0,
+            ),
+            (
+                "a fraction of a second is noise",
+                vec![pair("a", side(&pass, 10, 0.1), side(&pass, 10, 0.3))],
+                vec![],
+                vec![],
+                0,
+            ),
+            (
+                "cheaper and faster by much",
+                vec![pair("a", side(&pass, 9, 2.0), side(&pass, 10, 4.0))],
                 vec![],
                 vec!["fewer tokens on a", "less time on a"],
                 0,

@@ -120,6 +120,24 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
+    /// The owner's evaluations across the lineage, oldest first: each evaluation's result,
+    /// the pass count, tokens and time, and where one first passed or regressed.
+    ///
+    /// Read from the kernel's `eval.result` events, which the gate writes under
+    /// `TENERAL_EVALS=report` or `gate` (docs/evals.md). A generation refused for
+    /// an evaluation it broke is shown as refused; "regressed" compares with the
+    /// nearest earlier generation that was not refused.
+    Evals {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// One JSON object for scripts.
+        #[arg(long)]
+        json: bool,
+        /// Also write a chart of the pass rate and the tokens across the lineage to FILE (SVG).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+    },
     /// Run the last N owner lines and inbox envelopes through two generations, each on
     /// throwaway individuals in the cage against the stand-in model, and show them side by
     /// side. Changes nothing of the individual; reaches no provider.

@@ -117,6 +117,15 @@ fn main() -> ExitCode {
             teneralctl::generations_card::run(&options, &mut std::io::stdout().lock())
                 .map_err(anyhow::Error::from)
         }
+        Command::Evals { dir, json, svg } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            let options = teneralctl::evals::EvalsOptions { home: dir, json, svg };
+            teneralctl::evals::run(&options, &mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
+        }
         Command::Replay { dir, from, to, last, json } => {
             if let Err(e) = teneralctl::individual::check(&dir) {
                 eprintln!("teneralctl: {e}");
