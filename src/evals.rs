@@ -20,6 +20,7 @@ pub mod decide;
 pub mod format;
 pub mod gate;
 pub mod memo;
+pub mod now;
 
 use std::path::{Path, PathBuf};
 

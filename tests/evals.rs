@@ -222,5 +222,23 @@ fn the_gate_holds_candidates_to_the_evaluations() -> TestResult {
     assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"), "{svg}");
     assert_eq!(svg.matches("<circle ").count(), 3, "one point per generation: {svg}");
     assert!(svg.contains(&format!(">{}</text>", &v3[..7])), "{svg}");
+
+    // Run by hand on the refused candidate, with nothing kept: the same
+    // results, run again, and nothing journaled.
+    std::fs::remove_dir_all(ind.path().join(".teneral/evals"))?;
+    let journaled = ind.events("eval.result").len();
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "run", "--json", "--generation", &v3[..10], "--dir"])
+        .arg(ind.path())
+        .output()?;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let ran: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(ran["generation"], v3.as_str(), "{ran}");
+    assert_eq!(ran["passed"], 2, "{ran}");
+    let results = ran["results"].as_array().ok_or("no results")?;
+    assert!(results.iter().all(|r| r["reused"] == false), "{ran}");
+    let ends = results.iter().find(|r| r["evaluation"] == "ends").ok_or("no ends")?;
+    assert_eq!(ends["said"], "the last reply was \"[tag] hi!\"", "{ran}");
+    assert_eq!(ind.events("eval.result").len(), journaled);
     Ok(())
 }

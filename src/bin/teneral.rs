@@ -83,6 +83,10 @@ fn main() -> ExitCode {
                 let options = teneral::replay::Options { from, to, last, smoke };
                 Ok(teneral::replay::main(&dir, &options, json).await?)
             }
+            Command::Evals { dir, generation, json, smoke } => {
+                let options = teneral::evals::now::Options { generation, json, smoke };
+                Ok(teneral::evals::now::main(&dir, &options).await?)
+            }
             Command::OfferGates { dir, commit, also } => {
                 Ok(teneral::offer::cli::main(&dir, &commit, also.as_deref()).await?)
             }

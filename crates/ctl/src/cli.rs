@@ -23,6 +23,29 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What `teneralctl evals` does besides showing the lineage.
+#[derive(Subcommand)]
+pub enum EvalsAction {
+    /// Run every evaluation on one generation's body now, in the cage as the gate does
+    /// (a result kept for the same body is reused), and print the results.
+    ///
+    /// Any generation: one of the journal or any commit git has, including one older
+    /// than the evaluations. Nothing is journaled. The kernel's program does the work
+    /// (`teneral evals`; docs/evals.md).
+    Run {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// A generation: 7 or more hex digits of its commit, its number as
+        /// `generations` lists them (1 is the oldest), or `current`.
+        #[arg(long, default_value = "current")]
+        generation: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Attach to the conversation; lines typed or piped go to the agent as its owner's.
@@ -137,6 +160,8 @@ pub enum Command {
         /// Also write a chart of the pass rate and the tokens across the lineage to FILE (SVG).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        #[command(subcommand)]
+        action: Option<EvalsAction>,
     },
     /// Run the last N owner lines and inbox envelopes through two generations, each on
     /// throwaway individuals in the cage against the stand-in model, and show them side by

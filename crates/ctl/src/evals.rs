@@ -303,6 +303,24 @@ fn read_events(home: &Path) -> Result<Vec<Event>, EvalsError> {
     Ok(events)
 }
 
+/// Becomes `teneral evals` for `teneralctl evals run`; returns only when
+/// that cannot be done.
+pub fn run_now(home: &Path, generation: &str, json: bool) -> crate::replay::ReplayError {
+    use std::os::unix::process::CommandExt;
+    let this = std::env::current_exe().ok();
+    let path = std::env::var_os("PATH");
+    let Some(program) = crate::replay::kernel_program(this.as_deref(), path.as_deref()) else {
+        return crate::replay::ReplayError::NoKernel;
+    };
+    let mut command = std::process::Command::new(&program);
+    command.arg("evals").arg("--dir").arg(home).args(["--generation", generation]);
+    if json {
+        command.arg("--json");
+    }
+    let source = command.exec();
+    crate::replay::ReplayError::Exec { path: program, source }
+}
+
 /// `teneralctl evals`.
 pub fn run(options: &EvalsOptions, out: &mut impl Write) -> Result<i32, EvalsError> {
     let rows = lineage(&read_events(&options.home)?);
