@@ -242,3 +242,87 @@ fn the_gate_holds_candidates_to_the_evaluations() -> TestResult {
     assert_eq!(ind.events("eval.result").len(), journaled);
     Ok(())
 }
+
+const SLOW: &str = "line = \"hello\"\n\n[[step]]\ndelay_ms = 30000\nreply = \"hi\"\n\n[[check]]\nreply_contains = \"hi\"\n";
+
+/// A lineage of one mutation under `mode`, with the evaluations given;
+/// the verdict on the candidate whose replies end in `!`, and its `evals`
+/// step.
+fn one_mutation(
+    mode: &str,
+    evaluations: &[(&str, &str)],
+) -> Result<(Individual, serde_json::Value, serde_json::Value), Box<dyn std::error::Error>> {
+    let env = [format!("TENERAL_EVALS={mode}"), "TENERAL_SMOKE_SECONDS=8".to_owned()];
+    let env: Vec<&str> = env.iter().map(String::as_str).collect();
+    let ind = Individual::with_mode("mutate", "", &env)?;
+    let evals = ind.path().join("evals");
+    std::fs::create_dir_all(&evals)?;
+    for (name, text) in evaluations {
+        std::fs::write(evals.join(format!("{name}.toml")), text)?;
+    }
+    let kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let reply =
+        "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}\")}))?;";
+    let broken = "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}!\")}))?;";
+    let candidate = mutation(&ind, reply, broken)?;
+    let verdict = ask(&ind, &candidate)?;
+    let step = ind
+        .events("mutation.check")
+        .into_iter()
+        .find(|e| e["check"] == "evals" && e["candidate"] == candidate.as_str())
+        .ok_or_else(|| format!("no evals step: {verdict}\n{}", ind.kernel_log()))?;
+    drop(kernel);
+    Ok((ind, verdict, step))
+}
+
+/// An evaluation that runs out of time decides nothing: the candidate is
+/// not refused for it, the step lists it as undecided, and the owner is
+/// told; nothing of it is kept to be reused.
+#[test]
+fn a_timeout_decides_nothing() -> TestResult {
+    let (ind, verdict, step) = one_mutation("gate", &[("slow", SLOW), ("greets", GREETS)])?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    assert_eq!(step["result"], "passed", "{step}");
+    assert_eq!(step["regressed"], serde_json::json!([]), "{step}");
+    let undecided = step["undecided"].as_array().ok_or("no undecided")?;
+    assert_eq!(undecided.len(), 1, "{step}");
+    assert_eq!(undecided[0]["evaluation"], "slow", "{step}");
+    assert!(
+        undecided[0]["why"].as_str().unwrap_or_default().contains("did not end within 8 s"),
+        "{step}"
+    );
+    let told = ind.events("kernel.notice");
+    assert!(
+        told.iter().any(|e| e["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the evaluation slow decided nothing")),
+        "{told:?}"
+    );
+    let results = ind.events("eval.result");
+    let slow: Vec<_> = results.iter().filter(|e| e["evaluation"] == "slow").collect();
+    assert_eq!(slow.len(), 2, "{results:?}");
+    assert!(slow.iter().all(|e| e["result"] == "undecided"), "{slow:?}");
+    let kept = std::fs::read_dir(ind.path().join(".teneral/evals"))?.count();
+    assert_eq!(kept, 2, "only greets's two decided results are kept");
+    Ok(())
+}
+
+/// Under `TENERAL_EVALS=report` the evaluations are run and journaled, and
+/// a candidate that breaks one is promoted all the same.
+#[test]
+fn report_refuses_nothing() -> TestResult {
+    let (ind, verdict, step) = one_mutation("report", &[("ends", ENDS)])?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    assert_eq!(step["result"], "passed", "{step}");
+    assert_eq!(step["regressed"][0]["evaluation"], "ends", "{step}");
+    let failed = ind
+        .events("eval.result")
+        .into_iter()
+        .find(|e| e["role"] == "candidate")
+        .ok_or("no candidate result")?;
+    assert_eq!(failed["result"], "failed", "{failed}");
+    assert_eq!(failed["failed_check"], "reply_matches \"*hi\"", "{failed}");
+    Ok(())
+}
