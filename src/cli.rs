@@ -131,6 +131,11 @@ pub enum Command {
         /// uses the gate's smoke place, so not while the kernel runs).
         #[arg(long, hide = true)]
         smoke: bool,
+        /// Run nothing: write evaluation files in evals/ from the last N owner
+        /// lines and inbox envelopes of the journal, each with the model's
+        /// answers of the time and checks to edit; existing files are kept.
+        #[arg(long, value_name = "N")]
+        from_journal: Option<usize>,
     },
     /// Run the last N owner lines and inbox envelopes of the individual in
     /// DIR through generations FROM and TO, each on throwaway individuals in

@@ -17,6 +17,7 @@
 
 pub mod checks;
 pub mod decide;
+pub mod draft;
 pub mod format;
 pub mod gate;
 pub mod memo;

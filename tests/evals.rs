@@ -326,3 +326,48 @@ fn report_refuses_nothing() -> TestResult {
     assert_eq!(failed["failed_check"], "reply_matches \"*hi\"", "{failed}");
     Ok(())
 }
+
+/// A past exchange drafted as an evaluation, then run by hand on the
+/// generation that had it: it passes, since the stand-in answers as the
+/// model did then.
+#[test]
+fn an_exchange_becomes_an_evaluation() -> TestResult {
+    let script =
+        "{\"reply\": \"Hello.\"}\n{\"expect\": \"ping\", \"reply\": \"pong from the stand-in\"}\n";
+    let ind = Individual::new(script, &[])?;
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    teneral_core::owner::write_line(ind.path(), "ping")?;
+    ind.wait_for("the answer", LONG, |e| {
+        e["type"] == "reply" && e["text"] == "pong from the stand-in"
+    })?;
+    let line = ind.events("owner.line").pop().ok_or("no owner line")?;
+    let seq = line["seq"].as_u64().ok_or("no seq")?;
+
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "from-journal", "--last", "1", "--dir"])
+        .arg(ind.path())
+        .output()?;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = ind.path().join(format!("evals/from-journal-{seq}.toml"));
+    let text = std::fs::read_to_string(&file)?;
+    assert!(text.contains("line = \"ping\""), "{text}");
+    assert!(text.contains("reply_contains = \"pong from the stand-in\""), "{text}");
+
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "run", "--json", "--dir"])
+        .arg(ind.path())
+        .output()?;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let ran: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(ran["passed"], 1, "{ran}");
+    // Asked again, the draft is kept as the owner may have edited it.
+    std::fs::write(&file, format!("{text}# edited\n"))?;
+    let again = std::process::Command::new(teneralctl())
+        .args(["evals", "from-journal", "--last", "1", "--dir"])
+        .arg(ind.path())
+        .output()?;
+    assert_eq!(again.status.code(), Some(0));
+    assert!(std::fs::read_to_string(&file)?.ends_with("# edited\n"));
+    Ok(())
+}

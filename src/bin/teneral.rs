@@ -83,8 +83,9 @@ fn main() -> ExitCode {
                 let options = teneral::replay::Options { from, to, last, smoke };
                 Ok(teneral::replay::main(&dir, &options, json).await?)
             }
-            Command::Evals { dir, generation, json, smoke } => {
-                let options = teneral::evals::now::Options { generation, json, smoke };
+            Command::Evals { dir, generation, json, smoke, from_journal } => {
+                let options =
+                    teneral::evals::now::Options { generation, json, smoke, from_journal };
                 Ok(teneral::evals::now::main(&dir, &options).await?)
             }
             Command::OfferGates { dir, commit, also } => {

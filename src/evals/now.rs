@@ -25,6 +25,9 @@ pub struct Options {
     /// Also time one smoke run of the same body, as the gate makes it (not
     /// while the individual's kernel runs: it uses the gate's smoke place).
     pub smoke: bool,
+    /// Instead of running anything, draft evaluations from the last this
+    /// many exchanges of the journal ([`super::draft`]).
+    pub from_journal: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,17 +40,31 @@ pub enum NowError {
     None(std::path::PathBuf),
     #[error("the smoke run to compare with failed: {0}")]
     Smoke(String),
+    #[error("cannot write the drafts in {}: {source}; check that the owner may write there", dir.display())]
+    Draft { dir: std::path::PathBuf, source: std::io::Error },
 }
 
 /// Runs the evaluations of `home` on the generation asked for; prints them.
 pub async fn main(home: &Path, options: &Options) -> Result<i32, NowError> {
+    if let Some(last) = options.from_journal {
+        return from_journal(home, last);
+    }
     let evaluations = load_all(home)?;
     if evaluations.is_empty() {
         return Err(NowError::None(home.join(super::EVALS_DIR)));
     }
     let settings = Settings::load(home).map_err(ReplayError::from)?;
     let git = crate::repo::open(home).map_err(ReplayError::from)?;
-    let (_, lineage) = replay::read_journal(home, 0)?;
+    // An individual never started has no journal: a commit still names a body.
+    let lineage = match replay::read_journal(home, 0) {
+        Ok((_, lineage)) => lineage,
+        Err(ReplayError::Journal { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            teneral_core::generations::Lineage::default()
+        }
+        Err(e) => return Err(e.into()),
+    };
     let commits: Vec<&str> = lineage.generations().iter().map(|g| g.commit.as_str()).collect();
     let current = lineage.current().map(|g| g.commit.as_str());
     let commit = replay::commit_named(&git, &options.generation, &commits, current)?;
@@ -128,5 +145,29 @@ pub async fn main(home: &Path, options: &Options) -> Result<i32, NowError> {
             );
         }
     }
+    Ok(0)
+}
+
+/// Drafts evaluations from the last `last` exchanges; says which files it
+/// wrote.
+fn from_journal(home: &Path, last: usize) -> Result<i32, NowError> {
+    if last == 0 {
+        return Err(NowError::Replay(ReplayError::NoneAsked));
+    }
+    let (stimuli, _) = replay::read_journal(home, last)?;
+    if stimuli.is_empty() {
+        return Err(NowError::Replay(ReplayError::NoStimuli));
+    }
+    let dir = home.join(super::EVALS_DIR);
+    let written = super::draft::write(&dir, &stimuli)
+        .map_err(|source| NowError::Draft { dir: dir.clone(), source })?;
+    for path in &written {
+        println!("wrote {}", path.display());
+    }
+    let kept = stimuli.len() - written.len();
+    if kept > 0 {
+        println!("left {kept} existing draft(s) as they were");
+    }
+    println!("edit their checks (docs/evals.md); the kernel reads them at its next start");
     Ok(0)
 }

@@ -44,6 +44,20 @@ pub enum EvalsAction {
         #[arg(long)]
         json: bool,
     },
+    /// Write evaluation files in evals/ from the last N exchanges of the journal.
+    ///
+    /// Each owner line or inbox envelope becomes `evals/from-journal-SEQ.toml`: the
+    /// stimulus, the model's answers of the time as the stand-in's steps, and
+    /// checks to edit (each tool the model called was called; the last reply holds
+    /// its first words). A file already there is kept as it is.
+    FromJournal {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// How many of the last exchanges.
+        #[arg(long, default_value_t = 5)]
+        last: usize,
+    },
 }
 
 #[derive(Subcommand)]

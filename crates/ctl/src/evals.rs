@@ -306,19 +306,22 @@ fn read_events(home: &Path) -> Result<Vec<Event>, EvalsError> {
 /// Becomes `teneral evals` for `teneralctl evals run`; returns only when
 /// that cannot be done.
 pub fn run_now(home: &Path, generation: &str, json: bool) -> crate::replay::ReplayError {
-    use std::os::unix::process::CommandExt;
-    let this = std::env::current_exe().ok();
-    let path = std::env::var_os("PATH");
-    let Some(program) = crate::replay::kernel_program(this.as_deref(), path.as_deref()) else {
-        return crate::replay::ReplayError::NoKernel;
-    };
-    let mut command = std::process::Command::new(&program);
-    command.arg("evals").arg("--dir").arg(home).args(["--generation", generation]);
+    let mut args: Vec<std::ffi::OsString> = vec!["evals".into(), "--dir".into()];
+    args.push(home.as_os_str().to_owned());
+    args.extend(["--generation".into(), generation.into()]);
     if json {
-        command.arg("--json");
+        args.push("--json".into());
     }
-    let source = command.exec();
-    crate::replay::ReplayError::Exec { path: program, source }
+    crate::replay::become_kernel(args)
+}
+
+/// Becomes `teneral evals --from-journal` for `teneralctl evals
+/// from-journal`; returns only when that cannot be done.
+pub fn from_journal(home: &Path, last: usize) -> crate::replay::ReplayError {
+    let mut args: Vec<std::ffi::OsString> = vec!["evals".into(), "--dir".into()];
+    args.push(home.as_os_str().to_owned());
+    args.extend(["--from-journal".into(), last.to_string().into()]);
+    crate::replay::become_kernel(args)
 }
 
 /// `teneralctl evals`.

@@ -124,6 +124,13 @@ fn main() -> ExitCode {
             }
             Err(anyhow::Error::from(teneralctl::evals::run_now(&dir, &generation, json)))
         }
+        Command::Evals { action: Some(EvalsAction::FromJournal { dir, last }), .. } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            Err(anyhow::Error::from(teneralctl::evals::from_journal(&dir, last)))
+        }
         Command::Evals { dir, json, svg, action: None } => {
             if let Err(e) = teneralctl::individual::check(&dir) {
                 eprintln!("teneralctl: {e}");
