@@ -155,11 +155,16 @@ pub async fn run_one(
     };
     let stimulus = ReplayStimulus { seq: 0, kind, script: Vec::new() };
     let look: Vec<PathBuf> = checks::files_named(&evaluation.checks);
-    let workspace =
-        Workspace { files: &evaluation.files, script: evaluation.script.as_deref(), look: &look };
+    let commands = checks::commands_named(&evaluation.checks);
+    let workspace = Workspace {
+        files: &evaluation.files,
+        script: evaluation.script.as_deref(),
+        look: &look,
+        commands: &commands,
+    };
     let (run, left) = ground.run_in(commit, binary, &stimulus, place, &workspace).await;
     let tokens = checks::tokens_of(&left.events, 0);
-    let observed = checks::observed(&run, tokens, left.files);
+    let observed = checks::observed(&run, tokens, left);
     let outcome = checks::judge(&evaluation.checks, &run.ending, &observed);
     let each = match outcome {
         Outcome::Undecided(_) => vec![],

@@ -76,7 +76,11 @@ fn tracked_evaluations_refuse_the_start() -> TestResult {
 /// The three evaluations of the lineage test: one the first generation
 /// fails, one every generation passes, one the last candidate breaks.
 const TAGGED: &str = "description = \"replies carry the tag\"\nline = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_contains = \"[tag]\"\n";
-const GREETS: &str = "line = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_contains = \"hi\"\n\n[[check]]\ntool_not_called = \"number\"\n";
+/// Its command shows the throwaway individual as the command sees it: the
+/// run's journal there, the evaluations not.
+const GREETS: &str = "line = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_contains = \"hi\"\n\n[[check]]\ntool_not_called = \"number\"\n\n[[check]]\ncommand = \"test -s memory/journal.jsonl && ! test -e evals\"\n";
+/// A command that writes in the workspace and fails.
+const WRITES: &str = "line = \"hello\"\n\n[[check]]\ncommand = \"echo x > made.txt && test -s made.txt && exit 3\"\n";
 const ENDS: &str =
     "line = \"hello\"\n\n[[step]]\nreply = \"hi\"\n\n[[check]]\nreply_matches = \"*hi\"\n";
 
@@ -313,14 +317,19 @@ fn a_timeout_decides_nothing() -> TestResult {
 /// a candidate that breaks one is promoted all the same.
 #[test]
 fn report_refuses_nothing() -> TestResult {
-    let (ind, verdict, step) = one_mutation("report", &[("ends", ENDS)])?;
+    let (ind, verdict, step) = one_mutation("report", &[("ends", ENDS), ("writes", WRITES)])?;
     assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
     assert_eq!(step["result"], "passed", "{step}");
     assert_eq!(step["regressed"][0]["evaluation"], "ends", "{step}");
-    let failed = ind
-        .events("eval.result")
+    let results = ind.events("eval.result");
+    let writes: Vec<_> = results.iter().filter(|e| e["evaluation"] == "writes").collect();
+    assert_eq!(writes.len(), 2, "{results:?}");
+    for result in writes {
+        assert_eq!(result["said"], "it ended with exit status 3", "{result}");
+    }
+    let failed = results
         .into_iter()
-        .find(|e| e["role"] == "candidate")
+        .find(|e| e["role"] == "candidate" && e["evaluation"] == "ends")
         .ok_or("no candidate result")?;
     assert_eq!(failed["result"], "failed", "{failed}");
     assert_eq!(failed["failed_check"], "reply_matches \"*hi\"", "{failed}");

@@ -26,6 +26,8 @@ pub struct Observed {
     pub files: BTreeMap<PathBuf, Option<Vec<u8>>>,
     /// The whole run, in seconds.
     pub seconds: f64,
+    /// Each command a check names: `Ok` when it exited 0, else how it ended.
+    pub commands: BTreeMap<String, Result<(), String>>,
 }
 
 /// One evaluation's result on one generation.
@@ -112,6 +114,7 @@ pub fn describe(check: &Check) -> String {
         Check::FileContains { path, text } => format!("file_contains {path:?} {text:?}"),
         Check::ReplySecondsUnder(s) => format!("reply_seconds_under {s}"),
         Check::TokensUnder(n) => format!("tokens_under {n}"),
+        Check::Command(c) => format!("command {c:?}"),
     }
 }
 
@@ -182,18 +185,37 @@ pub fn check(one: &Check, seen: &Observed) -> Result<(), String> {
             true => Ok(()),
             false => Err(format!("the run used {} tokens", seen.tokens)),
         },
+        Check::Command(command) => match seen.commands.get(command) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(how)) => Err(format!("it {how}")),
+            None => Err("it was not run".into()),
+        },
     }
 }
 
-/// What was seen of a run, from replay's record of it and the rest.
-pub fn observed(run: &Run, tokens: u64, files: BTreeMap<PathBuf, Option<Vec<u8>>>) -> Observed {
+/// What was seen of a run, from replay's record of it and what it left.
+pub fn observed(run: &Run, tokens: u64, left: crate::replay::run::Left) -> Observed {
     Observed {
         actions: run.actions.clone(),
         reply_seconds: run.reply_seconds,
         tokens,
-        files,
+        files: left.files,
         seconds: run.run_seconds,
+        commands: left.commands,
     }
+}
+
+/// The commands `checks` run, in order, once each.
+pub fn commands_named(checks: &[Check]) -> Vec<String> {
+    let mut commands: Vec<String> = Vec::new();
+    for check in checks {
+        if let Check::Command(c) = check {
+            if !commands.contains(c) {
+                commands.push(c.clone());
+            }
+        }
+    }
+    commands
 }
 
 /// Whether `text` matches `pattern` whole: `*` any run of characters, `?`
@@ -246,7 +268,11 @@ mod tests {
         let mut files = BTreeMap::new();
         files.insert(PathBuf::from("notes.txt"), Some(b"all done\n".to_vec()));
         files.insert(PathBuf::from("gone.txt"), None);
+        let mut commands = BTreeMap::new();
+        commands.insert("true".to_owned(), Ok(()));
+        commands.insert("false".to_owned(), Err("ended with exit status 1".to_owned()));
         Observed {
+            commands,
             actions: vec![
                 tool("read_file", Some(true)),
                 tool("write_file", Some(false)),
@@ -291,6 +317,9 @@ mod tests {
             (ReplySecondsUnder(1.0), Err("the first reply came after 1.50 s")),
             (TokensUnder(301), Ok(())),
             (TokensUnder(300), Err("the run used 300 tokens")),
+            (Command(s("true")), Ok(())),
+            (Command(s("false")), Err("it ended with exit status 1")),
+            (Command(s("ls")), Err("it was not run")),
         ];
         for (one, want) in cases {
             assert_eq!(check(&one, &seen()), want.map_err(str::to_owned), "{}", describe(&one));

@@ -73,6 +73,9 @@ pub enum Check {
     ReplySecondsUnder(f64),
     /// The run's requests used fewer tokens than this, input and output.
     TokensUnder(u64),
+    /// This owner command, run with `sh -c` in the cage on the throwaway
+    /// individual after the body stopped, exits 0.
+    Command(String),
 }
 
 /// The file as written; every field it may have.
@@ -252,6 +255,13 @@ pub fn parse(file: &str, text: &str) -> Result<Evaluation, FormatError> {
                     "write e.g. reply_seconds_under = 5.0",
                 ));
             }
+            Check::Command(c) if c.trim().is_empty() => {
+                return Err(refuse(
+                    &field("command"),
+                    "the command is empty".into(),
+                    "write a shell command, e.g. command = \"test -s notes.txt\"",
+                ));
+            }
             Check::ToolCalled(n)
             | Check::ToolNotCalled(n)
             | Check::ToolFailed(n)
@@ -385,7 +395,7 @@ fn toml_error(file: &str, text: &str, error: &toml::de::Error) -> FormatError {
         (
             format!("{at}, check {unknown}"),
             "write each [[check]] as one of reply_contains, reply_matches, tool_called, tool_not_called, \
-             tool_failed, tool_succeeded, file_exists, file_contains, reply_seconds_under or tokens_under"
+             tool_failed, tool_succeeded, file_exists, file_contains, reply_seconds_under, tokens_under or command"
                 .into(),
         )
     } else if let Some(missing) = between(&message, "missing field `", "`") {

@@ -52,7 +52,13 @@ pub struct Workspace<'a> {
     pub script: Option<&'a str>,
     /// Files read back after the run, relative to the throwaway individual.
     pub look: &'a [PathBuf],
+    /// Owner commands run with `sh -c` after the body stopped, in the same
+    /// cage profile, on the throwaway individual; each within [`COMMAND_LIMIT`].
+    pub commands: &'a [String],
 }
+
+/// How long one owner command after a run may last.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
 /// What a run left, read by the kernel after the body stopped.
 #[derive(Debug, Default, Clone)]
@@ -62,6 +68,9 @@ pub struct Left {
     /// Each file of [`Workspace::look`]: at most [`LOOK_BYTES`] of it,
     /// `None` when it is absent, a link, or larger.
     pub files: std::collections::BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// Each command of [`Workspace::commands`]: `Ok` when it exited 0, else
+    /// how it ended.
+    pub commands: std::collections::BTreeMap<String, Result<(), String>>,
 }
 
 /// The event the throwaway journal holds before the stimulus: the body
@@ -247,10 +256,53 @@ impl Ground<'_> {
                 (path.clone(), bytes)
             })
             .collect();
+        let mut commands = std::collections::BTreeMap::new();
+        for (i, command) in workspace.commands.iter().enumerate() {
+            let ended = self.command(commit, &dir, place, command, i).await;
+            commands.insert(command.clone(), ended);
+        }
         let run =
             Run { actions: actions_of(&events, after), reply_seconds, run_seconds: 0.0, ending };
         let events = events.into_iter().filter(|e| e.seq > after).collect();
-        Ok((run, Left { events, files }))
+        Ok((run, Left { events, files, commands }))
+    }
+
+    /// Runs the owner's `command` with `sh -c` in the run's cage profile,
+    /// on the throwaway individual `dir` (its working directory), loopback
+    /// only and nothing forwarded; `Ok` when it exited 0.
+    async fn command(
+        &self,
+        commit: &Commit,
+        dir: &Path,
+        place: &Path,
+        command: &str,
+        i: usize,
+    ) -> Result<(), String> {
+        let mut spec = crate::spawn::Spec::new("sh", dir).arg("-c").arg(command);
+        spec.env = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), dir.as_os_str().to_owned()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ];
+        let profile = Profile::Smoke {
+            checkout: place.join("checkout"),
+            individual: dir.to_owned(),
+            writable: vec![],
+            forward: vec![],
+        };
+        let limits = Limits::for_body(self.settings).with_runtime_max(Some(COMMAND_LIMIT));
+        let unit = runner::systemd::gate_unit(commit, &format!("replay-command-{i}"));
+        let (ended, _) = self
+            .runner
+            .run(&unit, Launch::new(spec, limits).caged(profile))
+            .await
+            .map_err(|e| format!("could not be started: {e}"))?;
+        match (ended.over_time, ended.cage_step(), ended.exit.success()) {
+            (true, _, _) => Err(format!("did not end within {} s", COMMAND_LIMIT.as_secs())),
+            (false, Some(step), _) => Err(format!("could not be caged ({step})")),
+            (false, None, true) => Ok(()),
+            (false, None, false) => Err(format!("ended with {}", ended.exit)),
+        }
     }
 }
 
