@@ -264,7 +264,9 @@ impl Gate<'_> {
         // target's lock ([`crate::evals::gate`]).
         if let Ok(Verdict::Accepted { binary }) = &verdict {
             use crate::evals::gate::{step, Stop};
-            self.doing(candidate, "evals");
+            if self.settings.evals != crate::evals::Mode::Off {
+                self.doing(candidate, "evals");
+            }
             match step(self, candidate, oid, binary).await {
                 Ok(_) => {}
                 Err(Stop::Refused(output)) => return Err(reject("evals", output)),

@@ -38,7 +38,7 @@ pub struct Counts {
 }
 
 /// Each evaluation's result on `body`, from the memo or run now, each
-/// journaled as `eval.result` (under `journal_commit`).
+/// journaled as `eval.result` under the running generation, as the gate's events are.
 pub async fn results(
     gate: &Gate<'_>,
     ground: &Ground<'_>,

@@ -38,7 +38,7 @@ pub struct EvalsOptions {
 
 /// One evaluation's last result on one generation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Result1 {
+pub struct Shown {
     pub result: String,
     pub tokens: u64,
     pub seconds: f64,
@@ -50,7 +50,7 @@ pub struct Result1 {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Row {
     pub commit: String,
-    pub evaluations: BTreeMap<String, Result1>,
+    pub evaluations: BTreeMap<String, Shown>,
     /// `Some(true)` promoted, `Some(false)` refused, `None` neither (the
     /// first generation, or one run by hand).
     pub promoted: Option<bool>,
@@ -94,7 +94,7 @@ pub fn lineage(events: &[Event]) -> Vec<Row> {
                     (Some(Value::String(check)), said) => Some(format!("{check}: {said}")),
                     _ => None,
                 };
-                let result = Result1 {
+                let result = Shown {
                     result: event.text("result").to_owned(),
                     tokens: event.fields.get("tokens").and_then(Value::as_u64).unwrap_or(0),
                     seconds: event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0),
