@@ -63,6 +63,48 @@ pub fn load_all(home: &Path) -> Result<Vec<Evaluation>, EvalsError> {
     Ok(evaluations)
 }
 
+/// The body's read-only copy of its own generation's results, written by
+/// the kernel before each start of a body.
+pub const RESULTS_PATH: &str = "memory/evals.json";
+
+/// What a body may know of its own generation's results: each
+/// evaluation's name, result and, when it failed, the failed check's words
+/// and what was seen; never the evaluation files. Taken from the kept
+/// results of the generation's body tree, for the evaluations as they are
+/// now; one with no kept result is not listed.
+pub fn own_results(home: &Path, commit: &Commit) -> Value {
+    let evaluations = load_all(home).unwrap_or_default();
+    let tree = git2::Repository::open(home).ok().and_then(|git| {
+        let oid = crate::repo::commit_id(&git, home, commit.as_str()).ok()?;
+        crate::repo::tree_ids(&git, home, oid).ok().map(|(_, body)| body)
+    });
+    let memo = memo::Memo::at(home);
+    let results: Vec<Value> = evaluations
+        .iter()
+        .filter_map(|evaluation| {
+            let kept = memo.get(tree.as_deref()?, &evaluation.hash)?;
+            let mut one = json!({"evaluation": evaluation.name, "result": kept.outcome.word()});
+            if let (Some(check), Outcome::Failed { said, .. }) =
+                (kept.failed_check(), &kept.outcome)
+            {
+                one["failed_check"] = json!(check);
+                one["said"] = json!(said);
+            }
+            Some(one)
+        })
+        .collect();
+    json!({"generation": commit, "evaluations": results})
+}
+
+/// Writes [`RESULTS_PATH`] for the generation `commit` about to start; a
+/// failure is logged and the body starts anyway.
+pub fn keep_own_results(home: &Path, commit: &Commit) {
+    let text = own_results(home, commit).to_string();
+    if let Err(e) = teneral_core::fsutil::write_atomic(&home.join(RESULTS_PATH), text.as_bytes()) {
+        teneral_core::log::warn(format!("cannot write {RESULTS_PATH} for the body: {e}"));
+    }
+}
+
 /// `TENERAL_EVALS`: what the gate does with the evaluations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {

@@ -144,6 +144,17 @@ fn the_gate_holds_candidates_to_the_evaluations() -> TestResult {
     ind.wait_for("the new generation", LONG, |e| {
         e["type"] == "generation.ready" && e["commit"] == v2.as_str()
     })?;
+    // The body may read its own generation's results, as the kernel keeps them.
+    let own: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ind.path().join("memory/evals.json"))?)?;
+    assert_eq!(own["generation"], v2.as_str(), "{own}");
+    let listed: Vec<(&str, &str)> = own["evaluations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| (e["evaluation"].as_str().unwrap_or(""), e["result"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(listed, [("ends", "passed"), ("greets", "passed"), ("tagged", "passed")], "{own}");
     let reply =
         "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}\")}))?;";
     let broken = "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}!\")}))?;";

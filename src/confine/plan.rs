@@ -65,6 +65,7 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
     plan.readonly = vec![
         home.join(teneral_core::journal::JOURNAL_PATH),
         home.join(teneral_core::scorecard::SCORECARD_PATH),
+        home.join(crate::evals::RESULTS_PATH),
     ];
     plan
 }

@@ -45,10 +45,7 @@ impl Memo {
         }
         let Some(path) = self.path(body_tree, &record.hash) else { return };
         let _ = std::fs::create_dir_all(&self.dir);
-        let tmp = path.with_extension("tmp");
-        if std::fs::write(&tmp, to_json(record).to_string()).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
+        let _ = teneral_core::fsutil::write_atomic(&path, to_json(record).to_string().as_bytes());
     }
 }
 

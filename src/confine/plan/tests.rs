@@ -60,7 +60,8 @@ fn generation_grants_each_part_as_the_design_table_says() {
     for (path, want) in table {
         assert_eq!(access_of(&plan, path), want, "{path}");
     }
-    let readonly = ["/i/memory/journal.jsonl", "/i/memory/scorecard.json"].map(PathBuf::from);
+    let readonly = ["/i/memory/journal.jsonl", "/i/memory/scorecard.json", "/i/memory/evals.json"]
+        .map(PathBuf::from);
     assert_eq!(plan.readonly, readonly);
     assert_eq!(plan.net, Net::Loopback);
 }
