@@ -117,6 +117,30 @@ pub enum Command {
     /// FILE is still the list of the kernel KERNEL (`<pid>:<start time>`).
     #[command(hide = true)]
     KeepChildren { file: PathBuf, kernel: String },
+    /// Run every evaluation in DIR's evals/ on one generation's body now, as
+    /// the gate does (a result kept for the same body tree is reused), and
+    /// print the results; journals nothing (teneralctl evals run runs this).
+    Evals {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// A generation: 7 or more hex digits of its commit, its number in
+        /// `teneralctl generations` (1 is the oldest), or `current`.
+        #[arg(long, default_value = "current")]
+        generation: String,
+        /// One JSON object instead of the lines.
+        #[arg(long)]
+        json: bool,
+        /// Also time one smoke run of the same body (scripts/bench-evals; it
+        /// uses the gate's smoke place, so not while the kernel runs).
+        #[arg(long, hide = true)]
+        smoke: bool,
+        /// Run nothing: write evaluation files in evals/ from the last N owner
+        /// lines and inbox envelopes of the journal, each with the model's
+        /// answers of the time and checks to edit; existing files are kept.
+        #[arg(long, value_name = "N")]
+        from_journal: Option<usize>,
+    },
     /// Run the last N owner lines and inbox envelopes of the individual in
     /// DIR through generations FROM and TO, each on throwaway individuals in
     /// the cage against the stand-in model, and print them side by side.

@@ -434,7 +434,8 @@ impl Channel {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => None,
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => None,
         };
         if let Some(seen) = seen {
             let _ = self.seen.send(seen);

@@ -18,7 +18,10 @@
 //!    plan order (the build's counts as the smoke run's), and the jobs after
 //!    it are stopped;
 //! 4. `smoke`: the built candidate started on a throwaway individual
-//!    ([`smoke`]).
+//!    ([`smoke`]);
+//! 5. `evals`, under `TENERAL_EVALS=report` or `gate`: the owner's
+//!    evaluations on the candidate and on the running generation
+//!    ([`crate::evals::gate`]).
 //!
 //! The organ set, when the candidate pins organs, is `TENERAL_ORGANS` for its
 //! tests and its smoke run.
@@ -257,6 +260,21 @@ impl Gate<'_> {
         let judging = Some(organ_set.as_deref());
         let verdict = self.run_planned(candidate, checkout, &ground, &planned, judging).await;
         drop(lock);
+        // The owner's evaluations, once the smoke run passed, outside the
+        // target's lock ([`crate::evals::gate`]).
+        if let Ok(Verdict::Accepted { binary }) = &verdict {
+            use crate::evals::gate::{step, Stop};
+            if self.settings.evals != crate::evals::Mode::Off {
+                self.doing(candidate, "evals");
+            }
+            match step(self, candidate, oid, binary).await {
+                Ok(_) => {}
+                Err(Stop::Refused(output)) => return Err(reject("evals", output)),
+                Err(Stop::Undecided(output)) => {
+                    return Err(Verdict::Undecided { check: "evals".into(), output })
+                }
+            }
+        }
         verdict
     }
 

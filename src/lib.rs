@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod confine;
 pub mod egress;
+pub mod evals;
 pub mod events;
 pub mod gate;
 pub mod generation;

@@ -141,7 +141,11 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
 
 /// The wall time of one smoke run of `binary`, the body of `commit`, as the
 /// gate makes it ([`crate::gate::smoke`]): set-up, start, answer, stop.
-async fn smoke(ground: &run::Ground<'_>, commit: &Commit, binary: &Path) -> Result<f64, String> {
+pub async fn smoke(
+    ground: &run::Ground<'_>,
+    commit: &Commit,
+    binary: &Path,
+) -> Result<f64, String> {
     let checkout = ground.home.join(run::REPLAY_DIR).join("smoke-checkout");
     std::fs::create_dir_all(&checkout).map_err(|e| format!("{}: {e}", checkout.display()))?;
     let run = crate::gate::smoke::Smoke {
@@ -164,7 +168,7 @@ async fn smoke(ground: &run::Ground<'_>, commit: &Commit, binary: &Path) -> Resu
 
 /// One pass over the journal, oldest first: the last `last` stimuli and the
 /// generations.
-fn read_journal(
+pub fn read_journal(
     home: &Path,
     last: usize,
 ) -> Result<(Vec<stimuli::Stimulus>, teneral_core::generations::Lineage), ReplayError> {
@@ -184,7 +188,7 @@ fn read_journal(
 
 /// The full commit `given` names: a generation of the journal, or a commit
 /// git has.
-fn commit_named(
+pub fn commit_named(
     git: &git2::Repository,
     given: &str,
     commits: &[&str],
@@ -201,7 +205,7 @@ fn commit_named(
 
 /// The body of `commit`: the one kept in `.teneral/bin/` (built by a
 /// generation's start or the gate), else built now from a checkout of it.
-async fn body_of(
+pub async fn body_of(
     runner: &Runner,
     git: &git2::Repository,
     home: &Path,

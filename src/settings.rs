@@ -140,6 +140,9 @@ pub struct Settings {
     pub check_minutes: u32,
     /// Seconds the smoke run has; 0 for no limit.
     pub smoke_seconds: u32,
+    /// `TENERAL_EVALS`: whether the gate runs the owner's evaluations, and
+    /// whether they refuse.
+    pub evals: crate::evals::Mode,
     /// The species ref, as written.
     pub upstream: Option<String>,
     pub species: Species,

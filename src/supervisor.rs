@@ -55,6 +55,8 @@ pub enum KernelError {
     #[error(transparent)]
     Settings(#[from] crate::settings::SettingsError),
     #[error(transparent)]
+    Evals(#[from] crate::evals::EvalsError),
+    #[error(transparent)]
     State(#[from] teneral_core::state::StateError),
     #[error(transparent)]
     Repo(#[from] repo::RepoError),
@@ -88,6 +90,9 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let status = Arc::new(Reporter::new(&home));
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
+    // The owner's evaluations are read whole now, so a file that cannot be
+    // used stops the start before anything changes, not a later judgement.
+    crate::evals::load_all(&home)?;
     // Refuse before building anything when the body could not be caged.
     let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
     let cage = crate::confine::Cage::decide(

@@ -10,6 +10,7 @@ mod crash;
 mod directory;
 mod docs;
 mod egress;
+mod evals;
 mod fetch;
 mod gate;
 mod kernel;

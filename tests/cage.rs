@@ -204,6 +204,14 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
     let ind = hostile_individual(&proxied_env(&upstream, ""))?;
     let _agent = Agent::start(ind.path())?;
     let _credentials = Credentials::plant(ind.path())?;
+    // The owner's evaluations (untracked: the kernel refuses to start when
+    // git tracks them, since the agent's workspace is a clone): no body may
+    // read or write them.
+    std::fs::create_dir_all(ind.path().join("evals"))?;
+    std::fs::write(
+        ind.path().join("evals/greets.toml"),
+        "line = \"hello\"\n[[check]]\nreply_contains = \"hello\"\n",
+    )?;
     let install = std::fs::read(ind.path().join("body/src/main.rs"))?;
     let git_config = std::fs::read(ind.path().join(".git/config"))?;
     let (kernel, doors) = run_generation(&ind)?;
@@ -239,9 +247,14 @@ fn a_hostile_generation_finds_every_door_shut() -> TestResult {
         ("scorecard.read", Pass),
         ("scorecard.write", Errno(denied)),
         ("scorecard.replace", Errno(EBUSY)),
+        ("evals_results.read", Pass),
+        ("evals_results.write", Errno(denied)),
+        ("evals_results.replace", Errno(EBUSY)),
         ("backlog.append", Errno(denied)),
         ("backlog.read", Pass),
         ("state.read", Errno(ENOENT)),
+        ("evals.read", Errno(ENOENT)),
+        ("evals.write", Errno(ENOENT)),
         ("state.write", Errno(ENOENT)),
         ("git.config", Errno(denied)),
         ("git.hook", Errno(EROFS)),

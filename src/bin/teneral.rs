@@ -83,6 +83,11 @@ fn main() -> ExitCode {
                 let options = teneral::replay::Options { from, to, last, smoke };
                 Ok(teneral::replay::main(&dir, &options, json).await?)
             }
+            Command::Evals { dir, generation, json, smoke, from_journal } => {
+                let options =
+                    teneral::evals::now::Options { generation, json, smoke, from_journal };
+                Ok(teneral::evals::now::main(&dir, &options).await?)
+            }
             Command::OfferGates { dir, commit, also } => {
                 Ok(teneral::offer::cli::main(&dir, &commit, also.as_deref()).await?)
             }

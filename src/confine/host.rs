@@ -199,7 +199,12 @@ pub fn prepare_generation(home: &Path) -> io::Result<()> {
         std::fs::remove_dir_all(&tmp)?;
     }
     std::fs::create_dir_all(&tmp)?;
-    for held in [teneral_core::journal::JOURNAL_PATH, teneral_core::scorecard::SCORECARD_PATH] {
+    let held = [
+        teneral_core::journal::JOURNAL_PATH,
+        teneral_core::scorecard::SCORECARD_PATH,
+        crate::evals::RESULTS_PATH,
+    ];
+    for held in held {
         std::fs::OpenOptions::new().create(true).append(true).open(home.join(held))?;
     }
     Ok(())

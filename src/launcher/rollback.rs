@@ -182,7 +182,8 @@ fn journaled(home: &Path, trial: &Trial) -> bool {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => {}
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => {}
         }
     }
     false

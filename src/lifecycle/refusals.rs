@@ -88,7 +88,8 @@ pub fn journaled_row<'a>(
                     | EventKind::EventsDropped
                     | EventKind::OfferAnswered
                     | EventKind::OfferPublished
-                    | EventKind::SpeciesAccepted,
+                    | EventKind::SpeciesAccepted
+                    | EventKind::EvalResult,
                 )
                 | None,
                 _,

@@ -103,7 +103,8 @@ impl Offers {
             | EventKind::GenerationRolledback
             | EventKind::GenerationSentback
             | EventKind::EventsDropped
-            | EventKind::SpeciesAccepted => {}
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => {}
         }
     }
 }

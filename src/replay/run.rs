@@ -39,6 +39,40 @@ pub struct Ground<'a> {
     pub limit: Duration,
 }
 
+/// How much of a file a run left is read back.
+pub const LOOK_BYTES: u64 = 1 << 20;
+
+/// How a run's workspace is set up beyond the stimulus, and what is read
+/// back from it after the body stopped.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Workspace<'a> {
+    /// Files placed in the throwaway individual first: relative path, text.
+    pub files: &'a [(PathBuf, String)],
+    /// The stand-in's script, in place of the stimulus's own.
+    pub script: Option<&'a str>,
+    /// Files read back after the run, relative to the throwaway individual.
+    pub look: &'a [PathBuf],
+    /// Owner commands run with `sh -c` after the body stopped, in the same
+    /// cage profile, on the throwaway individual; each within [`COMMAND_LIMIT`].
+    pub commands: &'a [String],
+}
+
+/// How long one owner command after a run may last.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
+
+/// What a run left, read by the kernel after the body stopped.
+#[derive(Debug, Default, Clone)]
+pub struct Left {
+    /// The throwaway journal's events after the stimulus.
+    pub events: Vec<teneral_core::journal::Event>,
+    /// Each file of [`Workspace::look`]: at most [`LOOK_BYTES`] of it,
+    /// `None` when it is absent, a link, or larger.
+    pub files: std::collections::BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// Each command of [`Workspace::commands`]: `Ok` when it exited 0, else
+    /// how it ended.
+    pub commands: std::collections::BTreeMap<String, Result<(), String>>,
+}
+
 /// The event the throwaway journal holds before the stimulus: the body
 /// was born already.
 const BIRTH: &str = "[replay: a throwaway individual for one stimulus]";
@@ -53,21 +87,37 @@ impl Ground<'_> {
         stimulus: &Stimulus,
         name: &str,
     ) -> Run {
+        self.run_in(commit, binary, stimulus, name, &Workspace::default()).await.0
+    }
+
+    /// [`Ground::run`] in a workspace set up as `workspace` says, with what
+    /// the run left there.
+    pub async fn run_in(
+        &self,
+        commit: &Commit,
+        binary: &Path,
+        stimulus: &Stimulus,
+        name: &str,
+        workspace: &Workspace<'_>,
+    ) -> (Run, Left) {
         let place = self.home.join(REPLAY_DIR).join(name);
         let _ = std::fs::remove_dir_all(&place);
         let began = Instant::now();
-        let mut run = match self.caged(&place, commit, binary, stimulus).await {
-            Ok(run) => run,
-            Err(why) => Run {
-                actions: vec![],
-                reply_seconds: None,
-                run_seconds: 0.0,
-                ending: Ending::NotRun(why),
-            },
+        let (mut run, left) = match self.caged(&place, commit, binary, stimulus, workspace).await {
+            Ok(done) => done,
+            Err(why) => (
+                Run {
+                    actions: vec![],
+                    reply_seconds: None,
+                    run_seconds: 0.0,
+                    ending: Ending::NotRun(why),
+                },
+                Left::default(),
+            ),
         };
         let _ = std::fs::remove_dir_all(&place);
         run.run_seconds = began.elapsed().as_secs_f64();
-        run
+        (run, left)
     }
 
     async fn caged(
@@ -76,7 +126,8 @@ impl Ground<'_> {
         commit: &Commit,
         binary: &Path,
         stimulus: &Stimulus,
-    ) -> Result<Run, String> {
+        workspace: &Workspace<'_>,
+    ) -> Result<(Run, Left), String> {
         let dir = place.join("home");
         let checkout = place.join("checkout");
         let setup = |e: std::io::Error| format!("cannot set up {}: {e}", dir.display());
@@ -89,12 +140,20 @@ impl Ground<'_> {
             journal.append_kernel(commit.as_str(), kind, fields).map_err(|e| e.to_string())?;
         }
         let after = journal.next_seq() - 1;
+        for (path, text) in workspace.files {
+            let at = dir.join(path);
+            if let Some(parent) = at.parent() {
+                std::fs::create_dir_all(parent).map_err(setup)?;
+            }
+            std::fs::write(at, text).map_err(setup)?;
+        }
         place_stimulus(&dir, stimulus).map_err(setup)?;
         // Always a script, empty where the turn had no answer of the model's:
         // a replayed line gets the default reply then, never the unscripted
         // stand-in's own acts.
+        let text = workspace.script.map(str::to_owned).or_else(|| stimulus.script_text());
         let script = place.join("script.jsonl");
-        std::fs::write(&script, stimulus.script_text().unwrap_or_default()).map_err(setup)?;
+        std::fs::write(&script, text.unwrap_or_default()).map_err(setup)?;
         let socket = events::socket_path(&dir, commit, "replay").map_err(setup)?;
         let listener = events::bind(&socket).map_err(setup)?;
         // The cage executes only what lies in the run's own places.
@@ -187,7 +246,61 @@ impl Ground<'_> {
         model.stop().await;
         let _ = std::fs::remove_file(&socket);
         let events = read_events(&dir.join(JOURNAL_PATH));
-        Ok(Run { actions: actions_of(&events, after), reply_seconds, run_seconds: 0.0, ending })
+        let files = workspace
+            .look
+            .iter()
+            .map(|path| {
+                let bytes = teneral_core::fsutil::read_beneath(&dir, path, LOOK_BYTES).ok();
+                (path.clone(), bytes)
+            })
+            .collect();
+        let mut commands = std::collections::BTreeMap::new();
+        for (i, command) in workspace.commands.iter().enumerate() {
+            let ended = self.command(commit, &dir, place, command, i).await;
+            commands.insert(command.clone(), ended);
+        }
+        let run =
+            Run { actions: actions_of(&events, after), reply_seconds, run_seconds: 0.0, ending };
+        let events = events.into_iter().filter(|e| e.seq > after).collect();
+        Ok((run, Left { events, files, commands }))
+    }
+
+    /// Runs the owner's `command` with `sh -c` in the run's cage profile,
+    /// on the throwaway individual `dir` (its working directory), loopback
+    /// only and nothing forwarded; `Ok` when it exited 0.
+    async fn command(
+        &self,
+        commit: &Commit,
+        dir: &Path,
+        place: &Path,
+        command: &str,
+        i: usize,
+    ) -> Result<(), String> {
+        let mut spec = crate::spawn::Spec::new("sh", dir).arg("-c").arg(command);
+        spec.env = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), dir.as_os_str().to_owned()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ];
+        let profile = Profile::Smoke {
+            checkout: place.join("checkout"),
+            individual: dir.to_owned(),
+            writable: vec![],
+            forward: vec![],
+        };
+        let limits = Limits::for_body(self.settings).with_runtime_max(Some(COMMAND_LIMIT));
+        let unit = runner::systemd::gate_unit(commit, &format!("replay-command-{i}"));
+        let (ended, _) = self
+            .runner
+            .run(&unit, Launch::new(spec, limits).caged(profile))
+            .await
+            .map_err(|e| format!("could not be started: {e}"))?;
+        match (ended.over_time, ended.cage_step(), ended.exit.success()) {
+            (true, _, _) => Err(format!("did not end within {} s", COMMAND_LIMIT.as_secs())),
+            (false, Some(step), _) => Err(format!("could not be caged ({step})")),
+            (false, None, true) => Ok(()),
+            (false, None, false) => Err(format!("ended with {}", ended.exit)),
+        }
     }
 }
 

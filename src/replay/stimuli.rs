@@ -153,7 +153,8 @@ impl Collector {
                 | EventKind::EventsDropped
                 | EventKind::OfferAnswered
                 | EventKind::OfferPublished
-                | EventKind::SpeciesAccepted,
+                | EventKind::SpeciesAccepted
+                | EventKind::EvalResult,
             )
             | None => None,
         };
@@ -227,6 +228,7 @@ impl Collector {
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
             | EventKind::SpeciesAccepted
+            | EventKind::EvalResult
             // Taken above: it begins a stimulus of its own.
             | EventKind::OwnerLine => {}
         }

@@ -116,7 +116,8 @@ pub fn actions_of(events: &[Event], after: u64) -> Vec<Action> {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => {}
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => {}
         }
     }
     actions

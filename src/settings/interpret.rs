@@ -145,6 +145,15 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
             0,
             &example("TENERAL_SMOKE_SECONDS", ", or 0 for no limit"),
         )?,
+        evals: choice(
+            entries,
+            "TENERAL_EVALS",
+            &[
+                ("off", crate::evals::Mode::Off),
+                ("report", crate::evals::Mode::Report),
+                ("gate", crate::evals::Mode::Gate),
+            ],
+        )?,
         upstream: entries.get("TENERAL_UPSTREAM").map(|e| e.value.to_owned()),
         species: choice(entries, "TENERAL_SPECIES", &species_choices)?,
         publish: choice(entries, "TENERAL_PUBLISH", &species_choices)?,

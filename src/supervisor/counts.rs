@@ -66,7 +66,8 @@ pub fn carried(started: Option<&Event>, events: &[Event], commit: &str) -> RunCo
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => {}
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => {}
         }
     }
     counts

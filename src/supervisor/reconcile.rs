@@ -139,7 +139,8 @@ impl Tail {
                 | EventKind::EventsDropped
                 | EventKind::OfferAnswered
                 | EventKind::OfferPublished
-                | EventKind::SpeciesAccepted => tail.offers.see(event),
+                | EventKind::SpeciesAccepted
+                | EventKind::EvalResult => tail.offers.see(event),
             }
         }
         tail

@@ -56,6 +56,7 @@ impl Kernel {
     ) -> Result<RunEnd, super::KernelError> {
         let commit = of.commit;
         keep_scorecard(&self.home).await;
+        crate::evals::keep_own_results(&self.home, commit);
         let socket = events::socket_path(&self.home, commit, &of.run.to_string())
             .map_err(super::io("the event socket"))?;
         let listener = events::bind(&socket).map_err(super::io("the event socket"))?;

@@ -125,7 +125,8 @@ pub fn moves_lineage(kind: EventKind) -> bool {
         | EventKind::EventsDropped
         | EventKind::OfferAnswered
         | EventKind::OfferPublished
-        | EventKind::SpeciesAccepted => false,
+        | EventKind::SpeciesAccepted
+        | EventKind::EvalResult => false,
     }
 }
 
@@ -204,7 +205,8 @@ impl Lineage {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => {}
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => {}
         }
     }
 

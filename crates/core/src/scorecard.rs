@@ -267,7 +267,8 @@ impl Scorecard {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => {}
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => {}
         }
     }
 

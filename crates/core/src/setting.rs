@@ -112,6 +112,12 @@ pub const OWNER: &[Setting] = &[
         Set("30"),
     ),
     owner(
+        "TENERAL_EVALS",
+        "off",
+        "What the gate does with the evaluations in evals/ (docs/evals.md): off, report (runs them after the smoke run and journals the results), or gate (also refuses a candidate that fails one the running generation passes).",
+        Commented("gate"),
+    ),
+    owner(
         "TENERAL_RUNNER",
         "auto",
         "How bodies and checks run: auto (a systemd unit when systemctl --user works, else a child of the kernel), systemd (always a unit), or direct (always a child, without memory and task limits).",

@@ -23,6 +23,43 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What `teneralctl evals` does besides showing the lineage.
+#[derive(Subcommand)]
+pub enum EvalsAction {
+    /// Run every evaluation on one generation's body now, in the cage as the gate does
+    /// (a result kept for the same body is reused), and print the results.
+    ///
+    /// Any generation: one of the journal or any commit git has, including one older
+    /// than the evaluations. Nothing is journaled. The kernel's program does the work
+    /// (`teneral evals`; docs/evals.md).
+    Run {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// A generation: 7 or more hex digits of its commit, its number as
+        /// `generations` lists them (1 is the oldest), or `current`.
+        #[arg(long, default_value = "current")]
+        generation: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write evaluation files in evals/ from the last N exchanges of the journal.
+    ///
+    /// Each owner line or inbox envelope becomes `evals/from-journal-SEQ.toml`: the
+    /// stimulus, the model's answers of the time as the stand-in's steps, and
+    /// checks to edit (each tool the model called was called; the last reply holds
+    /// its first words). A file already there is kept as it is.
+    FromJournal {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// How many of the last exchanges.
+        #[arg(long, default_value_t = 5)]
+        last: usize,
+    },
+}
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Attach to the conversation; lines typed or piped go to the agent as its owner's.
@@ -119,6 +156,26 @@ pub enum Command {
         /// Write the same chart as an SVG to FILE.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+    },
+    /// The owner's evaluations across the lineage, oldest first: each evaluation's result,
+    /// the pass count, tokens and time, and where one first passed or regressed.
+    ///
+    /// Read from the kernel's `eval.result` events, which the gate writes under
+    /// `TENERAL_EVALS=report` or `gate` (docs/evals.md). A generation refused for
+    /// an evaluation it broke is shown as refused; "regressed" compares with the
+    /// nearest earlier generation that was not refused.
+    Evals {
+        /// The individual's directory (the checkout it lives in).
+        #[arg(short = 'd', long, default_value = ".", value_parser = directory())]
+        dir: PathBuf,
+        /// One JSON object for scripts.
+        #[arg(long)]
+        json: bool,
+        /// Also write a chart of the pass rate and the tokens across the lineage to FILE (SVG).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+        #[command(subcommand)]
+        action: Option<EvalsAction>,
     },
     /// Run the last N owner lines and inbox envelopes through two generations, each on
     /// throwaway individuals in the cage against the stand-in model, and show them side by

@@ -60,12 +60,18 @@ pub fn arguments(options: &ReplayOptions) -> Vec<OsString> {
 
 /// Becomes `teneral replay`; returns only when that cannot be done.
 pub fn run(options: &ReplayOptions) -> ReplayError {
+    become_kernel(arguments(options))
+}
+
+/// Becomes the kernel's program with `args`; returns only when that cannot
+/// be done.
+pub fn become_kernel(args: Vec<OsString>) -> ReplayError {
     let this = std::env::current_exe().ok();
     let path = std::env::var_os("PATH");
     let Some(program) = kernel_program(this.as_deref(), path.as_deref()) else {
         return ReplayError::NoKernel;
     };
-    let source = std::process::Command::new(&program).args(arguments(options)).exec();
+    let source = std::process::Command::new(&program).args(args).exec();
     ReplayError::Exec { path: program, source }
 }
 

@@ -21,10 +21,19 @@ fn access_of(plan: &Plan, path: &str) -> Vec<Access> {
 
 #[test]
 fn generation_grants_each_part_as_the_design_table_says() {
-    let tracked: Vec<String> =
-        ["body", "src", "Cargo.toml", "BACKLOG.md", ".env", ".env.local", "memory", ".teneral"]
-            .map(String::from)
-            .to_vec();
+    let tracked: Vec<String> = [
+        "body",
+        "src",
+        "Cargo.toml",
+        "BACKLOG.md",
+        ".env",
+        ".env.local",
+        "memory",
+        ".teneral",
+        "evals",
+    ]
+    .map(String::from)
+    .to_vec();
     let plan = generation(Path::new("/i"), &tracked, &host());
     let table = [
         ("/i/body", vec![Access::Read]),
@@ -43,6 +52,7 @@ fn generation_grants_each_part_as_the_design_table_says() {
         ("/i/.teneral", vec![]),
         ("/i/.teneral/auth", vec![]),
         ("/i/.teneral/state.json", vec![]),
+        ("/i/evals", vec![]),
         ("/i", vec![Access::List]),
         ("/usr", vec![Access::Exec]),
         ("/dev/null", vec![Access::ReadWrite]),
@@ -50,7 +60,8 @@ fn generation_grants_each_part_as_the_design_table_says() {
     for (path, want) in table {
         assert_eq!(access_of(&plan, path), want, "{path}");
     }
-    let readonly = ["/i/memory/journal.jsonl", "/i/memory/scorecard.json"].map(PathBuf::from);
+    let readonly = ["/i/memory/journal.jsonl", "/i/memory/scorecard.json", "/i/memory/evals.json"]
+        .map(PathBuf::from);
     assert_eq!(plan.readonly, readonly);
     assert_eq!(plan.net, Net::Loopback);
 }

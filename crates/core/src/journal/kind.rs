@@ -164,6 +164,8 @@ kinds! {
         talk: false, scorecard: false, Notice;
     SpeciesAccepted => "species.accepted", [Kernel],
         talk: false, scorecard: false, Notice;
+    EvalResult => "eval.result", [Kernel],
+        talk: false, scorecard: false, Notice;
 }
 
 /// Who writes an event of a kind.

@@ -211,7 +211,8 @@ fn shape(kind: EventKind) -> Option<&'static [(&'static str, Want)]> {
         | EventKind::EventsDropped
         | EventKind::OfferAnswered
         | EventKind::OfferPublished
-        | EventKind::SpeciesAccepted => &[],
+        | EventKind::SpeciesAccepted
+        | EventKind::EvalResult => &[],
     };
     kind.body_may_send().then_some(fields)
 }
@@ -307,7 +308,8 @@ pub fn check_shape(line: &str) -> Result<(Map<String, Value>, Accepted), String>
         | EventKind::EventsDropped
         | EventKind::OfferAnswered
         | EventKind::OfferPublished
-        | EventKind::SpeciesAccepted => return Err(unknown_type(kind)),
+        | EventKind::SpeciesAccepted
+        | EventKind::EvalResult => return Err(unknown_type(kind)),
     };
     Ok((event, accepted))
 }

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use teneralctl::cli::{Cli, Command, OfferCommand};
+use teneralctl::cli::{Cli, Command, EvalsAction, OfferCommand};
 
 fn offer(command: OfferCommand) -> anyhow::Result<i32> {
     use teneralctl::offer;
@@ -115,6 +115,29 @@ fn main() -> ExitCode {
                 svg,
             };
             teneralctl::generations_card::run(&options, &mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
+        }
+        Command::Evals { action: Some(EvalsAction::Run { dir, generation, json }), .. } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            Err(anyhow::Error::from(teneralctl::evals::run_now(&dir, &generation, json)))
+        }
+        Command::Evals { action: Some(EvalsAction::FromJournal { dir, last }), .. } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            Err(anyhow::Error::from(teneralctl::evals::from_journal(&dir, last)))
+        }
+        Command::Evals { dir, json, svg, action: None } => {
+            if let Err(e) = teneralctl::individual::check(&dir) {
+                eprintln!("teneralctl: {e}");
+                return ExitCode::from(1);
+            }
+            let options = teneralctl::evals::EvalsOptions { home: dir, json, svg };
+            teneralctl::evals::run(&options, &mut std::io::stdout().lock())
                 .map_err(anyhow::Error::from)
         }
         Command::Replay { dir, from, to, last, json } => {

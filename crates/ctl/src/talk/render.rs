@@ -252,7 +252,8 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
         | EventKind::EventsDropped
         | EventKind::OfferAnswered
         | EventKind::OfferPublished
-        | EventKind::SpeciesAccepted => return None,
+        | EventKind::SpeciesAccepted
+        | EventKind::EvalResult => return None,
     };
     Some(line)
 }

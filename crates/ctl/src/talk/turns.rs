@@ -50,7 +50,8 @@ pub fn activity_after(kind: Option<EventKind>) -> Option<Activity> {
         | EventKind::EventsDropped
         | EventKind::OfferAnswered
         | EventKind::OfferPublished
-        | EventKind::SpeciesAccepted => None,
+        | EventKind::SpeciesAccepted
+        | EventKind::EvalResult => None,
     }
 }
 
@@ -86,7 +87,8 @@ fn starts_exchange(kind: Option<EventKind>) -> bool {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted,
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult,
         )
         | None => false,
     }
@@ -215,7 +217,8 @@ impl Waiting {
                 | EventKind::EventsDropped
                 | EventKind::OfferAnswered
                 | EventKind::OfferPublished
-                | EventKind::SpeciesAccepted,
+                | EventKind::SpeciesAccepted
+                | EventKind::EvalResult,
             )
             | None => None,
         }

@@ -371,7 +371,8 @@ impl View {
             | EventKind::EventsDropped
             | EventKind::OfferAnswered
             | EventKind::OfferPublished
-            | EventKind::SpeciesAccepted => Vec::new(),
+            | EventKind::SpeciesAccepted
+            | EventKind::EvalResult => Vec::new(),
         }
     }
 }

@@ -291,10 +291,20 @@ fn generation_doors(home: &Path) -> Vec<(String, Try)> {
         "scorecard.replace",
         fs::rename(at("memory/fake.json"), at("memory/scorecard.json")).map(|()| "replaced".into()),
     );
+    // Its own generation's results of the owner's evaluations: the same.
+    add("evals_results.read", read(&at("memory/evals.json")));
+    add("evals_results.write", write_to(&at("memory/evals.json")));
+    let _ = fs::write(at("memory/fake.json"), "{\"evaluations\": []}\n");
+    add(
+        "evals_results.replace",
+        fs::rename(at("memory/fake.json"), at("memory/evals.json")).map(|()| "replaced".into()),
+    );
     add("backlog.append", write_to(&at("BACKLOG.md")));
     add("backlog.read", read(&at("BACKLOG.md")));
     add("state.read", read(&at(".teneral/state.json")));
     add("state.write", write_to(&at(".teneral/state.json")));
+    add("evals.read", read(&at("evals/greets.toml")));
+    add("evals.write", create(&at("evals/mine.toml")));
     add("git.config", write_to(&at(".git/config")));
     add("git.hook", create(&at(".git/hooks/pre-commit")));
     add("git.ref", create(&at(".git/refs/heads/evil")));
