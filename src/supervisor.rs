@@ -88,6 +88,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let status = Arc::new(Reporter::new(&home));
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
+    log::set_format(settings.log_format);
     // Refuse before building anything when the body could not be caged.
     let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
     let cage =

@@ -13,6 +13,7 @@ mod egress;
 mod fetch;
 mod gate;
 mod kernel;
+mod kube;
 mod launcher;
 mod offer;
 mod organs;
