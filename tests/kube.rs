@@ -84,3 +84,127 @@ fn settings_come_from_the_file_env_names_too() -> TestResult {
     assert!(log.contains(&said) && log.contains(&file.display().to_string()), "{log}");
     Ok(())
 }
+
+/// A kernel started in a cgroup of 256 MiB and 100 tasks refuses the
+/// default limits for bodies (4G, 2048 tasks) at its start, naming the
+/// cgroup's file and what to write; with limits that fit it starts.
+#[test]
+fn limits_above_the_kernels_cgroup_are_refused_at_start() -> TestResult {
+    let Some(cgroup) = SubCgroup::make(256 << 20, 100)? else { return Ok(()) };
+    let ind = Individual::new(SCRIPT, &[])?;
+    let run = |ind: &Individual| -> Result<(Option<i32>, String), Box<dyn std::error::Error>> {
+        let log = ind.path().join("kernel.log");
+        let _ = std::fs::remove_file(&log);
+        let out = cgroup.run(ind.path(), Duration::from_secs(30))?;
+        Ok((out, std::fs::read_to_string(&log).unwrap_or_default()))
+    };
+    let (status, log) = run(&ind)?;
+    assert_ne!(status, Some(0), "{log}");
+    let memory = cgroup.memory_file().display().to_string();
+    assert!(
+        log.contains(&format!("TENERAL_MEMORY_MAX=4G is above the memory limit of the cgroup the kernel runs in (256M, set by {memory})")),
+        "{log}"
+    );
+    assert!(log.contains("Write TENERAL_MEMORY_MAX=192M (or less) in .env"), "{log}");
+
+    let env = ind.path().join(".env");
+    let mut text = std::fs::read_to_string(&env)?;
+    text.push_str("TENERAL_MEMORY_MAX=192M\n");
+    std::fs::write(&env, &text)?;
+    let (status, log) = run(&ind)?;
+    assert_ne!(status, Some(0), "{log}");
+    assert!(log.contains("TENERAL_TASKS_MAX=2048 is above the task limit"), "{log}");
+    assert!(log.contains("Write TENERAL_TASKS_MAX=36 (or less)"), "{log}");
+    assert!(ind.events("kernel.started").is_empty(), "refused before it started");
+    Ok(())
+}
+
+/// A memory and a pids cgroup of their own (v1, or v2 where it offers
+/// both), removed when dropped.
+struct SubCgroup {
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl SubCgroup {
+    /// `None` (after a visible skip) where this test cannot make one.
+    fn make(memory: u64, tasks: u64) -> Result<Option<SubCgroup>, Box<dyn std::error::Error>> {
+        let name = format!("teneral-ceiling-test-{}", std::process::id());
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        let v1 = [root.join("memory"), root.join("pids")];
+        let (dirs, files) = if v1.iter().all(|d| d.join("cgroup.procs").exists()) {
+            (
+                vec![v1[0].join(&name), v1[1].join(&name)],
+                [("memory.limit_in_bytes", 0usize), ("pids.max", 1)],
+            )
+        } else if std::fs::read_to_string(root.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.contains("memory") && c.contains("pids"))
+        {
+            (vec![root.join(&name)], [("memory.max", 0), ("pids.max", 0)])
+        } else {
+            skip("no memory and pids cgroups this test may make (v1 hierarchies, or v2 with both enabled)");
+            return Ok(None);
+        };
+        let made = SubCgroup { dirs };
+        for dir in &made.dirs {
+            if let Err(e) = std::fs::create_dir(dir) {
+                skip(&format!(
+                    "cannot make the cgroup {} ({e}); the test needs root",
+                    dir.display()
+                ));
+                return Ok(None);
+            }
+        }
+        for ((file, at), value) in files.iter().zip([memory, tasks]) {
+            std::fs::write(made.dirs[*at].join(file), value.to_string())?;
+        }
+        Ok(Some(made))
+    }
+
+    fn memory_file(&self) -> std::path::PathBuf {
+        let name = if self.dirs.len() == 2 { "memory.limit_in_bytes" } else { "memory.max" };
+        self.dirs[0].join(name)
+    }
+
+    /// Runs `teneral run --dir home` inside, its log in `home/kernel.log`;
+    /// its exit status, or an error past `limit`.
+    fn run(
+        &self,
+        home: &std::path::Path,
+        limit: Duration,
+    ) -> Result<Option<i32>, Box<dyn std::error::Error>> {
+        let log = std::fs::File::create(home.join("kernel.log"))?;
+        let mut enter = String::new();
+        for dir in &self.dirs {
+            enter.push_str(&format!("echo $$ > {}/cgroup.procs && ", dir.display()));
+        }
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("{enter}exec \"$0\" run --dir \"$1\""))
+            .arg(teneral())
+            .arg(home)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        let end = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status.code());
+            }
+            if std::time::Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the kernel did not end within {limit:?}").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for SubCgroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
