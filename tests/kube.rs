@@ -208,3 +208,46 @@ impl Drop for SubCgroup {
         }
     }
 }
+
+/// `teneralctl status` as a readiness probe: 0 only while the kernel
+/// serves; 4 while a kernel holds the individual but has not said READY
+/// (or is stopping); 3 when none runs.
+#[test]
+fn status_exits_0_only_while_the_kernel_serves() -> TestResult {
+    let ind = Individual::new(SCRIPT, &[])?;
+    let status = |ind: &Individual| -> Result<(Option<i32>, String), std::io::Error> {
+        let out = std::process::Command::new(teneralctl())
+            .args(["status", "--json", "--dir"])
+            .arg(ind.path())
+            .output()?;
+        Ok((out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned()))
+    };
+    assert_eq!(status(&ind)?.0, Some(3), "nothing runs");
+    {
+        // A kernel that holds the individual and has said what it does,
+        // but not READY: starting.
+        let _held = teneral_core::lock::acquire(ind.path())?;
+        let file = ind.path().join(teneral_core::status::STATUS_PATH);
+        let starting = r#"{"pid":1,"generation":null,"status":"starting","since":"2026-12-07T08:00:00.000Z","serving":false}"#;
+        std::fs::write(&file, starting)?;
+        let (code, said) = status(&ind)?;
+        assert_eq!(code, Some(4), "{said}");
+        assert!(said.contains(r#""serving":false"#), "{said}");
+        // A status file of a kernel before `serving` was written reads as
+        // not serving.
+        std::fs::write(&file, starting.replace(r#","serving":false"#, ""))?;
+        assert_eq!(status(&ind)?.0, Some(4));
+    }
+    let mut kernel = ind.start()?;
+    ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
+    let (code, said) = status(&ind)?;
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains(r#""serving":true"#), "{said}");
+    kernel.signal(libc::SIGTERM);
+    kernel.wait(Duration::from_secs(60))?;
+    let (code, said) = status(&ind)?;
+    assert_eq!(code, Some(3), "{said}");
+    let file = std::fs::read_to_string(ind.path().join(teneral_core::status::STATUS_PATH))?;
+    assert!(file.contains(r#""serving":false"#), "a stopped kernel no longer serves: {file}");
+    Ok(())
+}

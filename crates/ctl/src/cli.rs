@@ -161,7 +161,9 @@ pub enum Command {
         commit: Option<String>,
     },
     /// Say whether teneral runs, at which generation, what it is doing, and
-    /// why it stopped when it stopped by itself. Exit status 3 when it does not run.
+    /// why it stopped when it stopped by itself. Exit status 0 only while it
+    /// serves (a readiness probe), 4 while it runs but is starting or stopping,
+    /// 3 when it does not run.
     ///
     /// What it is doing: thinking, running a tool, checking a mutation and which
     /// step, resting; and the unit its body runs in. It works with or without
