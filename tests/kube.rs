@@ -251,3 +251,64 @@ fn status_exits_0_only_while_the_kernel_serves() -> TestResult {
     assert!(file.contains(r#""serving":false"#), "a stopped kernel no longer serves: {file}");
     Ok(())
 }
+
+/// `teneralctl fleet`: one serving individual and one that does not run,
+/// from their directories and, through a stand-in `kubectl` that answers
+/// as a cluster would, from the pods of a namespace.
+#[test]
+fn the_fleet_lists_each_individual() -> TestResult {
+    let script = "{\"reply\": \"Hello. I have just been born.\"}\n{\"reply\": \"Fine.\"}\n";
+    let (a, b) = (Individual::new(script, &[])?, Individual::new(SCRIPT, &[])?);
+    let _kernel = a.start()?;
+    a.wait_for("the birth reply", LONG, |e| e["type"] == "reply")?;
+    let fleet = |args: &[&std::ffi::OsStr], path: Option<&std::ffi::OsStr>| {
+        let mut command = std::process::Command::new(teneralctl());
+        command.arg("fleet").args(args);
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        command.output()
+    };
+    let out = fleet(&["--json".as_ref(), a.path().as_os_str(), b.path().as_os_str()], None)?;
+    let said: Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stderr)))?;
+    assert_eq!(out.status.code(), Some(3), "one does not serve: {said}");
+    let head = a.head()?;
+    assert_eq!(said[0]["serving"], true, "{said}");
+    assert_eq!(said[0]["generation"], Value::String(head), "{said}");
+    assert!(said[0]["replies_today"].as_u64() >= Some(1), "{said}");
+    assert!(said[0]["generation_since"].is_string(), "{said}");
+    assert_eq!(
+        (said[1]["running"].clone(), said[1]["replies_today"].clone()),
+        (Value::Bool(false), 0.into()),
+        "{said}"
+    );
+
+    // The namespace: a kubectl that lists two pods and runs each one's
+    // `teneralctl fleet --json .` in its individual's directory.
+    let bin = tempfile::tempdir()?;
+    let shim = bin.path().join("kubectl");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\ncase \"$1 $2\" in\n\"get pods\") echo 'teneral-0 teneral-1' ;;\n\
+             \"exec -n\") case \"$4\" in teneral-0) cd '{}' ;; *) cd '{}' ;; esac; shift 8; exec \"{}\" \"$@\" ;;\n\
+             *) exit 2 ;;\nesac\n",
+            a.path().display(),
+            b.path().display(),
+            teneralctl().display()
+        ),
+    )?;
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let out = fleet(&["--kube".as_ref(), "agents".as_ref()], Some(path.as_ref()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        lines[0].starts_with("teneral-0: serving; ") && lines[0].contains("today 1 replies"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("teneral-1: not running; "), "{text}");
+    Ok(())
+}

@@ -5,6 +5,7 @@
 pub mod accept;
 pub mod back;
 pub mod cli;
+pub mod fleet;
 pub mod generations_card;
 pub mod generations_plot;
 pub mod individual;
