@@ -24,6 +24,7 @@
 //! children are the kernel's own and `MemoryMax` and `TasksMax` are applied
 //! through that cgroup.
 
+pub mod ceiling;
 pub mod cgroup;
 mod direct;
 mod limits;

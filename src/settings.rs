@@ -165,6 +165,8 @@ pub struct Settings {
     /// runners are forked by one zygote with namespaces made ahead of need,
     /// instead of executing the cage's helper each time. On by default.
     pub cage_zygote: bool,
+    /// `TENERAL_LOG_FORMAT`: journald, lines of text, or JSON lines.
+    pub log_format: teneral_core::log::Format,
     /// `TENERAL_EGRESS`: what a generation reaches through the kernel's
     /// egress proxy (public hosts by default, an allowlist, or nothing).
     pub egress: crate::egress::Policy,
@@ -176,17 +178,10 @@ pub struct Settings {
 pub use teneral_core::dotenv::SettingsError;
 
 impl Settings {
-    /// Reads `home/.env`.
+    /// Reads `home/.env`, and the file its `TENERAL_ENV_FILE` names.
     pub fn load(home: &Path) -> Result<Settings, SettingsError> {
-        let path = home.join(".env");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(SettingsError::Missing { path });
-            }
-            Err(source) => return Err(SettingsError::Read { path, source }),
-        };
-        build(&dotenv::read(&text, &path.display().to_string())?)
+        let files = dotenv::Files::load(&home.join(".env"))?;
+        build(&files.entries()?)
     }
 
     /// Reads the text of a `.env`; messages call it `.env`.

@@ -66,6 +66,8 @@ pub enum KernelError {
     Run(#[from] crate::runner::RunError),
     #[error(transparent)]
     Cage(#[from] crate::confine::CageError),
+    #[error(transparent)]
+    AboveCeiling(#[from] crate::runner::ceiling::AboveCeiling),
     #[error("{0}")]
     Io(String),
 }
@@ -90,6 +92,7 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let status = Arc::new(Reporter::new(&home));
     status.set(Doing::Starting);
     let settings = Settings::load(&home)?;
+    log::set_format(settings.log_format);
     // The owner's evaluations are read whole now, so a file that cannot be
     // used stops the start before anything changes, not a later judgement.
     crate::evals::load_all(&home)?;
@@ -115,6 +118,12 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         );
     }
     let runner = Runner::choose(settings.runner, cage.clone()).await?.for_individual(&home);
+    // Children run below the kernel, in its cgroup: their limits must fit
+    // under the kernel's own (a container's, a pod's).
+    if !runner.is_systemd() {
+        let ceilings = crate::runner::ceiling::of_this_process();
+        crate::runner::ceiling::check(&settings.quota, &ceilings)?;
+    }
     // Under systemd, the manager starts each launch's process: no zygote.
     if settings.cage_zygote && !runner.is_systemd() {
         match cage.start_zygote() {

@@ -14,6 +14,7 @@ mod evals;
 mod fetch;
 mod gate;
 mod kernel;
+mod kube;
 mod launcher;
 mod offer;
 mod organs;

@@ -176,6 +176,15 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         )?,
         warm_gate: choice(entries, "TENERAL_WARM_GATE", &[("on", true), ("off", false)])?,
         cage_zygote: choice(entries, "TENERAL_CAGE_ZYGOTE", &[("on", true), ("off", false)])?,
+        log_format: choice(
+            entries,
+            "TENERAL_LOG_FORMAT",
+            &[
+                ("auto", teneral_core::log::Format::Auto),
+                ("json", teneral_core::log::Format::Json),
+                ("text", teneral_core::log::Format::Text),
+            ],
+        )?,
         egress: egress(entries)?,
         test: TestKnobs {
             timing: timing(entries)?,

@@ -8,6 +8,12 @@
 //! known one is refused with the nearest known name; every other name is
 //! ignored. The API key's value never appears in a message. The names, and
 //! what a left-out one means, are those of the table in [`crate::setting`].
+//!
+//! `TENERAL_ENV_FILE` in `.env` names one more file of settings, read by the
+//! same rules ([`Files`]): its settings join the first file's, a name set in
+//! both is refused, and it cannot name a further file. So a key can live in
+//! a file of its own (a Kubernetes Secret's mount) while `.env` stays on the
+//! individual's volume, and neither has to pass through an environment.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,14 +48,112 @@ pub enum SettingsError {
     Twice { file: String, name: &'static str, first: usize, line: usize },
     #[error("{name} is not set in {file}: {problem}; {fix}")]
     Absent { file: String, name: &'static str, problem: String, fix: String },
+    #[error(
+        "{name} is set in both {file} (line {first}) and {included} (line {line}), which \
+         {INCLUDE_NAME} names; delete one of the two lines"
+    )]
+    TwiceAcross { file: String, included: String, name: &'static str, first: usize, line: usize },
 }
+
+/// The setting that names a further file of settings.
+pub const INCLUDE_NAME: &str = "TENERAL_ENV_FILE";
 
 /// The value of one setting in `home/.env`, read by the same rules as the
 /// kernel's; `None` when the file or the setting is absent or empty.
 pub fn value_in(home: &Path, name: &str) -> Result<Option<String>, SettingsError> {
-    let Some((text, file)) = text_in(home)? else { return Ok(None) };
-    let entries = read(&text, &file)?;
+    let path = home.join(".env");
+    let files = match Files::load(&path) {
+        Ok(files) => files,
+        Err(SettingsError::Missing { path: missing }) if missing == path => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let entries = files.entries()?;
     Ok(entries.get(name).map(|e| e.value.to_owned()))
+}
+
+/// The text of a `.env` and of the file its `TENERAL_ENV_FILE` names, if
+/// it names one: what [`Files::entries`] reads.
+#[derive(Debug)]
+pub struct Files {
+    text: String,
+    file: String,
+    included: Option<(String, String)>,
+}
+
+impl Files {
+    /// Reads `path` and the file its `TENERAL_ENV_FILE` names (relative to
+    /// `path`'s directory when not absolute). A missing `path` is
+    /// [`SettingsError::Missing`]; a missing named file is refused on its line.
+    pub fn load(path: &Path) -> Result<Files, SettingsError> {
+        let text = read_file(path)?;
+        let file = path.display().to_string();
+        let named = {
+            let entries = read(&text, &file)?;
+            entries
+                .get(INCLUDE_NAME)
+                .map(|entry| {
+                    let target = path.parent().unwrap_or(Path::new("/")).join(entry.value);
+                    (entry, target)
+                })
+                .map(|(entry, target)| match read_file(&target) {
+                    Ok(text) => Ok((text, target.display().to_string())),
+                    Err(e) => Err(entries.refuse(
+                        INCLUDE_NAME,
+                        entry,
+                        &match e {
+                            SettingsError::Missing { .. } => "there is no such file".to_owned(),
+                            e => e.to_string(),
+                        },
+                        "write the path of the file that holds the other settings (absolute, or \
+                     relative to this file's directory), or delete the line",
+                    )),
+                })
+                .transpose()?
+        };
+        Ok(Files { text, file, included: named })
+    }
+
+    /// Every setting of both files. The named file may not name another,
+    /// and a setting may be written in one file only.
+    pub fn entries(&self) -> Result<Entries<'_>, SettingsError> {
+        let mut entries = read(&self.text, &self.file)?;
+        let Some((text, file)) = &self.included else { return Ok(entries) };
+        let more = read(text, file)?;
+        if let Some(entry) = more.get(INCLUDE_NAME) {
+            return Err(more.refuse(
+                INCLUDE_NAME,
+                entry,
+                &format!("it is itself named by {INCLUDE_NAME} in {}", self.file),
+                "settings are read from two files at most: move this file's settings into \
+                 the one that names it, or delete the line",
+            ));
+        }
+        for (name, &(line, value, _)) in &more.map {
+            if let Some(&(first, _, _)) = entries.map.get(name) {
+                return Err(SettingsError::TwiceAcross {
+                    file: self.file.clone(),
+                    included: file.clone(),
+                    name,
+                    first,
+                    line,
+                });
+            }
+            entries.map.insert(name, (line, value, true));
+        }
+        entries.included = Some(file.clone());
+        Ok(entries)
+    }
+}
+
+/// The text of the settings file at `path`.
+fn read_file(path: &Path) -> Result<String, SettingsError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(SettingsError::Missing { path: path.to_owned() })
+        }
+        Err(source) => Err(SettingsError::Read { path: path.to_owned(), source }),
+    }
 }
 
 /// The text of `home/.env` and the name messages give it; `None` when there
@@ -78,14 +182,17 @@ pub struct Entry<'a> {
 #[derive(Debug)]
 pub struct Entries<'a> {
     pub file: String,
-    map: HashMap<&'static str, (usize, &'a str)>,
+    /// The file `TENERAL_ENV_FILE` named, when its settings are here too.
+    included: Option<String>,
+    /// Each setting's line, value, and whether it is the named file's.
+    map: HashMap<&'static str, (usize, &'a str, bool)>,
 }
 
 impl<'a> Entries<'a> {
     /// The setting, or `None` when it is absent or empty.
     pub fn get(&self, name: &str) -> Option<Entry<'a>> {
         match self.map.get(name) {
-            Some(&(line, value)) if !value.is_empty() => Some(Entry { line, value }),
+            Some(&(line, value, _)) if !value.is_empty() => Some(Entry { line, value }),
             _ => None,
         }
     }
@@ -101,8 +208,13 @@ impl<'a> Entries<'a> {
 
     /// A refusal of `name`'s value on its line.
     pub fn refuse(&self, name: &str, entry: Entry<'_>, problem: &str, fix: &str) -> SettingsError {
+        let included = self.map.get(name).is_some_and(|&(_, _, included)| included);
+        let file = match (&self.included, included) {
+            (Some(other), true) => other.clone(),
+            _ => self.file.clone(),
+        };
         SettingsError::Value {
-            file: self.file.clone(),
+            file,
             line: entry.line,
             shown: shown(name, entry.value),
             problem: problem.to_owned(),
@@ -142,7 +254,7 @@ pub fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
 
 /// Splits `text` into known settings. `file` names the file in messages.
 pub fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError> {
-    let mut entries = Entries { file: file.to_owned(), map: HashMap::new() };
+    let mut entries = Entries { file: file.to_owned(), included: None, map: HashMap::new() };
     for Line { line, name, value } in lines(text) {
         let Some(known) = setting::find(name).map(|s| s.name) else {
             check_foreign(name, line, file)?;
@@ -160,10 +272,10 @@ pub fn read<'a>(text: &'a str, file: &str) -> Result<Entries<'a>, SettingsError>
             });
         };
         check_as_written(known, value, line, file)?;
-        if let Some(&(first, _)) = entries.map.get(known) {
+        if let Some(&(first, _, _)) = entries.map.get(known) {
             return Err(SettingsError::Twice { file: file.to_owned(), name: known, first, line });
         }
-        entries.map.insert(known, (line, value));
+        entries.map.insert(known, (line, value, false));
     }
     Ok(entries)
 }
@@ -368,6 +480,82 @@ mod tests {
             message,
             "TENERAL_PUBLISH=yes in /home/i/.env line 1: not one of ask, auto, off; \
              write TENERAL_PUBLISH=ask or auto or off, or leave the line out"
+        );
+    }
+
+    /// The settings of `.env` and of the file its `TENERAL_ENV_FILE` names,
+    /// as the kernel reads them.
+    type Read = Result<Vec<(String, String)>, String>;
+
+    fn both(main: &str, other: Option<&str>) -> Read {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        std::fs::write(dir.path().join(".env"), main).map_err(|e| e.to_string())?;
+        if let Some(other) = other {
+            std::fs::create_dir(dir.path().join("secret")).map_err(|e| e.to_string())?;
+            std::fs::write(dir.path().join("secret/settings.env"), other)
+                .map_err(|e| e.to_string())?;
+        }
+        let shown =
+            |e: SettingsError| e.to_string().replace(&dir.path().display().to_string(), "D");
+        let files = Files::load(&dir.path().join(".env")).map_err(shown)?;
+        let entries = files.entries().map_err(shown)?;
+        let names = ["TENERAL_PROVIDER", "TENERAL_API_KEY", "TENERAL_MODEL"];
+        Ok(names
+            .iter()
+            .filter_map(|n| entries.get(n).map(|e| ((*n).to_owned(), e.value.to_owned())))
+            .collect())
+    }
+
+    #[test]
+    fn a_named_file_adds_its_settings_by_the_same_rules() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let main = "TENERAL_PROVIDER=compatible\nTENERAL_ENV_FILE=secret/settings.env\n";
+        // (the named file's text, what is read or the words of the refusal)
+        type Want<'a> = Result<Vec<(String, String)>, &'a str>;
+        let table: [(Option<&str>, Want<'_>); 6] = [
+            (
+                Some("TENERAL_API_KEY=k-123\nTENERAL_MODEL=m\n"),
+                Ok(vec![
+                    pair("TENERAL_PROVIDER", "compatible"),
+                    pair("TENERAL_API_KEY", "k-123"),
+                    pair("TENERAL_MODEL", "m"),
+                ]),
+            ),
+            (
+                Some("TENERAL_PROVIDER=openai\n"),
+                Err("TENERAL_PROVIDER is set in both D/.env (line 1) and D/secret/settings.env (line 1)"),
+            ),
+            (
+                Some("TENERAL_API_KEY=\"k-123\"\n"),
+                Err("TENERAL_API_KEY=<redacted> in D/secret/settings.env line 1: the value is in quotes"),
+            ),
+            (
+                Some("TENERAL_MODLE=m\n"),
+                Err("TENERAL_MODLE in D/secret/settings.env line 1 is not a setting teneral knows"),
+            ),
+            (
+                Some("TENERAL_ENV_FILE=/etc/more.env\n"),
+                Err("TENERAL_ENV_FILE=/etc/more.env in D/secret/settings.env line 1: it is itself named"),
+            ),
+            (
+                None,
+                Err("TENERAL_ENV_FILE=secret/settings.env in D/.env line 2: there is no such file; write the path"),
+            ),
+        ];
+        for (other, want) in table {
+            let got = both(main, other);
+            match (&got, &want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{other:?}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{other:?}: {got}"),
+                _ => panic!("{other:?}: {got:?}, wanted {want:?}"),
+            }
+            if let Err(message) = &got {
+                assert!(!message.contains("k-123"), "the key in a message: {message}");
+            }
+        }
+        assert_eq!(
+            both("TENERAL_PROVIDER=standin\n", None),
+            Ok(vec![pair("TENERAL_PROVIDER", "standin")])
         );
     }
 

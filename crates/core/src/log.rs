@@ -9,9 +9,16 @@
 //! journal event type such as `reply` or `tool.call`, `log` for a body's log
 //! line, or `output` for what a child wrote), and for a child's output the
 //! unit it ran in as `USER_UNIT`, so `journalctl --user-unit
-//! teneral-gen-<short>` finds it. Anywhere else (a terminal, a test capturing stderr) each line is
-//! `[teneral] ...` or `[tag] ...` on stderr, and so is a line journald would
-//! not take.
+//! teneral-gen-<short>` finds it. At a terminal, or into a file (a test
+//! capturing stderr), each line is `[teneral] ...` or `[tag] ...` on stderr,
+//! and so is a line journald would not take. Into a pipe or a socket that is
+//! not the journal's (a container's log, which a cluster's collector reads)
+//! each line is one JSON object on stderr with the same fields under short
+//! names ([`Field`]: `individual`, `generation`, `commit`, `event`,
+//! `priority`, `message`, and `ts`, `tag`, `unit`), so a collector selects
+//! by generation without reading prose. `TENERAL_LOG_FORMAT` chooses
+//! ([`Format`], [`output_for`]); both forms are made from one list of fields
+//! ([`fields_of`]).
 //!
 //! Every line is one line: text that a body, a model or a child wrote is
 //! escaped ([`escape`]) before it is written, so it can neither start a line
@@ -25,6 +32,7 @@
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 pub mod fields;
@@ -46,6 +54,89 @@ pub enum Priority {
     Notice = 5,
     Info = 6,
     Debug = 7,
+}
+
+/// `TENERAL_LOG_FORMAT`: how the log is written where no journal takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// journald under systemd; lines of text at a terminal or into a file;
+    /// JSON lines into a pipe or a socket (a container's log).
+    Auto,
+    /// JSON lines on stderr, always.
+    Json,
+    /// journald under systemd, lines of text elsewhere.
+    Text,
+}
+
+/// Where stderr leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stderr {
+    /// systemd's journal stream (`JOURNAL_STREAM` names it).
+    Journal,
+    Terminal,
+    /// A regular file (`teneral run 2> kernel.log`).
+    File,
+    /// A pipe or a socket: a container runtime's log, a collector.
+    Stream,
+}
+
+/// How lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Journal,
+    Json,
+    Text,
+}
+
+/// The decision: what `format` means where stderr leads to `stderr`.
+pub fn output_for(format: Format, stderr: Stderr) -> Output {
+    match (format, stderr) {
+        (Format::Json, _) => Output::Json,
+        (Format::Auto | Format::Text, Stderr::Journal) => Output::Journal,
+        (Format::Auto, Stderr::Stream) => Output::Json,
+        (Format::Auto | Format::Text, Stderr::Terminal | Stderr::File | Stderr::Stream) => {
+            Output::Text
+        }
+    }
+}
+
+/// The format set by the settings ([`set_format`]); auto until then.
+static FORMAT: AtomicU8 = AtomicU8::new(0);
+
+/// Sets `TENERAL_LOG_FORMAT` for every following line.
+pub fn set_format(format: Format) {
+    let code = match format {
+        Format::Auto => 0,
+        Format::Json => 1,
+        Format::Text => 2,
+    };
+    FORMAT.store(code, Ordering::Relaxed);
+}
+
+fn format() -> Format {
+    match FORMAT.load(Ordering::Relaxed) {
+        1 => Format::Json,
+        2 => Format::Text,
+        _ => Format::Auto,
+    }
+}
+
+/// Where this process's stderr leads, looked at once.
+fn stderr_leads() -> Stderr {
+    static LEADS: OnceLock<Stderr> = OnceLock::new();
+    *LEADS.get_or_init(|| {
+        if stderr_is_journal() {
+            return Stderr::Journal;
+        }
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Stderr::Terminal;
+        }
+        match rustix::fs::fstat(std::io::stderr()) {
+            Ok(stat) if rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file() => Stderr::File,
+            Ok(_) => Stderr::Stream,
+            Err(_) => Stderr::File,
+        }
+    })
 }
 
 /// One line with what journald keeps besides its text.
@@ -173,43 +264,104 @@ fn clean<'a>(text: &'a str, tag: &'a str) -> (String, std::borrow::Cow<'a, str>)
 fn write(line: Line<'_>) {
     let (text, tag) = clean(line.text, line.tag);
     let line = Line { text: &text, tag: &tag, ..line };
-    if let Some(socket) = journal() {
-        let datagram = with_identity(|id| datagram(&line, id));
-        if socket.send(&datagram).is_ok() {
+    match output_for(format(), stderr_leads()) {
+        Output::Journal => {
+            if let Some(socket) = journal() {
+                let datagram = with_identity(|id| datagram(&line, id));
+                if socket.send(&datagram).is_ok() {
+                    return;
+                }
+            }
+        }
+        Output::Json => {
+            let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+            let object = with_identity(|id| json_line(&line, id, &now));
+            let _ = writeln!(std::io::stderr().lock(), "{object}");
             return;
         }
+        Output::Text => {}
     }
     let _ = writeln!(std::io::stderr().lock(), "[{}] {}", line.tag, line.text);
+}
+
+/// One field of a line: its name in journald, its name in a JSON line, and
+/// its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub journald: &'static str,
+    pub json: &'static str,
+    pub value: Value,
+}
+
+/// A field's value: JSON lines keep numbers as numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Text(String),
+    Number(u64),
+}
+
+impl Value {
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Value::Text(text) => std::borrow::Cow::Borrowed(text),
+            Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
+        }
+    }
+}
+
+/// Every field a line carries, in both forms' order: the message (`[tag]`
+/// before it unless the kernel's own), its priority, the individual, the
+/// generation's commit and ordinal, the kind of line, and a child's unit.
+fn fields_of(line: &Line<'_>, id: &Identity) -> Vec<Field> {
+    let text = cut(line.text, MAX_MESSAGE);
+    let message =
+        if line.tag == "teneral" { text.into_owned() } else { format!("[{}] {text}", line.tag) };
+    let field = |journald, json, value| Field { journald, json, value };
+    let mut fields = vec![
+        field("MESSAGE", "message", Value::Text(message)),
+        field("PRIORITY", "priority", Value::Number(line.priority as u64)),
+        field("TENERAL_EVENT", "event", Value::Text(line.event.to_owned())),
+    ];
+    if let Some(individual) = &id.individual {
+        fields.push(field("TENERAL_INDIVIDUAL", "individual", Value::Text(individual.clone())));
+    }
+    if let Some(commit) = &id.commit {
+        fields.push(field("TENERAL_COMMIT", "commit", Value::Text(commit.clone())));
+    }
+    if let Some(ordinal) = id.ordinal {
+        fields.push(field("TENERAL_GENERATION", "generation", Value::Number(ordinal)));
+    }
+    if let Some(unit) = line.unit {
+        fields.push(field("USER_UNIT", "unit", Value::Text(unit.to_owned())));
+    }
+    fields
+}
+
+/// A line as one JSON object: `ts` (RFC 3339, UTC), `tag`, then
+/// [`fields_of`] under their JSON names.
+fn json_line(line: &Line<'_>, id: &Identity, now: &str) -> serde_json::Value {
+    let mut object = serde_json::Map::new();
+    object.insert("ts".into(), now.into());
+    object.insert("tag".into(), line.tag.into());
+    for Field { json, value, .. } in fields_of(line, id) {
+        let value = match value {
+            Value::Text(text) => serde_json::Value::from(text),
+            Value::Number(n) => serde_json::Value::from(n),
+        };
+        object.insert(json.into(), value);
+    }
+    serde_json::Value::Object(object)
 }
 
 /// The native protocol: `NAME=value\n`, or for a value with a newline,
 /// `NAME\n`, its length as 64-bit little endian, the value and `\n`.
 fn datagram(line: &Line<'_>, id: &Identity) -> Vec<u8> {
-    let text = cut(line.text, MAX_MESSAGE);
-    let message =
-        if line.tag == "teneral" { text.into_owned() } else { format!("[{}] {text}", line.tag) };
-    let priority = (line.priority as u8).to_string();
-    let mut fields: Vec<(&str, &str)> = vec![
-        ("MESSAGE", &message),
-        ("PRIORITY", &priority),
-        ("SYSLOG_IDENTIFIER", "teneral"),
-        ("TENERAL_EVENT", line.event),
-    ];
-    let ordinal = id.ordinal.map(|n| n.to_string());
-    for (name, value) in [
-        ("TENERAL_INDIVIDUAL", &id.individual),
-        ("TENERAL_COMMIT", &id.commit),
-        ("TENERAL_GENERATION", &ordinal),
-    ] {
-        if let Some(value) = value {
-            fields.push((name, value));
-        }
-    }
-    if let Some(unit) = line.unit {
-        fields.push(("USER_UNIT", unit));
-    }
-    let mut out = Vec::with_capacity(message.len() + 256);
-    for (name, value) in fields {
+    let fields = fields_of(line, id);
+    let mut named: Vec<(&str, std::borrow::Cow<'_, str>)> =
+        fields.iter().map(|f| (f.journald, f.value.text())).collect();
+    named.insert(2, ("SYSLOG_IDENTIFIER", std::borrow::Cow::Borrowed("teneral")));
+    let mut out = Vec::with_capacity(line.text.len() + 256);
+    for (name, value) in named {
         out.extend_from_slice(name.as_bytes());
         if value.contains('\n') {
             out.push(b'\n');

@@ -76,6 +76,12 @@ pub const OWNER: &[Setting] = &[
         Commented("your-key"),
     ),
     owner(
+        "TENERAL_ENV_FILE",
+        "",
+        "A further file of settings, read by the same rules (absolute, or relative to this directory): keep the key there, e.g. where a Kubernetes Secret is mounted; a setting may be in one of the two files only.",
+        Commented("/etc/teneral/settings.env"),
+    ),
+    owner(
         "TENERAL_MODEL",
         "",
         "The model's name, one that supports tool calls; needed except for standin.",
@@ -164,6 +170,12 @@ pub const OWNER: &[Setting] = &[
         "on",
         "on: one zygote forks the cage's launches with their namespaces made ahead of need, so a cage starts faster; off: the cage's helper runs for each launch (docs/cage.md).",
         Commented("on"),
+    ),
+    owner(
+        "TENERAL_LOG_FORMAT",
+        "auto",
+        "How the kernel writes its log where systemd's journal does not take it: auto (lines of text at a terminal or into a file, one JSON object per line into a pipe, as a container's log), json, or text.",
+        Commented("json"),
     ),
     owner(
         "TENERAL_UNSAFE_UNCONFINED",

@@ -84,6 +84,11 @@ pub struct StatusFile {
     /// `teneral@.service`), when it ran in one: hints name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
+    /// Whether the kernel serves (between its `READY=1` and its
+    /// `STOPPING=1`): its journal and the owner's channel are open, so a
+    /// line sent is taken in. A readiness probe asks this.
+    #[serde(default)]
+    pub serving: bool,
 }
 
 /// Says what the kernel is doing; one per kernel.
@@ -96,6 +101,8 @@ pub struct Reporter {
     doing: Mutex<Option<Doing>>,
     /// What the kernel does beside it, if anything (warming the gate).
     background: Mutex<Option<String>>,
+    /// Between [`Reporter::ready`] and [`Reporter::stopping`].
+    serving: Mutex<bool>,
 }
 
 impl Reporter {
@@ -106,6 +113,7 @@ impl Reporter {
             last: Mutex::new(String::new()),
             doing: Mutex::new(None),
             background: Mutex::new(None),
+            serving: Mutex::new(false),
         }
     }
 
@@ -145,12 +153,19 @@ impl Reporter {
             }
             last.clone_from(&text);
         }
+        self.write(&text);
+        notify(&[NotifyState::Status(&text)]);
+    }
+
+    /// Writes the status file: `text` and whether the kernel serves.
+    fn write(&self, text: &str) {
         let file = StatusFile {
             pid: std::process::id(),
             generation: self.generation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            status: text.clone(),
+            status: text.to_owned(),
             since: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             unit: log::own_unit(),
+            serving: *self.serving.lock().unwrap_or_else(|p| p.into_inner()),
         };
         let written =
             serde_json::to_vec(&file).map_err(std::io::Error::other).and_then(|mut bytes| {
@@ -160,16 +175,24 @@ impl Reporter {
         if let Err(e) = written {
             log::warn(format!("cannot write {}: {e}", self.path.display()));
         }
-        notify(&[NotifyState::Status(&text)]);
     }
 
-    /// The kernel serves: `READY=1`.
+    /// Says again the status last set, with `serving`.
+    fn set_serving(&self, serving: bool) {
+        *self.serving.lock().unwrap_or_else(|p| p.into_inner()) = serving;
+        let text = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        self.write(&text);
+    }
+
+    /// The kernel serves: `READY=1`, and `serving` in the file.
     pub fn ready(&self) {
+        self.set_serving(true);
         notify(&[NotifyState::Ready]);
     }
 
-    /// The kernel is on its way out: `STOPPING=1`.
+    /// The kernel is on its way out: `STOPPING=1`, and no longer `serving`.
     pub fn stopping(&self) {
+        self.set_serving(false);
         notify(&[NotifyState::Stopping]);
     }
 }

@@ -217,8 +217,28 @@ pub enum Command {
         /// The species commit: 7 or more of its hex digits.
         commit: Option<String>,
     },
+    /// List many individuals, one line each: running or not, generation and for how
+    /// long, what it is doing, replies and failures today, the last mutation's verdict.
+    ///
+    /// From the directories given, or from the pods of a Kubernetes namespace
+    /// (`--kube`, the pods labelled `app.kubernetes.io/name=teneral`, each asked
+    /// through `kubectl exec ... teneralctl fleet --json .`; docs/kubernetes.md).
+    /// A failure is a generation that exited by itself or was rolled back; today
+    /// is the UTC day. Exit status 0 when every individual serves, 3 otherwise.
+    Fleet {
+        /// The individuals' directories.
+        dirs: Vec<PathBuf>,
+        /// The pods of this Kubernetes namespace, through kubectl.
+        #[arg(long, value_name = "NAMESPACE")]
+        kube: Option<String>,
+        /// One JSON array, an object per individual, with timestamps.
+        #[arg(long)]
+        json: bool,
+    },
     /// Say whether teneral runs, at which generation, what it is doing, and
-    /// why it stopped when it stopped by itself. Exit status 3 when it does not run.
+    /// why it stopped when it stopped by itself. Exit status 0 only while it
+    /// serves (a readiness probe), 4 while it runs but is starting or stopping,
+    /// 3 when it does not run.
     ///
     /// What it is doing: thinking, running a tool, checking a mutation and which
     /// step, resting; and the unit its body runs in. It works with or without

@@ -6,6 +6,7 @@ pub mod accept;
 pub mod back;
 pub mod cli;
 pub mod evals;
+pub mod fleet;
 pub mod generations_card;
 pub mod generations_plot;
 pub mod individual;

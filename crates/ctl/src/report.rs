@@ -4,8 +4,10 @@
 //!
 //! Invariants: what is said is decided by [`facts`] from what the kernel
 //! left (its lock, `.teneral/state.json`, `.teneral/status`) and the time
-//! given, so both forms say the same; the exit status is 0 when a kernel
-//! runs and 3 when none does (as `systemctl status`).
+//! given, so both forms say the same; the exit status ([`exit_status`]) is 0
+//! only while a kernel runs and serves (between its READY and its stopping:
+//! a readiness probe), 4 while one runs but does not serve yet or any more,
+//! and 3 when none runs (as `systemctl status`).
 
 use std::path::Path;
 
@@ -19,6 +21,8 @@ use crate::when::{duration, parse_ts};
 pub struct Facts {
     pub dir: String,
     pub running: bool,
+    /// The kernel runs and serves (it said READY and is not stopping).
+    pub serving: bool,
     pub kernel_pid: Option<u32>,
     pub generation: Option<String>,
     /// What the kernel last said it does, and since when (RFC 3339).
@@ -51,6 +55,7 @@ pub fn facts(home: &Path) -> Facts {
     Facts {
         dir: home.display().to_string(),
         running,
+        serving: running && last.as_ref().is_some_and(|s| s.serving),
         kernel_pid: last.as_ref().filter(|_| running).map(|s| s.pid),
         generation,
         doing: last.map(|s| (s.status, s.since)),
@@ -66,6 +71,16 @@ fn ago(ts: &str, now: i64) -> Option<String> {
     parse_ts(ts).map(|t| duration(now - t))
 }
 
+/// The exit status: 0 while a kernel runs and serves, 4 while one runs
+/// but does not serve, 3 when none runs.
+pub fn exit_status(f: &Facts) -> i32 {
+    match (f.running, f.serving) {
+        (true, true) => 0,
+        (true, false) => 4,
+        (false, _) => 3,
+    }
+}
+
 /// The lines for people, and the exit status.
 pub fn text(f: &Facts, now: i64) -> (String, i32) {
     let mut out = Vec::new();
@@ -73,6 +88,11 @@ pub fn text(f: &Facts, now: i64) -> (String, i32) {
         (true, Some(pid)) => format!("running (kernel pid {pid})"),
         (true, None) => "running".to_owned(),
         (false, _) => "not running".to_owned(),
+    };
+    let head = if f.running && !f.serving {
+        format!("{head}, not serving (starting or stopping)")
+    } else {
+        head
     };
     out.push(format!("teneral in {}: {head}", f.dir));
     if let Some(commit) = &f.generation {
@@ -103,7 +123,7 @@ pub fn text(f: &Facts, now: i64) -> (String, i32) {
     if !f.running {
         out.push(format!("start it with: {}", f.start));
     }
-    (out.join("\n"), if f.running { 0 } else { 3 })
+    (out.join("\n"), exit_status(f))
 }
 
 /// The same as one JSON object, with timestamps and seconds.
@@ -112,6 +132,7 @@ pub fn json(f: &Facts, now: i64) -> (Value, i32) {
     let value = json!({
         "dir": f.dir,
         "running": f.running,
+        "serving": f.serving,
         "kernel_pid": f.kernel_pid,
         "generation": f.generation,
         "doing": f.doing.as_ref().map(|(d, _)| d),
@@ -123,7 +144,7 @@ pub fn json(f: &Facts, now: i64) -> (Value, i32) {
         }),
         "state_error": f.state_error,
     });
-    (value, if f.running { 0 } else { 3 })
+    (value, exit_status(f))
 }
 
 #[cfg(test)]
@@ -134,6 +155,7 @@ mod tests {
         Facts {
             dir: "/home/ada/ind".into(),
             running,
+            serving: running,
             kernel_pid: running.then_some(42),
             generation: Some("0123456789abcdef0123456789abcdef01234567".into()),
             doing: Some(("generation 0123456: resting".into(), "2026-11-30T10:00:00.000Z".into())),
@@ -178,5 +200,26 @@ mod tests {
         assert_eq!(code, 3);
         assert_eq!(value["stopped"]["at"], "2026-11-30T10:02:00.000Z");
         assert_eq!(value["running"], false);
+    }
+
+    #[test]
+    fn the_exit_status_is_0_only_while_it_serves() {
+        let now = parse_ts("2026-11-30T10:04:30.000Z").expect("a time");
+        // (runs, serves, exit status, words of the head line)
+        let table = [
+            (true, true, 0, "running (kernel pid 42)\n"),
+            (true, false, 4, "running (kernel pid 42), not serving (starting or stopping)"),
+            (false, false, 3, "not running"),
+            (false, true, 3, "not running"),
+        ];
+        for (running, serving, want, words) in table {
+            let f = Facts { serving, ..facts(running) };
+            assert_eq!(exit_status(&f), want, "{running} {serving}");
+            let (said, code) = text(&f, now);
+            assert_eq!(code, want);
+            assert!(said.contains(words), "{said}");
+            let (value, code) = json(&f, now);
+            assert_eq!((code, value["serving"].as_bool()), (want, Some(serving)));
+        }
     }
 }

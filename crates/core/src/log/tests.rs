@@ -109,3 +109,68 @@ fn a_huge_text_is_cut_before_it_is_escaped() {
     assert!(clean_text.len() <= 2 * MAX_MESSAGE + 64, "{}", clean_text.len());
     assert!(clean_text.ends_with(&format!("[cut: {} bytes in all]", text.len())));
 }
+
+#[test]
+fn the_output_follows_the_format_and_where_stderr_leads() {
+    use Output::{Journal, Json, Text};
+    use Stderr::{File, Stream, Terminal};
+    let table = [
+        (Format::Auto, Stderr::Journal, Journal),
+        (Format::Auto, Terminal, Text),
+        (Format::Auto, File, Text),
+        (Format::Auto, Stream, Json),
+        (Format::Json, Stderr::Journal, Json),
+        (Format::Json, Terminal, Json),
+        (Format::Json, File, Json),
+        (Format::Json, Stream, Json),
+        (Format::Text, Stderr::Journal, Journal),
+        (Format::Text, Terminal, Text),
+        (Format::Text, File, Text),
+        (Format::Text, Stream, Text),
+    ];
+    for (format, stderr, want) in table {
+        assert_eq!(output_for(format, stderr), want, "{format:?} into {stderr:?}");
+    }
+}
+
+/// A JSON line parses as one object holding what the journald entry of the
+/// same line holds, under the short names.
+#[test]
+fn a_json_line_carries_the_journal_fields() {
+    let line = Line {
+        priority: Priority::Warning,
+        event: "generation.exited",
+        tag: "teneral-gen-abc1234",
+        unit: Some("teneral-gen-abc1234.service"),
+        text: "first\nsecond \"quoted\"",
+    };
+    let (text, tag) = clean(line.text, line.tag);
+    let line = Line { text: &text, tag: &tag, ..line };
+    let mut id = Identity::default();
+    id.individual = Some("/individual".into());
+    id.switch("0123456789abcdef");
+    let written = json_line(&line, &id, "2026-12-07T08:00:00.000Z").to_string();
+    assert!(!written.contains('\n'), "one line: {written}");
+    let parsed: serde_json::Value = serde_json::from_str(&written).expect("a JSON object");
+    let want = serde_json::json!({
+        "ts": "2026-12-07T08:00:00.000Z",
+        "tag": "teneral-gen-abc1234",
+        "message": "[teneral-gen-abc1234] first\\nsecond \"quoted\"",
+        "priority": 4,
+        "event": "generation.exited",
+        "individual": "/individual",
+        "commit": "0123456789abcdef",
+        "generation": 1,
+        "unit": "teneral-gen-abc1234.service",
+    });
+    assert_eq!(parsed, want);
+    let journal = fields(&datagram(&line, &id));
+    for Field { journald, json, .. } in fields_of(&line, &id) {
+        let in_journal = journal.iter().find(|(name, _)| name == journald).map(|(_, v)| v.clone());
+        let in_json = match &parsed[json] {
+            serde_json::Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        };
+        assert_eq!(in_journal, in_json, "{journald} and {json} say the same");
+    }
+}

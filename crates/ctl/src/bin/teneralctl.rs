@@ -157,6 +157,11 @@ fn main() -> ExitCode {
                 })
                 .map_err(anyhow::Error::from)
         }
+        Command::Fleet { dirs, kube, json } => {
+            let options = teneralctl::fleet::FleetOptions { dirs, kube, json };
+            teneralctl::fleet::run(&options, &mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
+        }
         Command::Status { dir, json } => {
             if let Err(e) = teneralctl::individual::check(&dir) {
                 eprintln!("teneralctl: {e}");
