@@ -156,6 +156,11 @@ pub enum Command {
         /// Write the same chart as an SVG to FILE.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Compare the lineages of these individuals side by side, one row each,
+        /// instead of the generations of one.
+        #[arg(long, value_name = "DIR", num_args = 1.., value_parser = directory(),
+              conflicts_with_all = ["commit", "plot", "svg"])]
+        fleet: Vec<PathBuf>,
     },
     /// The owner's evaluations across the lineage, oldest first: each evaluation's result,
     /// the pass count, tokens and time, and where one first passed or regressed.

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod evals;
 pub mod fleet;
 pub mod generations_card;
+pub mod generations_fleet;
 pub mod generations_plot;
 pub mod individual;
 pub mod offer;

@@ -224,3 +224,39 @@ fn a_journal_with_no_generation_and_a_wrong_directory() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_fleet_is_compared_one_row_per_lineage() {
+    let two = two_generations();
+    let empty = individual(&[], "");
+    let nowhere = tempfile::tempdir().expect("a temp dir");
+    let fleet = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_teneralctl"));
+        cmd.args(["generations", "--fleet"]).args([two.path(), empty.path(), nowhere.path()]);
+        cmd.args(extra).output_within(SLOW).expect("teneralctl runs")
+    };
+    let out = fleet(&[]);
+    assert_eq!(out.status.code(), Some(1), "one of them is no individual: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().collect();
+    assert!(rows[0].starts_with("individual") && rows[0].contains("p50 first→now"), "{text}");
+    // Both generations of the first summed: 3 replies, 2 of 2 tool calls
+    // failed, 3000 + 2000 tokens in, 2 asked, 1 accepted, 1 refused; its
+    // latency went from A's 3.0s to the current B's 20s.
+    for want in ["   2 bbbbbbb", "      3 ", "3.0s→20s", "2/2", "3000", "150", "2/1/1"] {
+        assert!(rows[1].contains(want), "{want:?} in {:?}", rows[1]);
+    }
+    assert!(rows[2].contains("no generation in its journal yet"), "{text}");
+    assert!(rows[3].contains("cannot be read") && rows[3].contains("not a teneral individual"));
+    let value: Value = serde_json::from_slice(&fleet(&["--json"]).stdout).expect("JSON");
+    let lineage = &value["individuals"][0]["lineage"]["generations"];
+    assert_eq!(lineage.as_array().map(Vec::len), Some(2), "{value:#}");
+    assert_eq!(value["individuals"][1]["lineage"]["generations"], json!([]));
+    assert!(value["individuals"][2]["error"].is_string(), "{value:#}");
+    let both = Command::new(env!("CARGO_BIN_EXE_teneralctl"))
+        .args(["generations", "--plot", "--fleet"])
+        .arg(two.path())
+        .output_within(SLOW)
+        .expect("teneralctl runs");
+    assert_eq!(both.status.code(), Some(2), "--plot is one individual's: {both:?}");
+}

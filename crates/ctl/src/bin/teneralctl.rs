@@ -101,7 +101,16 @@ fn main() -> ExitCode {
             teneralctl::back::run(&options, &mut std::io::stdout().lock())
                 .map_err(anyhow::Error::from)
         }
-        Command::Generations { dir, json, since, commit, plot, svg } => {
+        Command::Generations { fleet, json, since, .. } if !fleet.is_empty() => {
+            teneralctl::generations_fleet::run(
+                &fleet,
+                since.as_deref(),
+                json,
+                &mut std::io::stdout().lock(),
+            )
+            .map_err(anyhow::Error::from)
+        }
+        Command::Generations { dir, json, since, commit, plot, svg, fleet: _ } => {
             if let Err(e) = teneralctl::individual::check(&dir) {
                 eprintln!("teneralctl: {e}");
                 return ExitCode::from(1);
