@@ -66,7 +66,9 @@ pub enum Command {
     ///
     /// At a terminal the conversation is printed as ordinary output (scrollback,
     /// search and selection work on it, and it stays when you leave), replies laid
-    /// out from their markdown, one line per tool call with ✓ or ✗. Below it a live
+    /// out from their markdown, one line per tool call with ✓ or ✗. A reply the
+    /// model streams grows in the live region as its words arrive, and is laid out
+    /// when it is whole; Esc cuts it short, and what had arrived is kept. Below it a live
     /// region says what the agent does now and holds the input box. Enter sends,
     /// Alt+Enter or Ctrl-J starts a new row, Up and Down walk your history, `/`
     /// lists the commands (Tab completes, `/help` lists them all), `//` sends a line
@@ -78,7 +80,8 @@ pub enum Command {
     /// a line, kept in `memory/images/` by its hash and shown to the model;
     /// `/history` prints the last exchanges; `/generations` gives each
     /// generation's turns, latency, tool failures, retries, crashes and
-    /// mutations (asked, accepted, rejected); `/quit` or Ctrl-D leaves, and the
+    /// mutations (asked, accepted, rejected); `/evals` gives each generation's
+    /// results on the owner's evaluations; `/quit` or Ctrl-D leaves, and the
     /// agent goes on.
     ///
     /// A model that cannot be reached or refuses is shown at once, with the

@@ -217,6 +217,48 @@ pub fn table(rows: &[Row]) -> Vec<String> {
     out
 }
 
+/// One line per generation, for `/evals` in talk: the pass count, tokens,
+/// time and verdict, and where an evaluation first passed or regressed.
+pub fn compact(rows: &[Row]) -> Vec<String> {
+    if rows.is_empty() {
+        return vec![
+            "no evaluation has run yet (docs/evals.md); all of it: teneralctl evals".into()
+        ];
+    }
+    let mut out: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let mut parts = vec![format!(
+                "{}: {}/{} passed, {} tokens, {:.1} s",
+                short(&row.commit),
+                row.passed(),
+                row.evaluations.len(),
+                row.tokens(),
+                row.seconds()
+            )];
+            match row.promoted {
+                Some(true) => parts.push("promoted".into()),
+                Some(false) => parts.push("refused".into()),
+                None => {}
+            }
+            if !row.first_passed.is_empty() {
+                parts.push(format!("first passed {}", row.first_passed.join(" ")));
+            }
+            if !row.regressed.is_empty() {
+                parts.push(format!("regressed {}", row.regressed.join(" ")));
+            }
+            parts.join(", ")
+        })
+        .collect();
+    out.push("the failed checks and a chart: teneralctl evals [--svg FILE]".into());
+    out
+}
+
+/// The lines of [`compact`] for the individual at `home`.
+pub fn compact_of(home: &Path) -> Result<Vec<String>, EvalsError> {
+    Ok(compact(&lineage(&read_events(home)?)))
+}
+
 /// A small chart: the pass rate as a line and the tokens as bars, one
 /// place per generation, oldest on the left.
 pub fn svg(rows: &[Row]) -> String {
@@ -411,6 +453,12 @@ mod tests {
         );
         let text = table(&rows).join("\n");
         assert!(text.contains("regressed: b") && text.contains("first passed: a"), "{text}");
+        let lines = compact(&rows);
+        assert_eq!(lines.len(), rows.len() + 1, "one line per generation and a pointer");
+        assert_eq!(lines[0], "aaaa: 1/2 passed, 20 tokens, 2.0 s, first passed b");
+        assert!(lines[1].ends_with(", promoted, first passed a"), "{}", lines[1]);
+        assert!(lines[2].ends_with(", refused, regressed b"), "{}", lines[2]);
+        assert!(compact(&[])[0].starts_with("no evaluation has run yet"));
     }
 
     /// The chart is well-formed XML: every tag closed in order, one point

@@ -83,6 +83,7 @@ pub(super) fn enter(
                     Role::Dim,
                 ),
                 "generations" => generations(client, view, screen)?,
+                "evals" => evals(client, view, screen)?,
                 "history" => history(client, view, screen)?,
                 "accept" => {
                     let commit = Some(args.trim()).filter(|a| !a.is_empty());
@@ -221,6 +222,17 @@ fn generations(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<
             .into_iter()
             .map(|l| Line::styled(format!("  {l}"), dim))
             .collect(),
+        Err(e) => vec![Line::styled(format!("  {e}"), view.theme.style(Role::Bad))],
+    };
+    print(screen, rows)
+}
+
+/// `/evals`: the owner's evaluations on each generation (`teneralctl
+/// evals`), one line each.
+fn evals(client: &Client<'_>, view: &View, screen: &mut Screen) -> Result<(), TalkError> {
+    let dim = view.theme.style(Role::Dim);
+    let rows: Vec<Line<'static>> = match crate::evals::compact_of(&client.home) {
+        Ok(lines) => lines.into_iter().map(|l| Line::styled(format!("  {l}"), dim)).collect(),
         Err(e) => vec![Line::styled(format!("  {e}"), view.theme.style(Role::Bad))],
     };
     print(screen, rows)

@@ -49,6 +49,11 @@ pub const COMMANDS: &[Command] = &[
         args: Args::None,
         what: "what each generation did: turns, latency, failures, crashes, mutations",
     },
+    Command {
+        name: "evals",
+        args: Args::None,
+        what: "the owner's evaluations on each generation: passed, tokens, time, verdict",
+    },
     Command { name: "offers", args: Args::None, what: "what waits for your approval to go out" },
     Command { name: "approve", args: Args::Required("commit"), what: "approve one offered commit" },
     Command { name: "plain", args: Args::None, what: "how to get the plain text client" },

@@ -265,7 +265,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
 ];
 
 /// Commands of the full client that are not in this version.
-const LATER: &[&str] = &["/tools", "/generations"];
+const LATER: &[&str] = &["/tools", "/generations", "/evals"];
 
 /// Classifies a line typed at a terminal. A command is a slash and a word of
 /// lower-case letters, then optionally a blank and anything; any other line,
