@@ -203,11 +203,21 @@ pub async fn run_one(
         script: evaluation.script.as_deref(),
         look: &look,
         commands: &commands,
+        budget: evaluation.budget,
     };
     let (run, left) = ground.run_in(commit, binary, &stimulus, place, &workspace).await;
-    let tokens = checks::tokens_of(&left.events, 0);
+    // The owner's provider is counted by the kernel's proxy, never from the
+    // usage the body journals; the stand-in's from the throwaway journal.
+    let spent = left.spent.clone();
+    let tokens = match &spent {
+        Some(spent) => spent.tokens,
+        None => checks::tokens_of(&left.events, 0),
+    };
     let observed = checks::observed(&run, tokens, left);
-    let outcome = checks::judge(&evaluation.checks, &run.ending, &observed);
+    let outcome = match spent.and_then(|s| s.stopped) {
+        Some(why) => Outcome::Undecided(why),
+        None => checks::judge(&evaluation.checks, &run.ending, &observed),
+    };
     let each = match outcome {
         Outcome::Undecided(_) => vec![],
         _ => evaluation

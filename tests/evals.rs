@@ -391,3 +391,84 @@ fn an_exchange_becomes_an_evaluation() -> TestResult {
     assert!(std::fs::read_to_string(&file)?.ends_with("# edited\n"));
     Ok(())
 }
+
+/// The owner's provider answers these, in this order (evaluations run by
+/// name): a reply within the budget, a reply over it, and a 503.
+const PROVIDER_SCRIPT: &str = "{\"reply\": \"answered by the provider\"}\n\
+    {\"reply\": \"a second answer\"}\n\
+    {\"error\": {\"status\": 503, \"message\": \"overloaded\"}}\n";
+
+const WITHIN: &str = "model = \"provider\"\ntokens = 1000000\nline = \"hello\"\n\n\
+    [[check]]\nreply_contains = \"answered by the provider\"\n";
+const OVER: &str = "model = \"provider\"\ntokens = 5\nline = \"hello\"\n\n\
+    [[check]]\nreply_contains = \"second\"\n";
+const DOWN: &str = "model = \"provider\"\ntokens = 1000000\nline = \"hello\"\n\n\
+    [[check]]\nreply_contains = \"anything\"\n";
+
+/// Evaluations answered by the owner's provider (a stand-in posing as it,
+/// taking only the owner's key) through the kernel's proxy: one within its
+/// budget passes with the tokens the provider reported; one whose reported
+/// usage passes its budget, and one whose provider answers 503, decide
+/// nothing, and neither is kept to be reused.
+#[test]
+fn the_owners_provider_answers_within_a_budget() -> TestResult {
+    const OWNER_KEY: &str = "sk-evals-owner-key";
+    let ind = Individual::new(SCRIPT, &[])?;
+    {
+        let _kernel = ind.start()?;
+        ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    }
+    let provider =
+        teneral_testkit::standin::Standin::start(&teneral(), PROVIDER_SCRIPT, Some(OWNER_KEY))?;
+    let home = ind.path();
+    let dotenv = std::fs::read_to_string(home.join(".env"))?.replace(
+        "TENERAL_PROVIDER=standin\n",
+        &format!(
+            "TENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={OWNER_KEY}\n\
+             TENERAL_MODEL=some-model\nTENERAL_SMOKE_SECONDS=60\n",
+            provider.url
+        ),
+    );
+    assert!(dotenv.contains(OWNER_KEY), "the provider is not named: {dotenv}");
+    std::fs::write(home.join(".env"), dotenv)?;
+    let evals = home.join("evals");
+    std::fs::create_dir_all(&evals)?;
+    for (name, text) in [("a-within", WITHIN), ("b-over", OVER), ("c-down", DOWN)] {
+        std::fs::write(evals.join(format!("{name}.toml")), text)?;
+    }
+
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "run", "--json", "--dir"])
+        .arg(home)
+        .output_within(LONG)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ran: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let result = |name: &str| {
+        ran["results"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["evaluation"] == name).cloned())
+            .unwrap_or_default()
+    };
+    let within = result("a-within");
+    assert_eq!(within["result"], "passed", "{ran}\n{stderr}");
+    let tokens = within["tokens"].as_u64().unwrap_or_default();
+    assert!(tokens > 5 && tokens < 1_000_000, "the provider's reported usage: {within}");
+
+    let over = result("b-over");
+    assert_eq!(over["result"], "undecided", "{ran}");
+    let why = over["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("budget overrun"), "{over}");
+    assert!(why.contains("over the budget of 5"), "{over}");
+    assert!(over["tokens"].as_u64().unwrap_or_default() > 5, "{over}");
+
+    let down = result("c-down");
+    assert_eq!(down["result"], "undecided", "{ran}");
+    let why = down["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("provider failure") && why.contains("503"), "{down}");
+
+    assert_eq!(ran["passed"], 1, "{ran}");
+    let kept = std::fs::read_dir(home.join(".teneral/evals"))?.count();
+    assert_eq!(kept, 1, "only the decided result is kept");
+    Ok(())
+}
