@@ -472,3 +472,63 @@ fn the_owners_provider_answers_within_a_budget() -> TestResult {
     assert_eq!(kept, 1, "only the decided result is kept");
     Ok(())
 }
+
+/// Under `TENERAL_EVALS=gate`, with the owner's provider answering the
+/// kernel and the evaluations alike: a budget overrun and a 503 on both
+/// sides decide nothing, the candidate is promoted, and no refusal is
+/// counted.
+#[test]
+fn an_overrun_and_a_provider_failure_refuse_nothing() -> TestResult {
+    const OWNER_KEY: &str = "sk-evals-owner-key";
+    // The birth, then the running generation's three evaluations, then the
+    // candidate's.
+    let script = format!("{{\"reply\": \"Hello.\"}}\n{PROVIDER_SCRIPT}{PROVIDER_SCRIPT}");
+    let provider = teneral_testkit::standin::Standin::start(&teneral(), &script, Some(OWNER_KEY))?;
+    let ind = Individual::with_mode("mutate", "", &["TENERAL_EVALS=gate"])?;
+    let home = ind.path();
+    let dotenv = std::fs::read_to_string(home.join(".env"))?.replace(
+        "TENERAL_PROVIDER=standin\n",
+        &format!(
+            "TENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={OWNER_KEY}\n\
+             TENERAL_MODEL=some-model\n",
+            provider.url
+        ),
+    );
+    std::fs::write(home.join(".env"), dotenv)?;
+    let evals = home.join("evals");
+    std::fs::create_dir_all(&evals)?;
+    for (name, text) in [("a-within", WITHIN), ("b-over", OVER), ("c-down", DOWN)] {
+        std::fs::write(evals.join(format!("{name}.toml")), text)?;
+    }
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let reply =
+        "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}\")}))?;";
+    let louder = "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}!\")}))?;";
+    let candidate = mutation(&ind, reply, louder)?;
+    let verdict = ask(&ind, &candidate)?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    let step = ind
+        .events("mutation.check")
+        .into_iter()
+        .find(|e| e["check"] == "evals" && e["candidate"] == candidate.as_str())
+        .ok_or("no evals step")?;
+    assert_eq!(step["result"], "passed", "{step}");
+    assert_eq!(step["regressed"], serde_json::json!([]), "{step}");
+    let undecided: Vec<_> = step["undecided"]
+        .as_array()
+        .ok_or("no undecided")?
+        .iter()
+        .map(|u| (u["evaluation"].as_str().unwrap_or_default().to_owned(), u["why"].clone()))
+        .collect();
+    assert_eq!(undecided.len(), 2, "{step}");
+    assert_eq!(undecided[0].0, "b-over", "{step}");
+    assert!(undecided[0].1.as_str().unwrap_or_default().contains("budget overrun"), "{step}");
+    assert_eq!(undecided[1].0, "c-down", "{step}");
+    assert!(undecided[1].1.as_str().unwrap_or_default().contains("provider failure"), "{step}");
+    let results = ind.events("eval.result");
+    let passed = results.iter().filter(|e| e["evaluation"] == "a-within");
+    assert!(passed.clone().count() == 2 && passed.clone().all(|e| e["result"] == "passed"));
+    assert!(ind.events("mutation.rejected").is_empty(), "a refusal was counted");
+    Ok(())
+}
