@@ -128,6 +128,9 @@ pub struct Record {
     pub tokens: u64,
     pub seconds: f64,
     pub reply_seconds: Option<f64>,
+    /// The budget of tokens, when the owner's provider answered; `tokens`
+    /// is then the kernel's count of what the provider reported.
+    pub budget: Option<u64>,
 }
 
 impl Record {
@@ -169,6 +172,9 @@ impl Record {
         });
         if let Some(r) = self.reply_seconds {
             fields["reply_seconds"] = json!(round(r));
+        }
+        if let Some(budget) = self.budget {
+            fields["budget"] = json!(budget);
         }
         match &self.outcome {
             Outcome::Failed { said, .. } => {
@@ -234,5 +240,6 @@ pub async fn run_one(
         tokens,
         seconds: run.run_seconds,
         reply_seconds: run.reply_seconds,
+        budget: evaluation.budget,
     }
 }

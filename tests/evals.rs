@@ -454,6 +454,7 @@ fn the_owners_provider_answers_within_a_budget() -> TestResult {
     assert_eq!(within["result"], "passed", "{ran}\n{stderr}");
     let tokens = within["tokens"].as_u64().unwrap_or_default();
     assert!(tokens > 5 && tokens < 1_000_000, "the provider's reported usage: {within}");
+    assert_eq!(within["budget"], 1_000_000, "{within}");
 
     let over = result("b-over");
     assert_eq!(over["result"], "undecided", "{ran}");
