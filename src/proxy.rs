@@ -180,11 +180,16 @@ impl Proxy {
         body_key: String,
         meter: Arc<Meter>,
     ) -> Result<Proxy, ProxyError> {
-        let mut proxy = Proxy::bind(addr, upstream, body_key).await?;
-        if let Some(shared) = Arc::get_mut(&mut proxy.shared) {
-            shared.meter = Some(meter);
+        let mut builder = client_builder();
+        if on_loopback(&upstream.base_url) {
+            builder = builder.no_proxy();
         }
-        Ok(proxy)
+        let client = builder.build().map_err(ProxyError::Client)?;
+        let credential = Credential::Key(upstream.authorization()?);
+        let base_url = upstream.base_url.as_str();
+        let limit = MAX_REQUEST_BYTES;
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, limit, Some(meter))
+            .await
     }
 
     /// Like [`Proxy::bind`], for a ChatGPT plan at `base_url` reached with
@@ -201,8 +206,8 @@ impl Proxy {
         }
         let client = builder.build().map_err(ProxyError::Client)?;
         let credential = Credential::SignIn(session);
-        Proxy::bind_credential(addr, base_url, credential, body_key, client, MAX_REQUEST_BYTES)
-            .await
+        let limit = MAX_REQUEST_BYTES;
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, limit, None).await
     }
 
     async fn bind_with(
@@ -213,7 +218,8 @@ impl Proxy {
         limit: usize,
     ) -> Result<Proxy, ProxyError> {
         let credential = Credential::Key(upstream.authorization()?);
-        Proxy::bind_credential(addr, &upstream.base_url, credential, body_key, client, limit).await
+        let base_url = upstream.base_url.as_str();
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, limit, None).await
     }
 
     async fn bind_credential(
@@ -223,6 +229,7 @@ impl Proxy {
         body_key: String,
         client: reqwest::Client,
         limit: usize,
+        meter: Option<Arc<Meter>>,
     ) -> Result<Proxy, ProxyError> {
         if !addr.ip().is_loopback() {
             return Err(ProxyError::NotLoopback { addr });
@@ -237,7 +244,7 @@ impl Proxy {
             TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
         let body_key = body_key.into_bytes();
-        let shared = Shared { client, base_url, host, credential, body_key, limit, meter: None };
+        let shared = Shared { client, base_url, host, credential, body_key, limit, meter };
         Ok(Proxy { listener, addr, shared: Arc::new(shared) })
     }
 

@@ -1,13 +1,15 @@
 //! One run of a generation's built body on one stimulus, as the gate's smoke
 //! run starts a candidate ([`crate::gate::smoke`]): a throwaway individual
 //! of its own under `.teneral/replay/`, the body in the cage's `smoke`
-//! profile (loopback only, the stand-in's port forwarded in), the clock
-//! off, a dummy key, and a stand-in model of its own, scripted with what the
-//! model answered at the time. The throwaway journal starts with the birth
-//! already taken (so no body speaks its letter first), then the stimulus
-//! waits: an owner line in `.teneral/owner/`, or an envelope in `inbox/`.
-//! The run lasts until the body's turn ends, the body ends, or the limit.
-
+//! profile (loopback only, the model's port forwarded in), the clock off, a
+//! dummy key, and a stand-in model of its own, scripted with what the model
+//! answered at the time, or (an evaluation of the owner's provider) a
+//! metered proxy of the kernel's to that provider, which stops the run when
+//! the reported usage passes the budget or the provider fails. The
+//! throwaway journal starts with the birth already taken (so no body speaks
+//! its letter first), then the stimulus waits: an owner line in
+//! `.teneral/owner/`, or an envelope in `inbox/`. The run lasts until the
+//! body's turn ends, the body ends, the kernel stops it, or the limit.
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
