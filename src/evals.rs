@@ -2,7 +2,8 @@
 //! against every candidate.
 //!
 //! Each evaluation is a file of `evals/` ([`format`]): a stimulus, the
-//! stand-in model's answers, files to place first, and checks. It runs on a
+//! stand-in model's answers or a budget of tokens for the owner's provider,
+//! files to place first, and checks. It runs on a
 //! throwaway individual in the cage exactly as a replay does
 //! ([`crate::replay::run`]); its checks are pure functions over what the
 //! kernel observed ([`checks`]); the gate's decision is [`decide`].

@@ -10,6 +10,7 @@
 //! its letter first), then the stimulus waits: an owner line in
 //! `.teneral/owner/`, or an envelope in `inbox/`. The run lasts until the
 //! body's turn ends, the body ends, the kernel stops it, or the limit.
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
