@@ -2,7 +2,8 @@
 //! against every candidate.
 //!
 //! Each evaluation is a file of `evals/` ([`format`]): a stimulus, the
-//! stand-in model's answers, files to place first, and checks. It runs on a
+//! stand-in model's answers or a budget of tokens for the owner's provider,
+//! files to place first, and checks. It runs on a
 //! throwaway individual in the cage exactly as a replay does
 //! ([`crate::replay::run`]); its checks are pure functions over what the
 //! kernel observed ([`checks`]); the gate's decision is [`decide`].
@@ -128,6 +129,9 @@ pub struct Record {
     pub tokens: u64,
     pub seconds: f64,
     pub reply_seconds: Option<f64>,
+    /// The budget of tokens, when the owner's provider answered; `tokens`
+    /// is then the kernel's count of what the provider reported.
+    pub budget: Option<u64>,
 }
 
 impl Record {
@@ -170,6 +174,9 @@ impl Record {
         if let Some(r) = self.reply_seconds {
             fields["reply_seconds"] = json!(round(r));
         }
+        if let Some(budget) = self.budget {
+            fields["budget"] = json!(budget);
+        }
         match &self.outcome {
             Outcome::Failed { said, .. } => {
                 fields["failed_check"] = json!(self.failed_check());
@@ -203,11 +210,21 @@ pub async fn run_one(
         script: evaluation.script.as_deref(),
         look: &look,
         commands: &commands,
+        budget: evaluation.budget,
     };
     let (run, left) = ground.run_in(commit, binary, &stimulus, place, &workspace).await;
-    let tokens = checks::tokens_of(&left.events, 0);
+    // The owner's provider is counted by the kernel's proxy, never from the
+    // usage the body journals; the stand-in's from the throwaway journal.
+    let spent = left.spent.clone();
+    let tokens = match &spent {
+        Some(spent) => spent.tokens,
+        None => checks::tokens_of(&left.events, 0),
+    };
     let observed = checks::observed(&run, tokens, left);
-    let outcome = checks::judge(&evaluation.checks, &run.ending, &observed);
+    let outcome = match spent.and_then(|s| s.stopped) {
+        Some(why) => Outcome::Undecided(why),
+        None => checks::judge(&evaluation.checks, &run.ending, &observed),
+    };
     let each = match outcome {
         Outcome::Undecided(_) => vec![],
         _ => evaluation
@@ -224,5 +241,6 @@ pub async fn run_one(
         tokens,
         seconds: run.run_seconds,
         reply_seconds: run.reply_seconds,
+        budget: evaluation.budget,
     }
 }

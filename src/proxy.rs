@@ -24,8 +24,14 @@
 //! - The answer is relayed as it arrives, so a streamed reply stays streamed:
 //!   each frame leaves as the provider sends it, and the token counts in a
 //!   stream's last chunk or `response.completed` event reach the body, which
-//!   journals them, unread and unchanged by the proxy.
+//!   journals them, unchanged by the proxy.
+//! - A metered proxy ([`Proxy::bind_metered`]) reads the usage each answer
+//!   reports as it passes and spends it on its [`meter::Meter`]; a 5xx
+//!   answer or an upstream out of reach fails the meter; once the meter
+//!   stopped, a request is refused (429, `token_budget_spent`) and never
+//!   forwarded.
 
+pub mod meter;
 mod relay;
 mod rules;
 pub mod signin;
@@ -46,7 +52,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-use relay::{relay, Relay};
+use meter::Meter;
+use relay::{relay, Relay, Tap};
 use rules::{authorized, causes, host_of, on_loopback, passes_up, route};
 
 use crate::settings::{Provider, Secret, Settings};
@@ -143,6 +150,8 @@ struct Shared {
     credential: Credential,
     body_key: Vec<u8>,
     limit: usize,
+    /// What the answers spend, when the proxy is metered.
+    meter: Option<Arc<Meter>>,
 }
 
 impl Proxy {
@@ -163,6 +172,26 @@ impl Proxy {
         Proxy::bind_with(addr, upstream, body_key, client, MAX_REQUEST_BYTES).await
     }
 
+    /// Like [`Proxy::bind`], every answer's reported usage spent on `meter`
+    /// and every provider failure told to it.
+    pub async fn bind_metered(
+        addr: SocketAddr,
+        upstream: Upstream,
+        body_key: String,
+        meter: Arc<Meter>,
+    ) -> Result<Proxy, ProxyError> {
+        let mut builder = client_builder();
+        if on_loopback(&upstream.base_url) {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(ProxyError::Client)?;
+        let credential = Credential::Key(upstream.authorization()?);
+        let base_url = upstream.base_url.as_str();
+        let limit = MAX_REQUEST_BYTES;
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, limit, Some(meter))
+            .await
+    }
+
     /// Like [`Proxy::bind`], for a ChatGPT plan at `base_url` reached with
     /// the kernel's sign-in.
     pub async fn bind_signed_in(
@@ -177,8 +206,8 @@ impl Proxy {
         }
         let client = builder.build().map_err(ProxyError::Client)?;
         let credential = Credential::SignIn(session);
-        Proxy::bind_credential(addr, base_url, credential, body_key, client, MAX_REQUEST_BYTES)
-            .await
+        let limit = MAX_REQUEST_BYTES;
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, limit, None).await
     }
 
     async fn bind_with(
@@ -189,7 +218,8 @@ impl Proxy {
         limit: usize,
     ) -> Result<Proxy, ProxyError> {
         let credential = Credential::Key(upstream.authorization()?);
-        Proxy::bind_credential(addr, &upstream.base_url, credential, body_key, client, limit).await
+        let base_url = upstream.base_url.as_str();
+        Proxy::bind_credential(addr, base_url, credential, body_key, client, limit, None).await
     }
 
     async fn bind_credential(
@@ -199,6 +229,7 @@ impl Proxy {
         body_key: String,
         client: reqwest::Client,
         limit: usize,
+        meter: Option<Arc<Meter>>,
     ) -> Result<Proxy, ProxyError> {
         if !addr.ip().is_loopback() {
             return Err(ProxyError::NotLoopback { addr });
@@ -212,8 +243,8 @@ impl Proxy {
         let listener =
             TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
-        let shared =
-            Shared { client, base_url, host, credential, body_key: body_key.into_bytes(), limit };
+        let body_key = body_key.into_bytes();
+        let shared = Shared { client, base_url, host, credential, body_key, limit, meter };
         Ok(Proxy { listener, addr, shared: Arc::new(shared) })
     }
 
@@ -276,6 +307,12 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
              send Authorization: Bearer $TENERAL_API_KEY as the kernel gave it"
                 .to_owned(),
         );
+    }
+    if let Some(stopped) = shared.meter.as_ref().and_then(|m| m.stop_reason()) {
+        let message = format!(
+            "the kernel stopped this run's requests ({stopped}); the evaluation decides nothing"
+        );
+        return refusal(StatusCode::TOO_MANY_REQUESTS, "token_budget_spent", message);
     }
     let Some(suffix) = route(request.method(), request.uri().path()) else {
         let message = format!(
@@ -349,14 +386,23 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
             Err(e) => return refusal(StatusCode::UNAUTHORIZED, "signin_ended", e.to_string()),
         },
     };
+    let meter = shared.meter.as_ref();
     match sent {
         Ok(response) if whole && response.status().is_success() => signin::whole(response).await,
-        Ok(response) => relay(response),
-        Err(e) => refusal(
-            StatusCode::BAD_GATEWAY,
-            "upstream_unreachable",
-            format!("the kernel could not reach the model at {}: {}", shared.host, causes(&e)),
-        ),
+        Ok(response) => {
+            if let (Some(meter), true) = (meter, response.status().is_server_error()) {
+                meter.fail(format!("the provider answered {}", response.status()));
+            }
+            relay(response, meter.map(|m| Tap::new(Arc::clone(m))))
+        }
+        Err(e) => {
+            let message =
+                format!("the kernel could not reach the model at {}: {}", shared.host, causes(&e));
+            if let Some(meter) = meter {
+                meter.fail(message.clone());
+            }
+            refusal(StatusCode::BAD_GATEWAY, "upstream_unreachable", message)
+        }
     }
 }
 

@@ -391,3 +391,145 @@ fn an_exchange_becomes_an_evaluation() -> TestResult {
     assert!(std::fs::read_to_string(&file)?.ends_with("# edited\n"));
     Ok(())
 }
+
+/// The owner's provider answers these, in this order (evaluations run by
+/// name): a reply within the budget, a reply over it, and a 503.
+const PROVIDER_SCRIPT: &str = "{\"reply\": \"answered by the provider\"}\n\
+    {\"reply\": \"a second answer\"}\n\
+    {\"error\": {\"status\": 503, \"message\": \"overloaded\"}}\n";
+
+const WITHIN: &str = "model = \"provider\"\ntokens = 1000000\nline = \"hello\"\n\n\
+    [[check]]\nreply_contains = \"answered by the provider\"\n";
+const OVER: &str = "model = \"provider\"\ntokens = 5\nline = \"hello\"\n\n\
+    [[check]]\nreply_contains = \"second\"\n";
+const DOWN: &str = "model = \"provider\"\ntokens = 1000000\nline = \"hello\"\n\n\
+    [[check]]\nreply_contains = \"anything\"\n";
+
+/// Evaluations answered by the owner's provider (a stand-in posing as it,
+/// taking only the owner's key) through the kernel's proxy: one within its
+/// budget passes with the tokens the provider reported; one whose reported
+/// usage passes its budget, and one whose provider answers 503, decide
+/// nothing, and neither is kept to be reused.
+#[test]
+fn the_owners_provider_answers_within_a_budget() -> TestResult {
+    const OWNER_KEY: &str = "sk-evals-owner-key";
+    let ind = Individual::new(SCRIPT, &[])?;
+    {
+        let _kernel = ind.start()?;
+        ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    }
+    let provider =
+        teneral_testkit::standin::Standin::start(&teneral(), PROVIDER_SCRIPT, Some(OWNER_KEY))?;
+    let home = ind.path();
+    let dotenv = std::fs::read_to_string(home.join(".env"))?.replace(
+        "TENERAL_PROVIDER=standin\n",
+        &format!(
+            "TENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={OWNER_KEY}\n\
+             TENERAL_MODEL=some-model\nTENERAL_SMOKE_SECONDS=60\n",
+            provider.url
+        ),
+    );
+    assert!(dotenv.contains(OWNER_KEY), "the provider is not named: {dotenv}");
+    std::fs::write(home.join(".env"), dotenv)?;
+    let evals = home.join("evals");
+    std::fs::create_dir_all(&evals)?;
+    for (name, text) in [("a-within", WITHIN), ("b-over", OVER), ("c-down", DOWN)] {
+        std::fs::write(evals.join(format!("{name}.toml")), text)?;
+    }
+
+    let out = std::process::Command::new(teneralctl())
+        .args(["evals", "run", "--json", "--dir"])
+        .arg(home)
+        .output_within(LONG)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ran: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let result = |name: &str| {
+        ran["results"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["evaluation"] == name).cloned())
+            .unwrap_or_default()
+    };
+    let within = result("a-within");
+    assert_eq!(within["result"], "passed", "{ran}\n{stderr}");
+    let tokens = within["tokens"].as_u64().unwrap_or_default();
+    assert!(tokens > 5 && tokens < 1_000_000, "the provider's reported usage: {within}");
+    assert_eq!(within["budget"], 1_000_000, "{within}");
+
+    let over = result("b-over");
+    assert_eq!(over["result"], "undecided", "{ran}");
+    let why = over["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("budget overrun"), "{over}");
+    assert!(why.contains("over the budget of 5"), "{over}");
+    assert!(over["tokens"].as_u64().unwrap_or_default() > 5, "{over}");
+
+    let down = result("c-down");
+    assert_eq!(down["result"], "undecided", "{ran}");
+    let why = down["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("provider failure") && why.contains("503"), "{down}");
+
+    assert_eq!(ran["passed"], 1, "{ran}");
+    let kept = std::fs::read_dir(home.join(".teneral/evals"))?.count();
+    assert_eq!(kept, 1, "only the decided result is kept");
+    Ok(())
+}
+
+/// Under `TENERAL_EVALS=gate`, with the owner's provider answering the
+/// kernel and the evaluations alike: a budget overrun and a 503 on both
+/// sides decide nothing, the candidate is promoted, and no refusal is
+/// counted.
+#[test]
+fn an_overrun_and_a_provider_failure_refuse_nothing() -> TestResult {
+    const OWNER_KEY: &str = "sk-evals-owner-key";
+    // The birth, then the running generation's three evaluations, then the
+    // candidate's.
+    let script = format!("{{\"reply\": \"Hello.\"}}\n{PROVIDER_SCRIPT}{PROVIDER_SCRIPT}");
+    let provider = teneral_testkit::standin::Standin::start(&teneral(), &script, Some(OWNER_KEY))?;
+    let ind = Individual::with_mode("mutate", "", &["TENERAL_EVALS=gate"])?;
+    let home = ind.path();
+    let dotenv = std::fs::read_to_string(home.join(".env"))?.replace(
+        "TENERAL_PROVIDER=standin\n",
+        &format!(
+            "TENERAL_PROVIDER=compatible\nTENERAL_BASE_URL={}\nTENERAL_API_KEY={OWNER_KEY}\n\
+             TENERAL_MODEL=some-model\n",
+            provider.url
+        ),
+    );
+    std::fs::write(home.join(".env"), dotenv)?;
+    let evals = home.join("evals");
+    std::fs::create_dir_all(&evals)?;
+    for (name, text) in [("a-within", WITHIN), ("b-over", OVER), ("c-down", DOWN)] {
+        std::fs::write(evals.join(format!("{name}.toml")), text)?;
+    }
+    let _kernel = ind.start()?;
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let reply =
+        "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}\")}))?;";
+    let louder = "kernel.send(json!({\"type\": \"reply\", \"text\": format!(\"{REPLY_PREFIX}{reply}!\")}))?;";
+    let candidate = mutation(&ind, reply, louder)?;
+    let verdict = ask(&ind, &candidate)?;
+    assert_eq!(verdict["type"], "mutation.accepted", "{verdict}\n{}", ind.kernel_log());
+    let step = ind
+        .events("mutation.check")
+        .into_iter()
+        .find(|e| e["check"] == "evals" && e["candidate"] == candidate.as_str())
+        .ok_or("no evals step")?;
+    assert_eq!(step["result"], "passed", "{step}");
+    assert_eq!(step["regressed"], serde_json::json!([]), "{step}");
+    let undecided: Vec<_> = step["undecided"]
+        .as_array()
+        .ok_or("no undecided")?
+        .iter()
+        .map(|u| (u["evaluation"].as_str().unwrap_or_default().to_owned(), u["why"].clone()))
+        .collect();
+    assert_eq!(undecided.len(), 2, "{step}");
+    assert_eq!(undecided[0].0, "b-over", "{step}");
+    assert!(undecided[0].1.as_str().unwrap_or_default().contains("budget overrun"), "{step}");
+    assert_eq!(undecided[1].0, "c-down", "{step}");
+    assert!(undecided[1].1.as_str().unwrap_or_default().contains("provider failure"), "{step}");
+    let results = ind.events("eval.result");
+    let passed = results.iter().filter(|e| e["evaluation"] == "a-within");
+    assert!(passed.clone().count() == 2 && passed.clone().all(|e| e["result"] == "passed"));
+    assert!(ind.events("mutation.rejected").is_empty(), "a refusal was counted");
+    Ok(())
+}

@@ -37,6 +37,20 @@ pub struct Evaluation {
     pub script: Option<String>,
     /// The checks, in the owner's order; the first that fails is named.
     pub checks: Vec<Check>,
+    /// `Some(tokens)` when the owner's provider answers, through the
+    /// kernel's proxy, within that budget; `None`: the scripted stand-in.
+    pub budget: Option<u64>,
+}
+
+/// Which model answers an evaluation, as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Model {
+    /// The stand-in, scripted with the steps.
+    #[default]
+    Standin,
+    /// The owner's provider, through the kernel's proxy, within `tokens`.
+    Provider,
 }
 
 /// What wakes the body in the evaluation.
@@ -84,6 +98,9 @@ pub enum Check {
 struct Raw {
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    model: Model,
+    tokens: Option<u64>,
     line: Option<String>,
     envelope: Option<toml::Table>,
     #[serde(default)]
@@ -225,6 +242,33 @@ pub fn parse(file: &str, text: &str) -> Result<Evaluation, FormatError> {
         }
     };
 
+    let budget = match (raw.model, raw.tokens) {
+        (Model::Standin, None) => None,
+        (Model::Standin, Some(_)) => {
+            return Err(refuse(
+                "tokens",
+                "a budget of tokens is for the owner's provider, and the stand-in answers here"
+                    .into(),
+                "write model = \"provider\" to spend it there, or remove tokens (a tokens_under check bounds the stand-in's)",
+            ))
+        }
+        (Model::Provider, None | Some(0)) => {
+            return Err(refuse(
+                "tokens",
+                "the owner's provider answers, and there is no budget of tokens".into(),
+                "write tokens = N, the most the provider may report for the run, e.g. tokens = 20000",
+            ))
+        }
+        (Model::Provider, Some(_)) if script.is_some() => {
+            return Err(refuse(
+                "step",
+                "the owner's provider answers, so steps of the stand-in would never be read".into(),
+                "remove the [[step]] tables, or write model = \"standin\"",
+            ))
+        }
+        (Model::Provider, Some(tokens)) => Some(tokens),
+    };
+
     if raw.check.is_empty() {
         return Err(refuse(
             "check",
@@ -289,6 +333,7 @@ pub fn parse(file: &str, text: &str) -> Result<Evaluation, FormatError> {
         files,
         script,
         checks: raw.check,
+        budget,
     })
 }
 
@@ -391,6 +436,8 @@ fn toml_error(file: &str, text: &str, error: &toml::de::Error) -> FormatError {
             },
             format!("remove {unknown} or write one of the fields the message names"),
         )
+    } else if key == Some("model") {
+        (at, "write model = \"standin\" or model = \"provider\"".into())
     } else if let Some(unknown) = between(&message, "unknown variant `", "`") {
         (
             format!("{at}, check {unknown}"),
@@ -472,6 +519,17 @@ reply_matches = "Writ*."
         let Stimulus::Envelope(envelope) = eval.stimulus else { panic!("not an envelope") };
         assert_eq!(envelope["text"], "build broke");
         assert_eq!(eval.script, None);
+        assert_eq!(eval.budget, None);
+    }
+
+    #[test]
+    fn a_provider_evaluation() {
+        let text = "model = \"provider\"\ntokens = 5000\nline = \"hi\"\n[[check]]\nreply_contains = \"hello\"\n";
+        let eval = parse("evals/greets.toml", text).unwrap();
+        assert_eq!(eval.budget, Some(5000));
+        assert_eq!(eval.script, None);
+        let standin = "model = \"standin\"\nline = \"hi\"\n[[check]]\nreply_contains = \"hello\"\n";
+        assert_eq!(parse("evals/greets.toml", standin).unwrap().budget, None);
     }
 
     /// Each malformed file: the field named and a word of what to write.
@@ -568,6 +626,36 @@ reply_matches = "Writ*."
                 "tool's name",
             ),
             ("not TOML", "line = \n".to_owned(), "line 1", "TOML"),
+            (
+                "a provider without a budget",
+                format!("model = \"provider\"\nline = \"hi\"{check}"),
+                "tokens",
+                "tokens = N",
+            ),
+            (
+                "a provider with a zero budget",
+                format!("model = \"provider\"\ntokens = 0\nline = \"hi\"{check}"),
+                "tokens",
+                "tokens = N",
+            ),
+            (
+                "a budget for the stand-in",
+                format!("tokens = 100\nline = \"hi\"{check}"),
+                "tokens",
+                "model = \"provider\"",
+            ),
+            (
+                "steps for the provider",
+                format!("model = \"provider\"\ntokens = 100\nline = \"hi\"\n[[step]]\nreply = \"a\"{check}"),
+                "step",
+                "remove the [[step]]",
+            ),
+            (
+                "an unknown model",
+                format!("model = \"gpt\"\nline = \"hi\"{check}"),
+                "line 1, model",
+                "model = \"provider\"",
+            ),
             (
                 "two keys in a check",
                 "line = \"hi\"\n[[check]]\nreply_contains = \"x\"\nrpely = \"y\"\n".to_owned(),

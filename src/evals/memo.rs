@@ -59,6 +59,7 @@ fn to_json(r: &Record) -> Value {
         "failed": check, "said": said,
         "checks": r.checks.iter().map(|(c, f)| json!([c, f])).collect::<Vec<_>>(),
         "tokens": r.tokens, "seconds": r.seconds, "reply_seconds": r.reply_seconds,
+        "budget": r.budget,
     })
 }
 
@@ -90,6 +91,7 @@ fn from_json(v: &Value) -> Option<Record> {
         tokens: v.get("tokens")?.as_u64()?,
         seconds: v.get("seconds")?.as_f64()?,
         reply_seconds: v.get("reply_seconds").and_then(Value::as_f64),
+        budget: v.get("budget").and_then(Value::as_u64),
     })
 }
 
@@ -112,6 +114,7 @@ mod tests {
             tokens: 12,
             seconds: 1.25,
             reply_seconds: Some(0.5),
+            budget: Some(1000),
         };
         memo.put("cd34", &failed);
         assert_eq!(memo.get("cd34", "ab12"), Some(failed.clone()));

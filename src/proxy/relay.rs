@@ -16,6 +16,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderMap, HeaderName};
 use hyper::Response;
 
+use super::meter::{tokens_in, Meter, MAX_READ_BYTES};
 use super::Answer;
 
 /// The upstream's response headers that come back to the body.
@@ -25,21 +26,53 @@ fn passes_down(name: &HeaderName) -> bool {
         || name.starts_with("x-ratelimit-")
 }
 
-pub(super) fn relay(response: reqwest::Response) -> Answer {
+/// What a metered proxy keeps of one answer to read its usage at its end.
+pub(super) struct Tap {
+    meter: std::sync::Arc<Meter>,
+    kept: Vec<u8>,
+}
+
+impl Tap {
+    pub(super) fn new(meter: std::sync::Arc<Meter>) -> Tap {
+        Tap { meter, kept: Vec::new() }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let room = MAX_READ_BYTES.saturating_sub(self.kept.len());
+        self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+}
+
+/// The answer ended, whole or broken off (the body hung up): the usage it
+/// reported is spent.
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.meter.spend(tokens_in(&self.kept));
+    }
+}
+
+pub(super) fn relay(response: reqwest::Response, tap: Option<Tap>) -> Answer {
     let status = response.status();
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers().iter().filter(|(name, _)| passes_down(name)) {
         headers.append(name.clone(), value.clone());
     }
-    let mut answer = Response::new(Either::Right(Relay::Idle(Box::new(response))));
+    let relay = Relay { state: State::Idle(Box::new(response)), tap };
+    let mut answer = Response::new(Either::Right(relay));
     *answer.status_mut() = status;
     *answer.headers_mut() = headers;
     answer
 }
 
 /// The upstream's response body, passed on chunk by chunk as it arrives.
-/// Dropping it drops the upstream response.
-pub(super) enum Relay {
+/// Dropping it drops the upstream response. A metered proxy's tap reads
+/// the usage of the bytes that passed when the answer ends.
+pub(super) struct Relay {
+    state: State,
+    tap: Option<Tap>,
+}
+
+enum State {
     Idle(Box<reqwest::Response>),
     Reading(Pin<Box<dyn Future<Output = (Box<reqwest::Response>, Chunk)> + Send>>),
     Done,
@@ -57,44 +90,54 @@ impl Body for Relay {
     ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
         let this = self.get_mut();
         loop {
-            match std::mem::replace(this, Relay::Done) {
-                Relay::Idle(mut response) => {
-                    *this = Relay::Reading(Box::pin(async move {
+            match std::mem::replace(&mut this.state, State::Done) {
+                State::Idle(mut response) => {
+                    this.state = State::Reading(Box::pin(async move {
                         let chunk = response.chunk().await;
                         (response, chunk)
                     }));
                 }
-                Relay::Reading(mut reading) => match reading.as_mut().poll(cx) {
+                State::Reading(mut reading) => match reading.as_mut().poll(cx) {
                     Poll::Pending => {
-                        *this = Relay::Reading(reading);
+                        this.state = State::Reading(reading);
                         return Poll::Pending;
                     }
                     Poll::Ready((response, Ok(Some(bytes)))) => {
-                        *this = Relay::Idle(response);
+                        if let Some(tap) = &mut this.tap {
+                            tap.feed(&bytes);
+                        }
+                        this.state = State::Idle(response);
                         return Poll::Ready(Some(Ok(Frame::data(bytes))));
                     }
-                    Poll::Ready((_, Ok(None))) => return Poll::Ready(None),
-                    Poll::Ready((_, Err(e))) => return Poll::Ready(Some(Err(e))),
+                    Poll::Ready((_, Ok(None))) => {
+                        drop(this.tap.take());
+                        return Poll::Ready(None);
+                    }
+                    Poll::Ready((_, Err(e))) => {
+                        // What was reported before the break is spent.
+                        drop(this.tap.take());
+                        return Poll::Ready(Some(Err(e)));
+                    }
                 },
-                Relay::Done => return Poll::Ready(None),
+                State::Done => return Poll::Ready(None),
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, Relay::Done)
+        matches!(self.state, State::Done)
     }
 
     /// The upstream's length while nothing is read (hyper asks when it
     /// writes the headers), so an answer of known length goes back with its
     /// `content-length` rather than in chunks; unknown while a chunk is read.
     fn size_hint(&self) -> SizeHint {
-        match self {
-            Relay::Idle(response) => {
+        match &self.state {
+            State::Idle(response) => {
                 response.content_length().map(SizeHint::with_exact).unwrap_or_default()
             }
-            Relay::Reading(_) => SizeHint::default(),
-            Relay::Done => SizeHint::with_exact(0),
+            State::Reading(_) => SizeHint::default(),
+            State::Done => SizeHint::with_exact(0),
         }
     }
 }

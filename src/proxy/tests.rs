@@ -448,3 +448,78 @@ fn the_stand_in_s_stream_reaches_the_body_frame_by_frame_with_its_usage() {
         assert!(usage["usage"]["total_tokens"].as_u64().is_some_and(|n| n > 0), "{usage}");
     });
 }
+
+/// A metered proxy reads the usage a stream reports as it passes, and
+/// once the budget is passed refuses the next request without forwarding
+/// it; a 5xx answer stops it as a provider failure.
+#[test]
+fn a_metered_proxy_counts_streamed_usage_and_stops_at_the_budget() {
+    run(async {
+        let dir = must(tempfile::tempdir());
+        let script = dir.path().join("script.jsonl");
+        must(std::fs::write(&script, "{\"reply\":\"one two three\"}\n{\"reply\":\"never\"}\n"));
+        let config = crate::standin::Config {
+            key: Some(REAL.to_owned()),
+            script: Some(script),
+            ..crate::standin::Config::default()
+        };
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let standin = must(crate::standin::Standin::bind(loopback, config).await);
+        let upstream = Upstream { base_url: standin.base_url(), api_key: Secret::new(REAL) };
+        tokio::spawn(standin.serve());
+        let meter = Arc::new(Meter::new(3));
+        let proxy = must(
+            Proxy::bind_metered(loopback, upstream, STAND_IN.into(), Arc::clone(&meter)).await,
+        );
+        let proxy_addr = proxy.local_addr();
+        tokio::spawn(proxy.serve());
+        let request = serde_json::json!({
+            "model": "standin", "messages": [{"role": "user", "content": "hi"}],
+            "stream": true, "stream_options": {"include_usage": true},
+        });
+        let ask = || {
+            client()
+                .post(format!("http://{proxy_addr}/v1/chat/completions"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .header("content-type", "application/json")
+                .body(request.to_string())
+                .send()
+        };
+        let text = must(must(ask().await).text().await);
+        let reported: u64 = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|v| v["usage"]["total_tokens"].as_u64())
+            .sum();
+        assert!(reported > 3, "{text}");
+        assert_eq!(meter.used(), reported);
+        let stopped = tokio::time::timeout(Duration::from_secs(5), meter.stopped()).await;
+        assert_eq!(must(stopped), meter::Stopped::Overrun { used: reported, budget: 3 });
+        let refused = must(ask().await);
+        assert_eq!(refused.status(), 429);
+        assert_eq!(error_of(refused).await["code"], "token_budget_spent");
+        assert_eq!(meter.used(), reported, "the refused request reached the provider");
+
+        let down = fake_upstream(full(503, &[], "{}")).await;
+        let upstream =
+            Upstream { base_url: format!("http://{}/v1", down.addr), api_key: Secret::new(REAL) };
+        let failing = Arc::new(Meter::new(1000));
+        let proxy = must(
+            Proxy::bind_metered(loopback, upstream, STAND_IN.into(), Arc::clone(&failing)).await,
+        );
+        let addr = proxy.local_addr();
+        tokio::spawn(proxy.serve());
+        let answer = must(
+            client()
+                .post(format!("http://{addr}/v1/responses"))
+                .header("authorization", format!("Bearer {STAND_IN}"))
+                .body("{}")
+                .send()
+                .await,
+        );
+        assert_eq!(answer.status(), 503);
+        let why = failing.stop_reason().map(|w| w.to_string()).unwrap_or_default();
+        assert!(why.starts_with("provider failure") && why.contains("503"), "{why}");
+    });
+}

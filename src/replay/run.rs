@@ -1,12 +1,15 @@
 //! One run of a generation's built body on one stimulus, as the gate's smoke
 //! run starts a candidate ([`crate::gate::smoke`]): a throwaway individual
 //! of its own under `.teneral/replay/`, the body in the cage's `smoke`
-//! profile (loopback only, the stand-in's port forwarded in), the clock
-//! off, a dummy key, and a stand-in model of its own, scripted with what the
-//! model answered at the time. The throwaway journal starts with the birth
-//! already taken (so no body speaks its letter first), then the stimulus
-//! waits: an owner line in `.teneral/owner/`, or an envelope in `inbox/`.
-//! The run lasts until the body's turn ends, the body ends, or the limit.
+//! profile (loopback only, the model's port forwarded in), the clock off, a
+//! dummy key, and a stand-in model of its own, scripted with what the model
+//! answered at the time, or (an evaluation of the owner's provider) a
+//! metered proxy of the kernel's to that provider, which stops the run when
+//! the reported usage passes the budget or the provider fails. The
+//! throwaway journal starts with the birth already taken (so no body speaks
+//! its letter first), then the stimulus waits: an owner line in
+//! `.teneral/owner/`, or an envelope in `inbox/`. The run lasts until the
+//! body's turn ends, the body ends, the kernel stops it, or the limit.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -19,6 +22,7 @@ use super::stimuli::{Kind, Stimulus};
 use super::table::{actions_of, Ending, Run};
 use crate::events::{self, Channel, Seen};
 use crate::generation::{self, Start};
+use crate::proxy::meter::Meter;
 use crate::runner::{self, Launch, Limits, Profile, Runner};
 use crate::settings::Settings;
 use crate::standin::child::{StandinChild, Start as StandinStart};
@@ -55,6 +59,21 @@ pub struct Workspace<'a> {
     /// Owner commands run with `sh -c` after the body stopped, in the same
     /// cage profile, on the throwaway individual; each within [`COMMAND_LIMIT`].
     pub commands: &'a [String],
+    /// `Some(tokens)`: the owner's provider answers instead of a stand-in,
+    /// through a proxy of the kernel's that counts the usage each answer
+    /// reports and stops the run once it passes this budget or the
+    /// provider fails.
+    pub budget: Option<u64>,
+}
+
+/// What the owner's provider spent on a run, as the kernel's proxy read it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Spent {
+    /// The tokens, input and output, the provider's answers reported.
+    pub tokens: u64,
+    /// Why the kernel stopped the run: the budget passed, or the provider
+    /// failed.
+    pub stopped: Option<String>,
 }
 
 /// How long one owner command after a run may last.
@@ -71,6 +90,8 @@ pub struct Left {
     /// Each command of [`Workspace::commands`]: `Ok` when it exited 0, else
     /// how it ended.
     pub commands: std::collections::BTreeMap<String, Result<(), String>>,
+    /// What the owner's provider spent, when it answered.
+    pub spent: Option<Spent>,
 }
 
 /// The event the throwaway journal holds before the stimulus: the body
@@ -161,22 +182,17 @@ impl Ground<'_> {
         std::fs::copy(binary, &body_copy).map_err(setup)?;
 
         let key = "tnl-replay-dummy-key";
-        let model_start = StandinStart {
-            program: self.kernel_exe,
-            individual: self.home,
-            key,
-            script: Some(&script),
-            log: None,
-            limits: Limits::for_body(self.settings),
+        let (model, meter) = match workspace.budget {
+            None => (Model::Standin(Box::new(self.standin(commit, &script, key).await?)), None),
+            Some(budget) => {
+                let meter = Arc::new(Meter::new(budget));
+                (Model::Proxy(self.provider(key, Arc::clone(&meter)).await?), Some(meter))
+            }
         };
-        let model_unit = runner::systemd::gate_unit(commit, "replay-standin");
-        let model = StandinChild::start(self.runner, &model_unit, model_start)
-            .await
-            .map_err(|e| format!("cannot serve the stand-in model: {e}"))?;
-        let model_url = model.base_url().to_owned();
+        let model_url = model.base_url();
         let Some(model_port) = loopback_port(&model_url) else {
             model.stop().await;
-            return Err(format!("the stand-in model announced {model_url}, no loopback port"));
+            return Err(format!("the model announced {model_url}, no loopback port"));
         };
 
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
@@ -222,6 +238,14 @@ impl Ground<'_> {
             admit.set_body(pid, body.is_unit().then(|| body.unit()));
         }
         let deadline = tokio::time::Instant::from_std(started + self.limit);
+        let watched = meter.clone();
+        let stopped = async move {
+            match watched.as_deref() {
+                Some(meter) => meter.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stopped);
         let mut taken: Option<Instant> = None;
         let mut reply_seconds = None;
         let ending = loop {
@@ -238,6 +262,7 @@ impl Ground<'_> {
                     _ => {}
                 },
                 ended = body.wait() => break Ending::BodyEnded(ended.exit.to_string()),
+                why = &mut stopped => break Ending::NotRun(why.to_string()),
                 () = tokio::time::sleep_until(deadline) => break Ending::TimeUp(self.limit.as_secs()),
             }
         };
@@ -262,7 +287,49 @@ impl Ground<'_> {
         let run =
             Run { actions: actions_of(&events, after), reply_seconds, run_seconds: 0.0, ending };
         let events = events.into_iter().filter(|e| e.seq > after).collect();
-        Ok((run, Left { events, files, commands }))
+        let spent = meter.map(|meter| Spent {
+            tokens: meter.used(),
+            stopped: meter.stop_reason().map(|why| why.to_string()),
+        });
+        Ok((run, Left { events, files, commands, spent }))
+    }
+
+    /// The run's own stand-in model, scripted with `script`, taking `key`.
+    async fn standin(
+        &self,
+        commit: &Commit,
+        script: &Path,
+        key: &str,
+    ) -> Result<StandinChild, String> {
+        let model_start = StandinStart {
+            program: self.kernel_exe,
+            individual: self.home,
+            key,
+            script: Some(script),
+            log: None,
+            limits: Limits::for_body(self.settings),
+        };
+        let model_unit = runner::systemd::gate_unit(commit, "replay-standin");
+        StandinChild::start(self.runner, &model_unit, model_start)
+            .await
+            .map_err(|e| format!("cannot serve the stand-in model: {e}"))
+    }
+
+    /// A proxy of the kernel's to the owner's provider, taking `key` and
+    /// spending each answer's usage on `meter`; the owner's key stays in it.
+    async fn provider(&self, key: &str, meter: Arc<Meter>) -> Result<ProviderProxy, String> {
+        let upstream = crate::proxy::Upstream::from_settings(self.settings).ok_or_else(|| {
+            "the owner's provider answers this run, and the kernel can reach only a compatible \
+             or openai provider with TENERAL_BASE_URL and TENERAL_API_KEY set; set them in .env, \
+             or write model = \"standin\""
+                .to_owned()
+        })?;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let proxy = crate::proxy::Proxy::bind_metered(addr, upstream, key.to_owned(), meter)
+            .await
+            .map_err(|e| format!("cannot serve the model proxy: {e}"))?;
+        let url = format!("http://{}/v1", proxy.local_addr());
+        Ok(ProviderProxy { url, task: tokio::spawn(proxy.serve()) })
     }
 
     /// Runs the owner's `command` with `sh -c` in the run's cage profile,
@@ -300,6 +367,35 @@ impl Ground<'_> {
             (false, Some(step), _) => Err(format!("could not be caged ({step})")),
             (false, None, true) => Ok(()),
             (false, None, false) => Err(format!("ended with {}", ended.exit)),
+        }
+    }
+}
+
+/// The model a run's body reaches.
+enum Model {
+    /// A stand-in of the run's own.
+    Standin(Box<StandinChild>),
+    /// The kernel's metered proxy to the owner's provider.
+    Proxy(ProviderProxy),
+}
+
+struct ProviderProxy {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Model {
+    fn base_url(&self) -> String {
+        match self {
+            Model::Standin(child) => child.base_url().to_owned(),
+            Model::Proxy(proxy) => proxy.url.clone(),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Model::Standin(child) => drop(child.stop().await),
+            Model::Proxy(proxy) => proxy.task.abort(),
         }
     }
 }
