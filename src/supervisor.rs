@@ -107,8 +107,8 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         );
     }
     let runner = Runner::choose(settings.runner, cage.clone()).await?.for_individual(&home);
-    // Under systemd, the manager starts each launch's process: no zygote.
-    if settings.cage_zygote && !runner.is_systemd() {
+    // Under systemd too: a scope adopts what the zygote forks (runner.rs).
+    if settings.cage_zygote {
         match cage.start_zygote() {
             Ok(true) => log::info("confined launches are forked by the cage's zygote"),
             Ok(false) => {}
