@@ -351,22 +351,25 @@ async fn adopted(
     if let Err(source) = written {
         child.signal(Signal::KILL);
         child.wait().await;
-        scope.release().await;
+        scope.kill_and_release().await;
         return Err(spawn_err(source));
     }
     Ok((child, scope))
 }
 
-/// A child a scope adopted has ended: what is left in the scope is
-/// killed and the scope let go; a memory kill is named as systemd names it.
+/// A child a scope adopted has ended (its process group killed, and the
+/// cage's PID namespace gone with its first process): the scope is let go;
+/// a memory kill or the scope's own runtime limit is named as systemd
+/// names it.
 async fn scope_ended(scope: &systemd::Scope, mut ended: Ended) -> Ended {
-    if !ended.over_time && ended.exit != Exit::Code(0) {
+    let failed = ended.exit != Exit::Code(0);
+    if failed && !ended.over_time {
         if let Some(result) = scope.result().await.filter(|r| r == "oom-kill" || r == "timeout") {
             ended.over_time = result == "timeout";
             ended.result = result;
         }
     }
-    scope.release().await;
+    scope.release(failed).await;
     ended
 }
 
@@ -443,6 +446,8 @@ impl Running {
             }
             How::Scope(child, scope) => {
                 let ended = child.stop(grace).await;
+                // A stop ends everything in the scope, whatever it was.
+                scope.signal(Signal::KILL.as_raw()).await;
                 scope_ended(scope, ended).await
             }
             How::Unit(unit) => {

@@ -6,8 +6,8 @@
 //! fields, and a killed kernel leaves no scope behind.
 //!
 //! The kernel of this test is the test binary itself, started as a unit of
-//! the manager (`teneral@….service`, so its stderr is journald's stream and
-//! its scopes are bound to it) running [`scope_kernel`]; the test reads what
+//! the manager (so its stderr is journald's stream) running
+//! [`scope_kernel`]; the test reads what
 //! it wrote, looks at its scopes from outside, and kills it.
 
 use std::path::{Path, PathBuf};
@@ -71,7 +71,10 @@ fn a_gate_check_the_zygote_forks_is_adopted_by_a_scope_with_its_limits() -> Test
     }
     let home = tempfile::Builder::new().prefix("tnl-scope").tempdir()?;
     let dir = home.path().canonicalize()?;
-    let kernel = format!("teneral@scopetest-{}.service", std::process::id());
+    // Not an instance of teneral@.service (another test may have installed
+    // that template): no unit the checks are bound to, so what ends them is
+    // the kernel's death itself.
+    let kernel = format!("teneral-scopetest-{}.service", std::process::id());
     let exe = std::env::current_exe()?;
     let bus = std::env::var("DBUS_SESSION_BUS_ADDRESS")
         .unwrap_or_else(|_| format!("unix:path={runtime}/bus"));

@@ -67,7 +67,7 @@ impl Scope {
         drop(jobs);
         let scope = Scope { name: name.to_owned(), systemd: systemd.clone() };
         if result != "done" {
-            scope.release().await;
+            scope.kill_and_release().await;
             return Err(SystemdError::StartFailed {
                 unit: name.to_owned(),
                 result,
@@ -90,12 +90,26 @@ impl Scope {
         value.ok().and_then(|v| v.downcast_ref::<String>().ok())
     }
 
-    /// Ends whatever is left in the scope and lets it go: its failure
-    /// forgotten and the kernel's reference dropped, so the manager
-    /// unloads it and its name is free for the next launch.
-    pub async fn release(&self) {
+    /// Lets the scope go once the launch has ended: a failure forgotten
+    /// (`failed`) and the kernel's reference dropped, so the manager
+    /// unloads it and its name is free for the next launch. Nothing is
+    /// left to end in it: the launch's helper has been reaped, and the
+    /// cage's PID namespace ended with its first process.
+    pub async fn release(&self, failed: bool) {
+        if failed {
+            let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
+        }
+        self.unref().await;
+    }
+
+    /// Ends everything in the scope, then lets it go.
+    pub async fn kill_and_release(&self) {
         let _ = self.systemd.kill(&self.name, super::sigkill()).await;
         let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
+        self.unref().await;
+    }
+
+    async fn unref(&self) {
         let _ = self
             .systemd
             .conn
