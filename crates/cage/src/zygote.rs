@@ -523,6 +523,11 @@ fn become_launch(mut request: Request, ahead: Ahead) -> i32 {
         let (_, fd) = request.fds.swap_remove(at);
         fd
     });
+    if let Err(e) = take_descriptors(request.fds) {
+        eprintln!("teneral confine: descriptors: {e}");
+        return EXIT_USAGE;
+    }
+    // Its own stderr taken first, so that a refusal is the launch's output.
     let joined = match hold.map(wait_for_release) {
         Some(Ok(procs)) => Some(procs),
         Some(Err(e)) => {
@@ -531,10 +536,6 @@ fn become_launch(mut request: Request, ahead: Ahead) -> i32 {
         }
         None => None,
     };
-    if let Err(e) = take_descriptors(request.fds) {
-        eprintln!("teneral confine: descriptors: {e}");
-        return EXIT_USAGE;
-    }
     for (key, _) in std::env::vars_os() {
         std::env::remove_var(key);
     }
