@@ -6,6 +6,11 @@
 //! interleaved so that the machine's load falls on all alike, and prints
 //! the medians and the differences.
 //!
+//! Beside them, bubblewrap starting `/bin/true` with the nearest policy,
+//! and the gate check as the kernel starts it (`Runner::run`) under each
+//! runner this machine has, each with its extra over a plain start and
+//! that extra's ratio to bubblewrap's (goal: at most 0.5).
+//!
 //! Then it runs each confined case again with `TENERAL_BENCH_CONFINE_FD`
 //! (`teneral_cage::steps`), and prints where the time goes: the median time of
 //! each step of the cage (from the end of the step before it), with the
@@ -149,13 +154,31 @@ fn main() -> Result<()> {
             cases.push((name, confine::wrap_with(&profile, &options, truth())?, 0));
         }
     }
+    // Bubblewrap, what an owner would otherwise use: /bin/true with the
+    // policy nearest the gate profile's (user, mount, PID, network and IPC
+    // namespaces, the plan's grants bound, a fresh /proc, /dev and /tmp).
+    let gate_argv = cases.iter().find(|c| c.0 == "confined, gate").map(|c| c.1.clone());
+    let bwrap = gate_argv.as_deref().and_then(|gate| bwrap_argv(gate, &checkout));
+    match &bwrap {
+        Some(argv) => cases.push((BWRAP, argv.clone(), 0)),
+        None => println!("bubblewrap: not measured (no bwrap on PATH; scripts/deps installs it)"),
+    }
     let zygotes = Zygotes { ours: zygote.as_ref(), before: zygote_before.as_ref() };
+    // The same check started as the kernel starts it (`Runner::run`), under
+    // each runner this machine has, through a zygote of its own.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async { teneral::spawn::start_reaper_of_own_children() })?;
+    if with_zygote {
+        teneral::spawn::use_zygote(teneral::spawn::start_zygote(&lean, teneral_cage::SOURCE_ID)?);
+    }
+    let runners = rt.block_on(runners(&teneral, &checkout));
     // `PAUSE=<ms>`: a pause after each start, as between checks that do
     // not follow each other closely (an idle core is slower to wake).
     let pause = std::env::var("PAUSE").ok().map(|p| p.parse::<u64>()).transpose()?;
     let pause = pause.map(Duration::from_millis);
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
-    for _ in 0..runs {
+    let mut runner_times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); runners.len()];
+    for round in 0..runs {
         for (i, (name, argv, expected)) in cases.iter().enumerate() {
             let start = Instant::now();
             let code = run(zygotes.of(name), name, argv, &checkout, None)?;
@@ -167,14 +190,20 @@ fn main() -> Result<()> {
                 bail!("{name}: exit status {code}");
             }
         }
+        for (i, case) in runners.iter().enumerate() {
+            let took = rt.block_on(case.start_once(round, &checkout))?;
+            runner_times[i].push(took);
+            if let Some(pause) = pause {
+                std::thread::sleep(pause);
+            }
+        }
     }
-    let medians: Vec<f64> = times
-        .iter_mut()
-        .map(|t| {
-            t.sort();
-            t[t.len() / 2].as_secs_f64() * 1000.0
-        })
-        .collect();
+    let median_ms = |t: &mut Vec<Duration>| {
+        t.sort();
+        t[t.len() / 2].as_secs_f64() * 1000.0
+    };
+    let medians: Vec<f64> = times.iter_mut().map(median_ms).collect();
+    let runner_medians: Vec<f64> = runner_times.iter_mut().map(median_ms).collect();
     println!("load average before: {}", load());
     match pause {
         Some(pause) => {
@@ -182,16 +211,45 @@ fn main() -> Result<()> {
         }
         None => println!("median of {runs} runs each of /bin/true, back to back:"),
     }
+    let median = |name: &str| cases.iter().position(|c| c.0 == name).map(|i| medians[i]);
+    // The peer's extra time over a plain start: the goal is half of it.
+    let peer = median(BWRAP).map(|m| m - medians[0]);
+    let against_peer = |extra: f64| match peer {
+        Some(peer) if peer > 0.0 => format!("{:.2}x bubblewrap's extra", extra / peer),
+        _ => String::new(),
+    };
     for ((name, _, _), median) in cases.iter().zip(&medians) {
         let extra = median - medians[0];
         if extra == 0.0 {
             println!("  {name:<26} {median:7.3} ms");
         } else {
-            let verdict = if extra <= 2.0 { "within" } else { "OVER" };
-            println!("  {name:<26} {median:7.3} ms   +{extra:.3} ms ({verdict} the 2 ms goal)");
+            println!("  {name:<26} {median:7.3} ms   +{extra:.3} ms   {}", against_peer(extra));
         }
     }
-    let median = |name: &str| cases.iter().position(|c| c.0 == name).map(|i| medians[i]);
+    println!(
+        "\nthe gate check's start as the kernel makes it (Runner::run of /bin/true to its end), \
+         the extra over the plain fork+exec above; goal: at most 0.5x bubblewrap's extra{}:",
+        peer.map(|p| format!(" (+{p:.3} ms, so +{:.3} ms)", p / 2.0)).unwrap_or_default()
+    );
+    for (case, median) in runners.iter().zip(&runner_medians) {
+        let extra = median - medians[0];
+        let verdict = match (case.caged, peer) {
+            (true, Some(peer)) if extra <= peer / 2.0 => "  within the goal",
+            (true, Some(_)) => "  OVER the goal",
+            _ => "",
+        };
+        println!(
+            "  {:<40} {median:7.3} ms   +{extra:.3} ms   {}{verdict}",
+            case.name,
+            against_peer(extra)
+        );
+    }
+    for (name, why) in rt.block_on(async { missing_runners() }) {
+        println!("  {name:<40} not measured: {why}");
+    }
+    if !runners.is_empty() {
+        println!("  launches the zygote took: {}", teneral::spawn::zygote_launches());
+    }
     for (new, old) in [
         (ZYGOTE_GATE, "confined, gate"),
         (ZYGOTE_GENERATION, "confined, generation"),
@@ -205,6 +263,145 @@ fn main() -> Result<()> {
     println!("load average after: {}", load());
     let confined: Vec<_> = cases.iter().filter(|(name, _, _)| name.contains(", ")).collect();
     steps(&zygotes, &confined, &checkout, runs)
+}
+
+const BWRAP: &str = "bubblewrap (bwrap)";
+
+/// `bwrap` starting the program of the gate profile's helper arguments
+/// `gate` with the nearest policy bubblewrap has: new user, mount, PID,
+/// network and IPC namespaces, each grant of the plan bound (read-only
+/// unless writable), a fresh /proc, /dev and /tmp, the checkout as the
+/// working directory, and death with its parent. `None` without `bwrap`.
+fn bwrap_argv(gate: &[OsString], checkout: &std::path::Path) -> Option<Vec<OsString>> {
+    let bwrap = std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("bwrap"))
+        .find(|p| p.is_file())?;
+    let mut argv: Vec<OsString> = vec![bwrap.into_os_string()];
+    for flag in [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--die-with-parent",
+        "--new-session",
+    ] {
+        argv.push(flag.into());
+    }
+    // A fresh /proc, /dev (with null, zero, full, random and urandom, the
+    // devices the plan grants) and /tmp first: the plan's checkout may lie
+    // below /tmp. A merged /usr's links, as the cage's new root has them.
+    for (flag, place) in [("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp")] {
+        argv.push(flag.into());
+        argv.push(place.into());
+    }
+    for top in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let at = std::path::Path::new("/").join(top);
+        if let Ok(target) = std::fs::read_link(&at) {
+            argv.push("--symlink".into());
+            argv.push(target.into_os_string());
+            argv.push(at.into_os_string());
+        }
+    }
+    let split = gate.iter().position(|a| a == "--")?;
+    let mut plan = gate[..split].iter();
+    while let Some(arg) = plan.next() {
+        let bind = match arg.to_str() {
+            Some("--read" | "--exec" | "--consume") => "--ro-bind-try",
+            Some("--write" | "--read-write") => "--bind-try",
+            Some("--list") => "--dir",
+            _ => continue,
+        };
+        let path = plan.next()?;
+        let fresh = |top: &str| std::path::Path::new(path).starts_with(top);
+        if fresh("/proc") || fresh("/dev") {
+            continue;
+        }
+        argv.push(bind.into());
+        argv.push(path.clone());
+        if bind != "--dir" {
+            argv.push(path.clone());
+        }
+    }
+    argv.push("--chdir".into());
+    argv.push(checkout.as_os_str().to_owned());
+    argv.extend(gate[split + 1..].iter().cloned());
+    Some(argv)
+}
+
+/// One runner's start of /bin/true, plainly or as a gate check.
+struct RunnerCase {
+    name: String,
+    runner: teneral::runner::Runner,
+    caged: bool,
+}
+
+impl RunnerCase {
+    /// Starts it once and waits for its end; how long that took.
+    async fn start_once(&self, round: usize, checkout: &std::path::Path) -> Result<Duration> {
+        use teneral::runner::{Launch, Limits, Profile};
+        let spec = teneral::spawn::Spec::new("/bin/true", checkout).env("PATH", "/usr/bin:/bin");
+        let limits = Limits {
+            memory_max: Some(1 << 30),
+            tasks_max: Some(512),
+            runtime_max: Some(Duration::from_secs(60)),
+            stop_timeout: Duration::from_secs(5),
+            background: false,
+        };
+        let mut launch = Launch::new(spec, limits);
+        if self.caged {
+            let gate = Profile::Gate { checkout: checkout.to_owned(), writable: vec![] };
+            launch = launch.caged(gate);
+        }
+        // A name of its own each time: the manager unloads the last one
+        // after its end, and a start never waits for that.
+        let unit = format!("teneral-gate-bench-{}-{round}.service", std::process::id());
+        let start = Instant::now();
+        let (ended, running) = self.runner.run(&unit, launch).await?;
+        let took = start.elapsed();
+        if ended.exit != teneral::spawn::Exit::Code(0) {
+            bail!("{}: {} ({})\n{}", self.name, ended.exit, ended.result, running.output_tail());
+        }
+        Ok(took)
+    }
+}
+
+/// The runners this machine has, each with a plain and a caged case.
+async fn runners(teneral: &std::path::Path, checkout: &std::path::Path) -> Vec<RunnerCase> {
+    use teneral::runner::{cgroup::Delegated, Cage, Runner};
+    let _ = checkout;
+    let cage = Cage::On { exe: teneral.to_owned(), pretend_missing: vec![] };
+    let mut found = vec![("direct runner", Runner::direct(cage.clone()), "zygote")];
+    if let Ok(delegated) = Delegated::find() {
+        found.push(("cgroup runner", Runner::cgroup(delegated, cage.clone()), "zygote"));
+    }
+    let systemd = Runner::choose(teneral::settings::RunnerChoice::Systemd, cage).await;
+    if let Ok(runner) = systemd {
+        found.push(("systemd runner", runner, "zygote, scope"));
+    }
+    let mut cases = Vec::new();
+    for (name, runner, how) in found {
+        let plain = format!("{name}, plain");
+        cases.push(RunnerCase { name: plain, runner: runner.clone(), caged: false });
+        let caged = format!("{name}, gate check ({how})");
+        cases.push(RunnerCase { name: caged, runner, caged: true });
+    }
+    cases
+}
+
+/// The runners not measured here, and why.
+fn missing_runners() -> Vec<(&'static str, String)> {
+    let mut missing = Vec::new();
+    if let Err(e) = teneral::runner::cgroup::Delegated::find() {
+        missing.push(("cgroup runner", e.to_string()));
+    }
+    if std::env::var_os("TENERAL_TEST_SYSTEMD").is_none() {
+        missing.push((
+            "systemd runner",
+            "no user manager for this run (scripts/with-systemd scripts/bench-confine gives it one)"
+                .to_owned(),
+        ));
+    }
+    missing
 }
 
 const ZYGOTE_GATE: &str = "zygote, gate";

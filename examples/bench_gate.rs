@@ -11,6 +11,8 @@
 //! kernel checks run once, and are kept between runs of the benchmark);
 //! the next `--rounds N` (default 1) are measured. Each measured round
 //! prints `bench-gate: verdict <seconds>` for scripts.
+//!
+//! `--first [SECONDS]`: a new individual's first mutation instead ([`first`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,7 +57,123 @@ fn main() -> Result<()> {
         None => vec![],
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    if let Some(at) = args.iter().position(|a| a == "--first") {
+        let after = args
+            .get(at + 1)
+            .and_then(|n| n.to_str()?.parse::<u64>().ok())
+            .map_or(FIRST_ASK_AFTER, std::time::Duration::from_secs);
+        return runtime.block_on(first(&root, &target, after));
+    }
     runtime.block_on(bench(&root, &target, rounds, &kernel_checked))
+}
+
+/// When a new individual's first mutation is asked, after its first start.
+const FIRST_ASK_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `--first [SECONDS]`: a new individual (a fresh clone, no kept passes, a
+/// gate target directory of its own made empty), its gate's warm-up begun
+/// as a start begins it, and a one-line body change asked SECONDS (60)
+/// after the start; when the warm-up still runs, the verdict waits for it,
+/// as the kernel's does. Then one more change, the warm verdict. Prints
+/// both, their ratio (goal: at most 2), and what the first one waited for.
+async fn first(root: &Path, target: &Path, after: std::time::Duration) -> Result<()> {
+    teneral::spawn::start_reaper_of_own_children()?;
+    let dir = tempfile::Builder::new().prefix("tnl-bench-first").tempdir()?;
+    let home = dir.path().join("individual");
+    git(
+        root,
+        &["clone", "-q", "--no-hardlinks", &root.to_string_lossy(), &home.to_string_lossy()],
+    )?;
+    let cache = target.join("bench-gate-first");
+    if cache.exists() {
+        std::fs::remove_dir_all(&cache)?;
+    }
+    std::fs::create_dir_all(&cache)?;
+    std::fs::create_dir_all(home.join(".teneral/gate"))?;
+    std::os::unix::fs::symlink(&cache, home.join(".teneral/gate/target"))?;
+    let repo = teneral::repo::open(&home)?;
+    let running = teneral::repo::head_commit(&repo, &home)?;
+    teneral::repo::ensure_lineage(&repo, &home, running)?;
+    teneral::repo::ensure_candidate(&home)?;
+    let settings = Settings::parse("TENERAL_PROVIDER=standin\n").context("settings")?;
+    let journal: SharedJournal = Arc::new(Mutex::new(Journal::open(&home.join(JOURNAL_PATH))?));
+    let running = teneral::repo::commit_of(running);
+    let cage = teneral::runner::Cage::On { exe: std::env::current_exe()?, pretend_missing: vec![] };
+    let runner =
+        teneral::runner::Runner::choose(teneral::settings::RunnerChoice::Direct, cage).await?;
+    let kernel_exe = target.join("debug/teneral");
+    let gate = Gate {
+        home: &home,
+        repo: &repo,
+        settings: &settings,
+        journal: &journal,
+        running: &running,
+        kernel_exe: &kernel_exe,
+        runner: &runner,
+        status: None,
+    };
+    println!(
+        "a new individual: its gate's warm-up starts now, its first mutation is asked {} s after \
+         (load average {})",
+        after.as_secs(),
+        load()
+    );
+    let start = Instant::now();
+    let warm = async {
+        let result = gate.warm().await;
+        (result, start.elapsed())
+    };
+    let ask = async {
+        tokio::time::sleep(after).await;
+        one_line_change(&home, &format!("first of {:?}", std::time::SystemTime::now()))
+    };
+    let ((warmed, warm_took), candidate) = tokio::join!(warm, ask);
+    let candidate = candidate?;
+    // The kernel waits for a warm-up still running when a mutation comes.
+    let waited = warm_took.saturating_sub(after);
+    match &warmed {
+        Ok(n) => println!("warm-up: {n} of the kernel's checks, {:.1} s", warm_took.as_secs_f64()),
+        Err(why) => println!("warm-up did not pass ({why}), {:.1} s", warm_took.as_secs_f64()),
+    }
+    let judged = Instant::now();
+    let verdict = gate.judge(&candidate).await;
+    let first = waited.as_secs_f64() + judged.elapsed().as_secs_f64();
+    if let Verdict::Rejected { check, output } = &verdict {
+        bail!("the gate refused the first change at {check}:\n{output}");
+    }
+    let label = format!("warm of {:?}", std::time::SystemTime::now());
+    let candidate = one_line_change(&home, &label)?;
+    let started = Instant::now();
+    let verdict = gate.judge(&candidate).await;
+    let warm_verdict = started.elapsed().as_secs_f64();
+    if let Verdict::Rejected { check, output } = &verdict {
+        bail!("the gate refused the second change at {check}:\n{output}");
+    }
+    let ratio = first / warm_verdict;
+    println!(
+        "first mutation, asked {} s after the start: {first:.1} s to the verdict, of which {:.1} s \
+         waiting for the warm-up",
+        after.as_secs(),
+        waited.as_secs_f64()
+    );
+    println!("the next one (warm): {warm_verdict:.1} s");
+    let verdict = if ratio <= 2.0 { "within" } else { "OVER" };
+    println!("ratio first / warm: {ratio:.2} ({verdict} the goal of 2)");
+    if ratio > 2.0 {
+        let within = if first <= 300.0 { "within" } else { "OVER" };
+        println!(
+            "  while it waits, talk shows \"waiting for the gate's warm-up\"; the wait: {first:.0} s \
+             ({within} the 5 minutes an owner may be told to wait)"
+        );
+    }
+    println!("load average after: {}", load());
+    Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 async fn bench(root: &Path, target: &Path, rounds: usize, kernel_checked: &[String]) -> Result<()> {

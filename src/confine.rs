@@ -114,8 +114,8 @@ impl Cage {
     /// launch [`Cage::wrap`] makes through it. `Ok(false)` when there is
     /// nothing to start: the cage is off, or the lean helper is not beside
     /// the kernel. Call it from the thread that spawns (the zygote dies with
-    /// it), after the reaper started. Launches under the systemd runner do
-    /// not go through it (systemd starts them).
+    /// it), after the reaper started. Under the systemd runner a scope unit
+    /// adopts what it forks (`runner::systemd::Scope`).
     pub fn start_zygote(&self) -> io::Result<bool> {
         let Cage::On { exe, .. } = self else { return Ok(false) };
         let helper = host::helper_program(exe);

@@ -15,6 +15,9 @@
 //! under the unit's name and the last lines kept (the message about a
 //! failure quotes them), `wait` (cancel-safe), `signal` (every process of
 //! it), `stop` (SIGTERM, a grace period, then SIGKILL to all of it), `pid`.
+//! Under systemd a caged launch the cage's zygote forks (every check and
+//! build, not a generation's body) is adopted by a transient scope unit
+//! instead of started as a service ([`systemd::Scope`]).
 //! Limits ([`Limits`]): under systemd `MemoryMax`, `TasksMax`,
 //! `RuntimeMaxSec` are the unit's; run directly, the runtime limit is
 //! kept by the kernel (with the same SIGTERM then SIGKILL), `TasksMax` and
@@ -249,11 +252,19 @@ impl Runner {
         let tag = unit.strip_suffix(".service").unwrap_or(unit).to_owned();
         let tails = Tails::default();
         let how = match &self.backend {
-            Backend::Direct => How::Direct(direct::start(unit, &tag, &tails, spec, &limits)?),
+            Backend::Direct => How::Direct(direct::start(unit, &tag, None, &tails, spec, &limits)?),
             Backend::Cgroup(delegated) => {
                 let setup = delegated.prepare(unit, &limits, spec);
                 let (group, spec) = setup.map_err(|e| spawn_err(std::io::Error::other(e)))?;
-                How::Cgroup(direct::start(unit, &tag, &tails, spec, &limits)?, group)
+                How::Cgroup(direct::start(unit, &tag, None, &tails, spec, &limits)?, group)
+            }
+            Backend::Systemd(systemd)
+                if systemd::adopts(unit, spawn::goes_through_zygote(&spec)) =>
+            {
+                let name = systemd::scope_name(unit);
+                let (child, scope) =
+                    adopted(systemd, unit, &name, &tag, &tails, spec, &limits).await?;
+                return Ok(Running { how: How::Scope(child, scope), tails, unit: name });
             }
             Backend::Systemd(systemd) => {
                 let (out_r, out_w) = pipe_pair().map_err(spawn_err)?;
@@ -306,6 +317,63 @@ pub fn asks_the_bus(choice: RunnerChoice) -> bool {
     }
 }
 
+/// Starts `spec` (a launch of the cage's helper) through the zygote, held,
+/// has scope `name` adopt it, then lets it go into the scope's cgroups
+/// (see [`systemd::Scope`]). A launch whose scope did not start is killed
+/// before it ran anything.
+async fn adopted(
+    systemd: &Systemd,
+    unit: &str,
+    name: &str,
+    tag: &str,
+    tails: &Tails,
+    mut spec: Spec,
+    limits: &Limits,
+) -> Result<(direct::Direct, systemd::Scope), RunError> {
+    let spawn_err = |source| RunError::Spawn { unit: unit.to_owned(), source };
+    let (hold, release) = pipe_pair().map_err(spawn_err)?;
+    spec.hold = Some(hold);
+    let mut child = direct::start(unit, tag, Some(name), tails, spec, limits)?;
+    let adopted = systemd::Scope::adopt(systemd, name, child.pid(), limits).await;
+    let scope = match adopted {
+        Ok(scope) => scope,
+        Err(e) => {
+            // Closed with nothing written: the launch gives up at once.
+            drop(release);
+            child.signal(Signal::KILL);
+            child.wait().await;
+            return Err(e.into());
+        }
+    };
+    let procs = systemd::Scope::procs_of(child.pid());
+    let written =
+        procs.and_then(|procs| rustix::io::write(&release, procs.as_bytes()).map_err(Into::into));
+    drop(release);
+    if let Err(source) = written {
+        child.signal(Signal::KILL);
+        child.wait().await;
+        scope.kill_and_release().await;
+        return Err(spawn_err(source));
+    }
+    Ok((child, scope))
+}
+
+/// A child a scope adopted has ended (its process group killed, and the
+/// cage's PID namespace gone with its first process): the scope is let go;
+/// a memory kill or the scope's own runtime limit is named as systemd
+/// names it.
+async fn scope_ended(scope: &systemd::Scope, mut ended: Ended) -> Ended {
+    let failed = ended.exit != Exit::Code(0);
+    if failed && !ended.over_time {
+        if let Some(result) = scope.result().await.filter(|r| r == "oom-kill" || r == "timeout") {
+            ended.over_time = result == "timeout";
+            ended.result = result;
+        }
+    }
+    scope.release(failed).await;
+    ended
+}
+
 /// A child of the cgroup backend has ended: what is left of it is killed,
 /// its cgroup removed, and a memory kill named as systemd names it.
 async fn cgroup_ended(unit: &str, group: &cgroup::Group, mut ended: Ended) -> Ended {
@@ -324,6 +392,8 @@ fn pipe_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> 
 
 enum How {
     Direct(direct::Direct),
+    /// Forked by the zygote and adopted by a scope unit.
+    Scope(direct::Direct, systemd::Scope),
     Cgroup(direct::Direct, cgroup::Group),
     Unit(Unit),
 }
@@ -346,6 +416,10 @@ impl Running {
                 let ended = child.wait().await;
                 cgroup_ended(&self.unit, group, ended).await
             }
+            How::Scope(child, scope) => {
+                let ended = child.wait().await;
+                scope_ended(scope, ended).await
+            }
         };
         self.tails.drained().await;
         ended
@@ -355,6 +429,10 @@ impl Running {
     pub async fn signal(&self, sig: Signal) {
         match &self.how {
             How::Direct(child) | How::Cgroup(child, _) => child.signal(sig),
+            How::Scope(child, scope) => {
+                child.signal(sig);
+                scope.signal(sig.as_raw()).await;
+            }
             How::Unit(unit) => unit.signal(sig.as_raw()).await,
         }
     }
@@ -366,6 +444,12 @@ impl Running {
             How::Cgroup(child, group) => {
                 let ended = child.stop(grace).await;
                 cgroup_ended(&self.unit, group, ended).await
+            }
+            How::Scope(child, scope) => {
+                let ended = child.stop(grace).await;
+                // A stop ends everything in the scope, whatever it was.
+                scope.signal(Signal::KILL.as_raw()).await;
+                scope_ended(scope, ended).await
             }
             How::Unit(unit) => {
                 if unit.try_ended().is_none() {
@@ -384,7 +468,7 @@ impl Running {
     /// Its main process, when known.
     pub fn pid(&self) -> Option<u32> {
         match &self.how {
-            How::Direct(child) | How::Cgroup(child, _) => Some(child.pid()),
+            How::Direct(child) | How::Cgroup(child, _) | How::Scope(child, _) => Some(child.pid()),
             How::Unit(unit) => unit.pid,
         }
     }
@@ -394,9 +478,10 @@ impl Running {
         &self.unit
     }
 
-    /// Whether it runs as a systemd unit.
+    /// Whether it runs as a systemd unit (a service, or a scope that
+    /// adopted it).
     pub fn is_unit(&self) -> bool {
-        matches!(self.how, How::Unit(_))
+        matches!(self.how, How::Unit(_) | How::Scope(..))
     }
 
     /// The last lines it wrote to stderr.

@@ -161,9 +161,10 @@ pub struct Settings {
     /// tree run in the background (at the lowest priority), so the first
     /// mutation does not wait for them. On by default.
     pub warm_gate: bool,
-    /// `TENERAL_CAGE_ZYGOTE`: confined launches of the direct and cgroup
-    /// runners are forked by one zygote with namespaces made ahead of need,
-    /// instead of executing the cage's helper each time. On by default.
+    /// `TENERAL_CAGE_ZYGOTE`: confined launches are forked by one zygote
+    /// with namespaces made ahead of need, instead of executing the cage's
+    /// helper each time (under systemd, each is adopted by a scope unit).
+    /// On by default.
     pub cage_zygote: bool,
     /// `TENERAL_LOG_FORMAT`: journald, lines of text, or JSON lines.
     pub log_format: teneral_core::log::Format,

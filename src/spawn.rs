@@ -88,6 +88,11 @@ pub struct Spec {
     pub stderr: Output,
     /// What the child reads on stdin; `None`: nothing (`/dev/null`).
     pub stdin: Option<OwnedFd>,
+    /// A launch of the cage's helper held until the kernel lets it go: the
+    /// read end of a pipe the zygote's launch reads to its end before it
+    /// runs anything (`teneral_cage::zygote::HOLD`). Only the zygote takes
+    /// such a launch; [`spawn`] refuses one it would execute.
+    pub hold: Option<OwnedFd>,
 }
 
 impl Spec {
@@ -100,6 +105,7 @@ impl Spec {
             stdout: Output::Null,
             stderr: Output::Null,
             stdin: None,
+            hold: None,
         }
     }
 
@@ -129,6 +135,12 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
         Ok(started) => return started,
         Err(spec) => spec,
     };
+    if spec.hold.is_some() {
+        return Err(io::Error::other(
+            "a held launch is started by the cage's zygote only, and the zygote is gone; \
+             the kernel's log says why (a restart of the kernel starts a new one)",
+        ));
+    }
     let mut cmd = Command::new(&spec.program);
     let stdin = spec.stdin.map_or_else(Stdio::null, Stdio::from);
     cmd.args(&spec.args).current_dir(&spec.cwd).env_clear().stdin(stdin).process_group(0);

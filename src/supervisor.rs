@@ -124,8 +124,8 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         let ceilings = crate::runner::ceiling::of_this_process();
         crate::runner::ceiling::check(&settings.quota, &ceilings)?;
     }
-    // Under systemd, the manager starts each launch's process: no zygote.
-    if settings.cage_zygote && !runner.is_systemd() {
+    // Under systemd too: a scope adopts what the zygote forks (runner.rs).
+    if settings.cage_zygote {
         match cage.start_zygote() {
             Ok(true) => log::info("confined launches are forked by the cage's zygote"),
             Ok(false) => {}

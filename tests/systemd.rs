@@ -15,6 +15,7 @@ use crate::common::*;
 mod journald;
 mod leftover;
 mod runner;
+mod scope;
 
 const LONG: Duration = Duration::from_secs(240);
 pub(super) const SHORT: Duration = Duration::from_secs(30);

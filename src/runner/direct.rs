@@ -80,10 +80,12 @@ fn ended(exit: Exit, over_time: bool) -> Ended {
     Ended { exit, result: result.to_owned(), over_time }
 }
 
-/// Starts `spec` as the kernel's own child, its output read into `tails`.
+/// Starts `spec` as the kernel's own child, its output read into `tails`
+/// and logged under `tag` (and `in_unit`, the unit that adopts it, if any).
 pub(super) fn start(
     unit: &str,
     tag: &str,
+    in_unit: Option<&str>,
     tails: &Tails,
     mut spec: Spec,
     limits: &Limits,
@@ -99,7 +101,7 @@ pub(super) fn start(
             log::warn(format!("cannot lower the priority of {unit}: {e}"));
         }
     }
-    tails.read(child.stdout.take(), tag, None, false);
-    tails.read(child.stderr.take(), tag, None, true);
+    tails.read(child.stdout.take(), tag, in_unit, false);
+    tails.read(child.stderr.take(), tag, in_unit, true);
     Ok(Direct::new(child, limits))
 }

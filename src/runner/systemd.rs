@@ -16,12 +16,14 @@
 //! - Stopping a unit ends everything in it (`KillMode=control-group`).
 
 mod names;
+mod scope;
 mod unit;
 
 pub use names::{
     build_unit, build_unit_of, check_unit, description, gate_unit, generation_unit, instance_for,
     leftovers, unit_path,
 };
+pub use scope::{adopts, procs_files, scope_name, Scope};
 pub use unit::{Unit, BACKGROUND_NICE};
 
 use std::time::Duration;

@@ -107,6 +107,9 @@ fn spawn_through(zygote: &zygote::Zygote, spec: Spec) -> io::Result<Child> {
             fds.push((fd, OwnedFd::from(file)));
         }
     }
+    if let Some(hold) = spec.hold {
+        fds.push((zygote::HOLD, hold));
+    }
     let request = zygote::Request {
         args: spec.args,
         cwd: spec.cwd,

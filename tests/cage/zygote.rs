@@ -77,6 +77,19 @@ fn launch_forwarding(
     cwd: &Path,
     tmp: &Path,
 ) -> Result<Launched, Box<dyn std::error::Error>> {
+    launch_with(zygote, profile, forward, argv, cwd, tmp, vec![])
+}
+
+/// [`launch_forwarding`], the request carrying `more` descriptors too.
+fn launch_with(
+    zygote: &Zygote,
+    profile: &Profile,
+    forward: &[u16],
+    argv: Vec<OsString>,
+    cwd: &Path,
+    tmp: &Path,
+    more: Vec<(i32, OwnedFd)>,
+) -> Result<Launched, Box<dyn std::error::Error>> {
     let options = confine::Options {
         exe: Some(helper()),
         forward: forward.to_vec(),
@@ -93,11 +106,12 @@ fn launch_forwarding(
     let stdout = tempfile::tempfile()?;
     let stderr = tempfile::tempfile()?;
     let null = std::fs::File::open("/dev/null")?;
-    let fds = vec![
+    let mut fds = vec![
         (0, OwnedFd::from(null)),
         (1, OwnedFd::from(stdout.try_clone()?)),
         (2, OwnedFd::from(stderr.try_clone()?)),
     ];
+    fds.extend(more);
     let request = Request { args, cwd: cwd.to_owned(), env, fds };
     let pid = zygote.launch(&request)?;
     Ok(Launched { pid, stdout, stderr })
@@ -340,5 +354,41 @@ fn a_launch_that_fits_goes_straight_to_the_spare_the_kernel_holds() -> TestResul
     let after = launch(&zygote, &gate, sh("echo after"), &checkout, &tmp);
     let kind = after.err().and_then(|e| e.downcast::<std::io::Error>().ok()).map(|e| e.kind());
     assert_eq!(kind, Some(std::io::ErrorKind::BrokenPipe), "the next launch finds the zygote gone");
+    Ok(())
+}
+
+/// A launch held on a pipe (`zygote::HOLD`, as the systemd runner holds one
+/// until its scope has adopted it) runs nothing until the kernel writes to
+/// the pipe and closes it; one whose pipe is closed with nothing written
+/// ends without running its program, with the namespaces step's status.
+#[test]
+fn a_held_launch_runs_only_once_let_go() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let (_dir, checkout, tmp) = checkout()?;
+    let zygote = zygote()?;
+    let gate = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
+    let sh = |text: &str| vec![OsString::from("/bin/sh"), "-c".into(), text.into()];
+    let held = |text: &str| -> Result<(Launched, OwnedFd), Box<dyn std::error::Error>> {
+        let (hold, release) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let hold = vec![(teneral_cage::zygote::HOLD, hold)];
+        Ok((launch_with(&zygote, &gate, &[], sh(text), &checkout, &tmp, hold)?, release))
+    };
+    let (mut waiting, release) = held("echo ran")?;
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(waiting.stdout(), "", "nothing runs while it is held");
+    // Let go with no cgroup to enter (an empty line names none).
+    rustix::io::write(&release, b"\n")?;
+    drop(release);
+    let (status, out, err) = waiting.wait();
+    assert_eq!((status, out.as_str()), (0, "ran\n"), "{err}");
+
+    let (given_up, release) = held("echo ran anyway")?;
+    drop(release);
+    let (status, out, err) = given_up.wait();
+    assert_eq!(status, teneral_cage::EXIT_NAMESPACES, "{out}{err}");
+    assert_eq!(out, "", "the program never ran");
+    assert!(err.contains("gave this launch up"), "{err}");
     Ok(())
 }

@@ -1,7 +1,10 @@
-//! Under systemd, a kernel killed during a gate check (run directly, so no
-//! unit of its own binds the check's unit to it) leaves the check's unit
-//! running; the next start of the same individual stops it, and only it:
-//! every unit names its individual in its description.
+//! Under systemd, a kernel killed during a gate check started as a service
+//! unit (the cage's zygote off, so the manager starts the check; run
+//! directly, so no unit of its own binds the check's unit to it) leaves the
+//! check's unit running; the next start of the same individual stops it,
+//! and only it: every unit names its individual in its description. (A
+//! check the zygote forks dies with its kernel, and its scope with it:
+//! systemd::scope.)
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +50,11 @@ fn a_killed_kernels_gate_unit_is_stopped_at_the_next_start_and_no_one_elses() ->
     )?;
     assert!(out.status.success(), "systemd-run: {}", text(&out));
 
-    let ind = Individual::with_mode("mutate", "", &["TENERAL_RUNNER=systemd"])?;
+    let ind = Individual::with_mode(
+        "mutate",
+        "",
+        &["TENERAL_RUNNER=systemd", "TENERAL_CAGE_ZYGOTE=off"],
+    )?;
     let mut kernel = ind.start()?;
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
     let workspace = ind.path().join(".teneral/candidate");

@@ -65,6 +65,15 @@ use crate::{helper, init, sys, CGROUP_PROCS, EXIT_NAMESPACES, EXIT_USAGE, SOURCE
 
 // The messages on the zygote's socket.
 
+/// The number a request gives its hold, when it has one: a pipe the
+/// launch's first process reads to its end before anything else, so that
+/// nothing of the launch runs before the kernel has put it where it
+/// belongs (a transient unit under the user manager adopts its pid, and
+/// the kernel then writes that unit's `cgroup.procs` files, one a line,
+/// which the launch enters as it enters [`CGROUP_PROCS`]). It is taken out
+/// of the request's descriptors and never reaches the program.
+pub const HOLD: i32 = -1;
+
 /// The most descriptors one launch may carry.
 pub const MAX_FDS: usize = 8;
 /// The largest payload accepted (a generation's plan names every tracked
@@ -509,11 +518,24 @@ fn as_kernels_child(kernel_pid: Option<Pid>) -> Result<(), String> {
 
 /// Takes the request's descriptors, environment and directory, then runs
 /// the helper; returns the status of the step that failed.
-fn become_launch(request: Request, ahead: Ahead) -> i32 {
+fn become_launch(mut request: Request, ahead: Ahead) -> i32 {
+    let hold = request.fds.iter().position(|(target, _)| *target == HOLD).map(|at| {
+        let (_, fd) = request.fds.swap_remove(at);
+        fd
+    });
     if let Err(e) = take_descriptors(request.fds) {
         eprintln!("teneral confine: descriptors: {e}");
         return EXIT_USAGE;
     }
+    // Its own stderr taken first, so that a refusal is the launch's output.
+    let joined = match hold.map(wait_for_release) {
+        Some(Ok(procs)) => Some(procs),
+        Some(Err(e)) => {
+            eprintln!("teneral confine: {e}");
+            return EXIT_NAMESPACES;
+        }
+        None => None,
+    };
     for (key, _) in std::env::vars_os() {
         std::env::remove_var(key);
     }
@@ -521,6 +543,11 @@ fn become_launch(request: Request, ahead: Ahead) -> i32 {
         if !key.is_empty() && !key.as_encoded_bytes().contains(&b'=') {
             std::env::set_var(key, value);
         }
+    }
+    if let Some(procs) = joined {
+        // The helper enters them first thing, as it enters the cgroup
+        // runner's (crate::CGROUP_PROCS).
+        std::env::set_var(CGROUP_PROCS, procs);
     }
     if let Err(e) = std::env::set_current_dir(&request.cwd) {
         eprintln!("teneral confine: cannot enter {}: {e}", request.cwd.display());
@@ -533,6 +560,23 @@ fn become_launch(request: Request, ahead: Ahead) -> i32 {
             EXIT_USAGE
         }
     }
+}
+
+/// Waits until the kernel lets a held launch go: it writes the
+/// `cgroup.procs` files of the unit that adopted the launch (one a line)
+/// and closes its end. An end closed with nothing written means the
+/// kernel gave the launch up: nothing of it may run.
+fn wait_for_release(hold: OwnedFd) -> Result<OsString, String> {
+    let mut text = Vec::new();
+    std::fs::File::from(hold)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("the kernel's word to start could not be read: {e}"))?;
+    if text.is_empty() {
+        return Err("the kernel gave this launch up before it started (its unit did not \
+                    start; the kernel's log says why)"
+            .into());
+    }
+    Ok(OsString::from_vec(text))
 }
 
 /// Puts each received descriptor at its number (0, 1, 2, the benchmark's).

@@ -42,7 +42,7 @@ fn every_check_in_order_with_its_place_and_command() {
         (
             "typecheck-kernel",
             "checkout",
-            "check --workspace --all-targets --offline --locked".into(),
+            "check --workspace --lib --bins --tests --offline --locked".into(),
             false,
             Reads::Kernel,
             false,
@@ -59,7 +59,7 @@ fn every_check_in_order_with_its_place_and_command() {
         (
             "kernel-tests",
             "checkout",
-            "test --workspace --offline --locked".into(),
+            "test --workspace --lib --bins --tests --offline --locked".into(),
             true,
             Reads::Kernel,
             false,

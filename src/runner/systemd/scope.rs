@@ -1,0 +1,335 @@
+//! A transient scope unit that adopts a launch the cage's zygote forked: the
+//! manager does not start the process (a service's exec of the helper costs
+//! what the zygote saves), it takes a running one into a unit of its own
+//! (`StartTransientUnit` with `PIDs=`) with the same limits and name a
+//! service would have had.
+//!
+//! The launch is held (`teneral_cage::zygote::HOLD`) until the start job
+//! is done: only then does the kernel write the scope's `cgroup.procs`
+//! files ([`procs_files`], read from where the manager put the adopted
+//! process) to the hold, and the launch's first process enters them before
+//! it runs anything. That first process matters when the launch was made
+//! ahead (a spare): the manager moves the pid it is given, the helper, and
+//! not the cage's first process the helper had already forked.
+//!
+//! The process stays the kernel's child: the kernel reaps it and keeps its
+//! runtime limit as for a direct launch; the scope holds `MemoryMax`,
+//! `TasksMax` and `RuntimeMaxSec` and is bound to the kernel's own unit.
+//! Started with `AddRef`, it stays loaded until [`Scope::release`]; a
+//! killed kernel's reference goes with its bus connection, and its
+//! launches die with it (their parent-death signal), so the emptied scope
+//! is unloaded.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use zbus::zvariant::Value;
+
+use super::{unit_path, Systemd, SystemdError, DEST};
+use crate::runner::Limits;
+
+/// A scope that adopted a launch.
+pub struct Scope {
+    pub name: String,
+    systemd: Systemd,
+}
+
+impl Scope {
+    /// Has the manager adopt process `pid` into scope `name` with `limits`;
+    /// returns once the start job is done (the process is in the scope).
+    pub async fn adopt(
+        systemd: &Systemd,
+        name: &str,
+        pid: u32,
+        limits: &Limits,
+    ) -> Result<Scope, SystemdError> {
+        // Listen first, then ask: the job's end cannot come unheard.
+        let mut jobs = systemd.manager.receive_job_removed().await?;
+        let job = match ask(systemd, name, pid, limits).await {
+            Err(SystemdError::Exists { .. }) if systemd.is_over(name).await => {
+                // An ended scope of that name not unloaded yet.
+                let _ = systemd.manager.reset_failed_unit(name).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                ask(systemd, name, pid, limits).await?
+            }
+            other => other?,
+        };
+        let result = loop {
+            let Some(signal) = jobs.next().await else {
+                return Err(SystemdError::NoManager("the bus connection ended".into()));
+            };
+            let Ok(args) = signal.args() else { continue };
+            if args.job().as_str() == job.as_str() {
+                break (*args.result()).to_owned();
+            }
+        };
+        drop(jobs);
+        let scope = Scope { name: name.to_owned(), systemd: systemd.clone() };
+        if result != "done" {
+            scope.kill_and_release().await;
+            return Err(SystemdError::StartFailed {
+                unit: name.to_owned(),
+                result,
+                unit_result: "the scope did not adopt the launch".into(),
+            });
+        }
+        Ok(scope)
+    }
+
+    /// Sends `signal` to every process in the scope.
+    pub async fn signal(&self, signal: i32) {
+        let _ = self.systemd.kill(&self.name, signal).await;
+    }
+
+    /// The scope's `Result` (`success`, `oom-kill`, `timeout`, ...), when
+    /// the manager still has it.
+    pub async fn result(&self) -> Option<String> {
+        let value =
+            self.systemd.property(&self.name, "org.freedesktop.systemd1.Scope", "Result").await;
+        value.ok().and_then(|v| v.downcast_ref::<String>().ok())
+    }
+
+    /// Lets the scope go once the launch has ended: a failure forgotten
+    /// (`failed`) and the kernel's reference dropped, so the manager
+    /// unloads it and its name is free for the next launch. Nothing is
+    /// left to end in it: the launch's helper has been reaped, and the
+    /// cage's PID namespace ended with its first process.
+    pub async fn release(&self, failed: bool) {
+        if failed {
+            let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
+        }
+        self.unref().await;
+    }
+
+    /// Ends everything in the scope, then lets it go.
+    pub async fn kill_and_release(&self) {
+        let _ = self.systemd.kill(&self.name, super::sigkill()).await;
+        let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
+        self.unref().await;
+    }
+
+    async fn unref(&self) {
+        let _ = self
+            .systemd
+            .conn
+            .call_method(
+                Some(DEST),
+                unit_path(&self.name).as_str(),
+                Some("org.freedesktop.systemd1.Unit"),
+                "Unref",
+                &(),
+            )
+            .await;
+    }
+
+    /// The `cgroup.procs` files of the cgroups process `pid` is in (after
+    /// [`Scope::adopt`]: the scope's), one a line, for the launch's hold.
+    pub fn procs_of(pid: u32) -> std::io::Result<String> {
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+        let files = procs_files(&cgroup, &mountinfo);
+        if files.is_empty() {
+            return Err(std::io::Error::other(format!(
+                "no mounted cgroup hierarchy holds process {pid}; mount the cgroup tree at \
+                 /sys/fs/cgroup"
+            )));
+        }
+        let lines: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        Ok(lines.join("\n"))
+    }
+}
+
+/// The scope's name for a launch named `unit` (`teneral-gate-abc-x.service`
+/// is adopted as `teneral-gate-abc-x.scope`).
+pub fn scope_name(unit: &str) -> String {
+    format!("{}.scope", unit.strip_suffix(".service").unwrap_or(unit))
+}
+
+/// Whether launch `unit` is adopted by a scope rather than started as a
+/// service: every launch the zygote forks, but a generation's body, whose
+/// service unit's main process is what the owner's commands and
+/// `systemctl status` name (its start comes once a generation).
+pub fn adopts(unit: &str, through_zygote: bool) -> bool {
+    through_zygote && !unit.starts_with("teneral-gen-")
+}
+
+/// The `cgroup.procs` file of every hierarchy a process is in, from the
+/// text of its `/proc/<pid>/cgroup` and of `/proc/self/mountinfo`: each
+/// line `id:controllers:path` is found in the mount of its hierarchy
+/// (`cgroup2` for id 0; a `cgroup` mount whose options name each of the
+/// line's controllers, or its `name=`), the first mount point of it and,
+/// of the mounts stacked there, the last; the directory is that point and
+/// the path below the mount's root. Hierarchies not mounted, or mounted
+/// from a root the path is not below, are left out.
+pub fn procs_files(proc_cgroup: &str, mountinfo: &str) -> Vec<PathBuf> {
+    let mounts: Vec<(&str, &str, &str, &str)> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let left: Vec<&str> = left.split(' ').collect();
+            let right: Vec<&str> = right.split(' ').collect();
+            Some((*left.get(3)?, *left.get(4)?, *right.first()?, right.get(2).copied()?))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let hierarchy = |fstype: &str, options: &str| {
+            if id == "0" {
+                return fstype == "cgroup2";
+            }
+            fstype == "cgroup"
+                && !ctrls.is_empty()
+                && ctrls.split(',').all(|c| options.split(',').any(|o| o == c))
+        };
+        let mut found: Option<(&str, &str)> = None;
+        for &(root, point, fstype, options) in &mounts {
+            if !hierarchy(fstype, options) || found.is_some_and(|(_, first)| first != point) {
+                continue;
+            }
+            found = Some((root, point));
+        }
+        let Some((root, point)) = found else { continue };
+        let below = if root == "/" { Some(path) } else { path.strip_prefix(root) };
+        let Some(below) = below.filter(|b| b.is_empty() || b.starts_with('/')) else { continue };
+        let dir = Path::new(point).join(below.trim_start_matches('/'));
+        let file = dir.join("cgroup.procs");
+        if !out.contains(&file) {
+            out.push(file);
+        }
+    }
+    out
+}
+
+/// Asks the manager for the scope; the job's path.
+async fn ask(
+    systemd: &Systemd,
+    name: &str,
+    pid: u32,
+    limits: &Limits,
+) -> Result<zbus::zvariant::OwnedObjectPath, SystemdError> {
+    let usec = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    let mut props: Vec<(&str, Value<'_>)> = vec![
+        ("Description", Value::from(systemd.describe(name))),
+        ("PIDs", Value::from(vec![pid])),
+        ("KillMode", Value::from("control-group")),
+        ("TimeoutStopUSec", Value::from(usec(limits.stop_timeout))),
+        ("AddRef", Value::from(true)),
+    ];
+    if let Some(own) = &systemd.own_unit {
+        props.push(("BindsTo", Value::from(vec![own.clone()])));
+        props.push(("Before", Value::from(vec![own.clone()])));
+    }
+    if let Some(bytes) = limits.memory_max {
+        props.push(("MemoryMax", Value::from(bytes)));
+    }
+    if let Some(tasks) = limits.tasks_max {
+        props.push(("TasksMax", Value::from(tasks)));
+    }
+    if let Some(runtime) = limits.runtime_max {
+        props.push(("RuntimeMaxUSec", Value::from(usec(runtime))));
+    }
+    let aux: &[(&str, &[(&str, Value<'_>)])] = &[];
+    match systemd.manager.start_transient_unit(name, "fail", &props, aux).await {
+        Ok(job) => Ok(job),
+        Err(zbus::Error::MethodError(error, _, _))
+            if error.as_str() == "org.freedesktop.systemd1.UnitExists" =>
+        {
+            Err(SystemdError::Exists { unit: name.to_owned() })
+        }
+        Err(zbus::Error::MethodError(error, message, _)) => Err(SystemdError::Refused {
+            unit: name.to_owned(),
+            message: message.unwrap_or_else(|| error.to_string()),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+30 25 0:26 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+32 30 0:28 / /sys/fs/cgroup/systemd rw,nosuid - cgroup cgroup rw,xattr,name=systemd
+33 30 0:29 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+34 30 0:30 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids
+35 30 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
+";
+
+    fn files(proc_cgroup: &str, mountinfo: &str) -> Vec<String> {
+        procs_files(proc_cgroup, mountinfo).iter().map(|p| p.display().to_string()).collect()
+    }
+
+    #[test]
+    fn each_hierarchy_of_the_process_is_found_in_its_mount() {
+        let scope = "/user.slice/user-0.slice/user@0.service/app.slice/teneral-gate-x.scope";
+        let proc_cgroup = format!(
+            "12:pids:{scope}\n6:memory:{scope}\n4:cpu,cpuacct:/\n1:name=systemd:{scope}\n\
+             0::{scope}\n3:blkio:/\n"
+        );
+        let got = files(&proc_cgroup, HYBRID);
+        let want = [
+            format!("/sys/fs/cgroup/pids{scope}/cgroup.procs"),
+            format!("/sys/fs/cgroup/memory{scope}/cgroup.procs"),
+            "/sys/fs/cgroup/cpu,cpuacct/cgroup.procs".to_owned(),
+            format!("/sys/fs/cgroup/systemd{scope}/cgroup.procs"),
+            format!("/sys/fs/cgroup/unified{scope}/cgroup.procs"),
+        ];
+        assert_eq!(got, want, "blkio is not mounted, so it is left out");
+    }
+
+    #[test]
+    fn a_mount_of_part_of_a_hierarchy_and_mounts_stacked_on_it_are_read_as_the_kernel_shows_them() {
+        let table: [(&str, &str, &[&str]); 4] = [
+            // cgroup v2 alone.
+            (
+                "0::/a/b.scope\n",
+                "40 1 0:40 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+                &["/sys/fs/cgroup/a/b.scope/cgroup.procs"],
+            ),
+            // A container's mount of its own part of the hierarchy.
+            (
+                "0::/machine/c1/a.scope\n",
+                "40 1 0:40 /machine/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+                &["/sys/fs/cgroup/a.scope/cgroup.procs"],
+            ),
+            // A path outside the mount's root cannot be reached.
+            (
+                "0::/elsewhere\n",
+                "40 1 0:40 /machine/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+                &[],
+            ),
+            // A read-only mount with a writable part bound over it: the last counts.
+            (
+                "6:memory:/k/x.scope\n",
+                "33 30 0:29 / /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n\
+                 50 33 0:29 /k /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                 51 1 0:29 / /elsewhere rw - cgroup cgroup rw,memory\n",
+                &["/sys/fs/cgroup/memory/x.scope/cgroup.procs"],
+            ),
+        ];
+        for (proc_cgroup, mountinfo, want) in table {
+            assert_eq!(files(proc_cgroup, mountinfo), want, "{proc_cgroup}");
+        }
+    }
+
+    #[test]
+    fn every_launch_the_zygote_forks_is_adopted_but_a_generations_body() {
+        let table = [
+            ("teneral-gate-abc1234-kernel-tests.service", true, true),
+            ("teneral-build-abc1234-check-x.service", true, true),
+            ("teneral-gate-abc1234-kernel-tests.service", false, false),
+            ("teneral-gen-abc1234.service", true, false),
+        ];
+        for (unit, through_zygote, want) in table {
+            assert_eq!(adopts(unit, through_zygote), want, "{unit} {through_zygote}");
+        }
+        assert_eq!(scope_name("teneral-gate-a-b.service"), "teneral-gate-a-b.scope");
+    }
+}
