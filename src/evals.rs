@@ -20,7 +20,6 @@ pub mod checks;
 pub mod decide;
 pub mod draft;
 pub mod format;
-pub mod gate;
 pub mod memo;
 pub mod now;
 
@@ -64,9 +63,7 @@ pub fn load_all(home: &Path) -> Result<Vec<Evaluation>, EvalsError> {
     Ok(evaluations)
 }
 
-/// The body's read-only copy of its own generation's results, written by
-/// the kernel before each start of a body.
-pub const RESULTS_PATH: &str = "memory/evals.json";
+pub use teneral_core::evals::RESULTS_PATH;
 
 /// What a body may know of its own generation's results: each
 /// evaluation's name, result and, when it failed, the failed check's words
@@ -106,17 +103,8 @@ pub fn keep_own_results(home: &Path, commit: &Commit) {
     }
 }
 
-/// `TENERAL_EVALS`: what the gate does with the evaluations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// They are not run.
-    #[default]
-    Off,
-    /// They run and are journaled; they refuse nothing.
-    Report,
-    /// They run, are journaled, and refuse a candidate that breaks one.
-    Gate,
-}
+/// `TENERAL_EVALS`, a setting like the others.
+pub use crate::settings::EvalsMode as Mode;
 
 /// One evaluation's result on one body.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,10 +18,10 @@
 //!    plan order (the build's counts as the smoke run's), and the jobs after
 //!    it are stopped;
 //! 4. `smoke`: the built candidate started on a throwaway individual
-//!    ([`smoke`]);
+//!    ([`crate::smoke`]);
 //! 5. `evals`, under `TENERAL_EVALS=report` or `gate`: the owner's
 //!    evaluations on the candidate and on the running generation
-//!    ([`crate::evals::gate`]).
+//!    ([`evals`], the owner's evaluations of [`crate::evals`]).
 //!
 //! The organ set, when the candidate pins organs, is `TENERAL_ORGANS` for its
 //! tests and its smoke run.
@@ -29,6 +29,7 @@
 mod build;
 pub mod checks;
 mod crates;
+mod evals;
 pub mod fetch;
 pub mod memo;
 pub mod parallel;
@@ -38,7 +39,6 @@ pub mod profile;
 pub mod rules;
 mod run;
 mod seed;
-pub mod smoke;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -261,9 +261,9 @@ impl Gate<'_> {
         let verdict = self.run_planned(candidate, checkout, &ground, &planned, judging).await;
         drop(lock);
         // The owner's evaluations, once the smoke run passed, outside the
-        // target's lock ([`crate::evals::gate`]).
+        // target's lock ([`evals`]).
         if let Ok(Verdict::Accepted { binary }) = &verdict {
-            use crate::evals::gate::{step, Stop};
+            use evals::{step, Stop};
             if self.settings.evals != crate::evals::Mode::Off {
                 self.doing(candidate, "evals");
             }

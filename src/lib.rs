@@ -21,6 +21,7 @@ pub mod repo;
 pub mod runner;
 pub(crate) mod scrub;
 pub mod settings;
+pub mod smoke;
 pub mod spawn;
 pub mod species;
 pub mod standin;

@@ -140,7 +140,7 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
 }
 
 /// The wall time of one smoke run of `binary`, the body of `commit`, as the
-/// gate makes it ([`crate::gate::smoke`]): set-up, start, answer, stop.
+/// gate makes it ([`crate::smoke`]): set-up, start, answer, stop.
 pub async fn smoke(
     ground: &run::Ground<'_>,
     commit: &Commit,
@@ -148,7 +148,7 @@ pub async fn smoke(
 ) -> Result<f64, String> {
     let checkout = ground.home.join(run::REPLAY_DIR).join("smoke-checkout");
     std::fs::create_dir_all(&checkout).map_err(|e| format!("{}: {e}", checkout.display()))?;
-    let run = crate::gate::smoke::Smoke {
+    let run = crate::smoke::Smoke {
         home: ground.home,
         checkout: &checkout,
         binary,

@@ -50,6 +50,18 @@ pub enum Protocol {
     Responses,
 }
 
+/// `TENERAL_EVALS`: what the gate does with the evaluations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EvalsMode {
+    /// They are not run.
+    #[default]
+    Off,
+    /// They run and are journaled; they refuse nothing.
+    Report,
+    /// They run, are journaled, and refuse a candidate that breaks one.
+    Gate,
+}
+
 /// How far the owner lets the individual go on its own (`TENERAL_SPECIES`,
 /// `TENERAL_PUBLISH`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +154,7 @@ pub struct Settings {
     pub smoke_seconds: u32,
     /// `TENERAL_EVALS`: whether the gate runs the owner's evaluations, and
     /// whether they refuse.
-    pub evals: crate::evals::Mode,
+    pub evals: EvalsMode,
     /// The species ref, as written.
     pub upstream: Option<String>,
     pub species: Species,

@@ -202,7 +202,7 @@ pub fn prepare_generation(home: &Path) -> io::Result<()> {
     let held = [
         teneral_core::journal::JOURNAL_PATH,
         teneral_core::scorecard::SCORECARD_PATH,
-        crate::evals::RESULTS_PATH,
+        teneral_core::evals::RESULTS_PATH,
     ];
     for held in held {
         std::fs::OpenOptions::new().create(true).append(true).open(home.join(held))?;

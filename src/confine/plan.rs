@@ -32,8 +32,15 @@ pub struct Host {
 /// files); those that are the individual's own or secret are left out here
 /// whatever git says.
 pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
-    const NEVER: &[&str] =
-        &[".env", ".teneral", "memory", "soul", "inbox", "BACKLOG.md", crate::evals::EVALS_DIR];
+    const NEVER: &[&str] = &[
+        ".env",
+        ".teneral",
+        "memory",
+        "soul",
+        "inbox",
+        "BACKLOG.md",
+        teneral_core::evals::EVALS_DIR,
+    ];
     let mut rules = system(host);
     let at = |rel: &str, access| Rule { path: home.join(rel), access };
     for name in tracked {
@@ -65,7 +72,7 @@ pub fn generation(home: &Path, tracked: &[String], host: &Host) -> Plan {
     plan.readonly = vec![
         home.join(teneral_core::journal::JOURNAL_PATH),
         home.join(teneral_core::scorecard::SCORECARD_PATH),
-        home.join(crate::evals::RESULTS_PATH),
+        home.join(teneral_core::evals::RESULTS_PATH),
     ];
     plan
 }

@@ -15,8 +15,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// The owner's directory of evaluations, in the individual.
-pub const EVALS_DIR: &str = "evals";
+pub use teneral_core::evals::EVALS_DIR;
 /// The largest evaluation file read.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 

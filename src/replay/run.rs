@@ -1,5 +1,5 @@
 //! One run of a generation's built body on one stimulus, as the gate's smoke
-//! run starts a candidate ([`crate::gate::smoke`]): a throwaway individual
+//! run starts a candidate ([`crate::smoke`]): a throwaway individual
 //! of its own under `.teneral/replay/`, the body in the cage's `smoke`
 //! profile (loopback only, the model's port forwarded in), the clock off, a
 //! dummy key, and a stand-in model of its own, scripted with what the model

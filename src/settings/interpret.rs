@@ -10,7 +10,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::{
-    Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species, TestKnobs, Timing,
+    EvalsMode, Protocol, Provider, RunnerChoice, Secret, Settings, SettingsError, Species,
+    TestKnobs, Timing,
 };
 use teneral_core::dotenv::{self as parse, choice, Entries, Entry};
 
@@ -148,11 +149,7 @@ pub(super) fn build(entries: &Entries<'_>) -> Result<Settings, SettingsError> {
         evals: choice(
             entries,
             "TENERAL_EVALS",
-            &[
-                ("off", crate::evals::Mode::Off),
-                ("report", crate::evals::Mode::Report),
-                ("gate", crate::evals::Mode::Gate),
-            ],
+            &[("off", EvalsMode::Off), ("report", EvalsMode::Report), ("gate", EvalsMode::Gate)],
         )?,
         upstream: entries.get("TENERAL_UPSTREAM").map(|e| e.value.to_owned()),
         species: choice(entries, "TENERAL_SPECIES", &species_choices)?,

@@ -8,6 +8,7 @@ pub mod chatgpt;
 pub mod commit;
 pub mod crash;
 pub mod dotenv;
+pub mod evals;
 pub mod fsutil;
 pub mod generations;
 pub mod journal;

@@ -1,7 +1,7 @@
 //! The gate's evaluations step, after the smoke run: every evaluation on
 //! the candidate's body and on the running generation's, each result
 //! journaled as `eval.result`, the running generation's taken from the memo
-//! when its body tree was run before, and the decision ([`super::decide`])
+//! when its body tree was run before, and the decision ([`crate::evals::decide`])
 //! journaled as the `evals` step of `mutation.check`.
 
 use std::path::{Path, PathBuf};
@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::decide::{decide, Decision, Pair, Side};
-use super::memo::Memo;
-use super::{format::Evaluation, run_one, Mode, Record};
+use crate::evals::decide::{decide, Decision, Pair, Side};
+use crate::evals::memo::Memo;
+use crate::evals::{format::Evaluation, run_one, Mode, Record};
 use crate::events::kernel_event;
 use crate::gate::Gate;
 use crate::replay::run::Ground;
@@ -91,7 +91,7 @@ pub async fn step(
     }
     let started = Instant::now();
     let undecided = |e: String| Stop::Undecided(e);
-    let evaluations = super::load_all(gate.home).map_err(|e| undecided(e.to_string()))?;
+    let evaluations = crate::evals::load_all(gate.home).map_err(|e| undecided(e.to_string()))?;
     if evaluations.is_empty() {
         return Ok(None);
     }
