@@ -93,14 +93,12 @@ impl Standin {
             return Err(StandinError::NotLoopback { addr });
         }
         let script = match &config.script {
-            None => None,
+            None => Script::default(),
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|source| StandinError::ReadScript { path: path.clone(), source })?;
-                Some(
-                    Script::parse(&text)
-                        .map_err(|source| StandinError::Script { path: path.clone(), source })?,
-                )
+                Script::parse(&text)
+                    .map_err(|source| StandinError::Script { path: path.clone(), source })?
             }
         };
         let log = match &config.log {

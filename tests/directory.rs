@@ -144,6 +144,16 @@ fn replayed(out: &Output) -> String {
 
 /// `teneralctl status --json` without `for_seconds`, which grows with the
 /// clock between runs.
+/// Whether an evaluation was drafted from the journal: written the first
+/// time, left as it was after.
+fn drafted(out: &Output) -> String {
+    let said = String::from_utf8_lossy(&out.stdout);
+    let drafted =
+        said.lines().any(|l| l.starts_with("wrote ") && l.contains("/evals/from-journal-"))
+            || said.contains("existing draft(s) as they were");
+    format!("{:?} drafted {drafted}", out.status.code())
+}
+
 fn status_now(out: &Output) -> String {
     let mut status: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     status["for_seconds"].take();
@@ -234,16 +244,22 @@ fn every_command_means_the_same_from_inside_the_individual() -> TestResult {
         (&["offer", "token"], status_and_both),
         (&["offer", "publish", "1234567"], status_and_both),
         (&["offer", "witness", "1"], status_and_both),
+        (&["evals", "--json"], status_and_stdout),
+        (&["evals", "run", "--json"], status_and_both),
+        // Last: it writes an evaluation file into evals/.
+        (&["evals", "from-journal", "--last", "1"], drafted),
     ];
     let kernel_commands: &[(&[&str], Meaning)] = &[
         (&["organs"], status_and_both),
         (&replay, replayed),
         (&["offer-gates", "1234567"], status_and_both),
+        (&["evals", "--json"], status_and_both),
     ];
     let dotenv = std::fs::read(home.join(".env"))?;
     let mut said = Vec::new();
+    // The kernel's first: `teneral evals` runs before any evaluation exists.
     for (program, name, commands) in
-        [(&ctl, "teneralctl", ctl_commands), (&kernel_program, "teneral", kernel_commands)]
+        [(&kernel_program, "teneral", kernel_commands), (&ctl, "teneralctl", ctl_commands)]
     {
         for (words, meaning) in commands {
             let limit = if words[0] == "replay" { wait } else { quick };
@@ -259,7 +275,10 @@ fn every_command_means_the_same_from_inside_the_individual() -> TestResult {
     for replay in said.iter().filter(|s| s.contains("\"rows\"")) {
         assert!(replay.starts_with("Some(0)") && replay.contains("\"replied\":true"), "{replay}");
     }
-    assert!(said[0].starts_with("Some(3)"), "{}", said[0]);
+    let status = &said[kernel_commands.len()];
+    assert!(status.starts_with("Some(3)"), "{status}");
+    let drafts = std::fs::read_dir(home.join("evals"))?.count();
+    assert_eq!(drafts, 1, "one draft, written in the individual's evals/ whichever way");
 
     for (name, command) in
         [("teneralctl", teneralctl::cli::Cli::command()), ("teneral", teneral::cli::Cli::command())]

@@ -8,7 +8,7 @@ use teneral::standin::service::{Service, CHAT_PATH, RESPONSES_PATH};
 use teneral::standin::Script;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let service = Service::new(None, None);
+    let service = Service::new(None, Script::default());
     for path in [CHAT_PATH, RESPONSES_PATH] {
         let answer = service.handle("POST", path, None, data, 1_700_000_000);
         assert!(answer.body.is_object(), "{path}: the answer is not a JSON object");

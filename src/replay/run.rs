@@ -169,9 +169,8 @@ impl Ground<'_> {
             std::fs::write(at, text).map_err(setup)?;
         }
         place_stimulus(&dir, stimulus).map_err(setup)?;
-        // Always a script, empty where the turn had no answer of the model's:
-        // a replayed line gets the default reply then, never the unscripted
-        // stand-in's own acts.
+        // Empty where the turn had no answer of the model's: the stand-in then
+        // takes it as no script.
         let text = workspace.script.map(str::to_owned).or_else(|| stimulus.script_text());
         let script = place.join("script.jsonl");
         std::fs::write(&script, text.unwrap_or_default()).map_err(setup)?;

@@ -72,8 +72,8 @@ pub struct Service {
 
 struct State {
     script: Script,
-    /// No script was given: the owner lines of [`showcase`] are acted on.
-    /// A script with no steps is a script: its every answer is the default.
+    /// No script was given (or it had no steps): the owner lines of
+    /// [`showcase`] are acted on.
     unscripted: bool,
     responses: u64,
     calls: u64,
@@ -87,11 +87,8 @@ enum Protocol {
 }
 
 impl Service {
-    /// A stand-in answering with `script`, or unscripted (acting on the
-    /// owner lines of [`showcase`]) when there is none.
-    pub fn new(key: Option<String>, script: Option<Script>) -> Self {
-        let unscripted = script.is_none();
-        let script = script.unwrap_or_default();
+    pub fn new(key: Option<String>, script: Script) -> Self {
+        let unscripted = script.remaining() == 0;
         let state = State { script, unscripted, responses: 0, calls: 0, stored: HashMap::new() };
         Service { key: Mutex::new(key), state: Mutex::new(state) }
     }

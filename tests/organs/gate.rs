@@ -265,9 +265,10 @@ fn a_check_past_its_limit_is_killed_with_its_group() -> TestResult {
     assert_eq!(status, Some(1));
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     assert!(err.contains("did not pass: it ran past 1 s and was killed"), "{err}");
+    // The last mention: the refusal's own words, after the log's lines.
     let pid: u32 = err
-        .split("grandchild ")
-        .nth(1)
+        .rsplit("grandchild ")
+        .next()
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .ok_or("no grandchild pid in the output")?;

@@ -9,8 +9,8 @@ fn post(service: &Service, path: &str, body: &serde_json::Value) -> Prepared {
     service.handle("POST", path, BEARER, body.to_string().as_bytes(), 7)
 }
 
-fn script(text: &str) -> Option<Script> {
-    Some(Script::parse(text).unwrap_or_else(|e| unreachable!("{e}")))
+fn script(text: &str) -> Script {
+    Script::parse(text).unwrap_or_else(|e| unreachable!("{e}"))
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn scripted_errors_and_mismatches() {
 
 #[test]
 fn models_are_listed_behind_the_key_like_every_endpoint() {
-    let service = Service::new(Some("k".into()), None);
+    let service = Service::new(Some("k".into()), Script::default());
     let list = service.handle("GET", "/v1/models", BEARER, b"", 7);
     assert_eq!(list.status, 200);
     assert_eq!(list.body["data"][0]["id"], "standin");
@@ -155,7 +155,7 @@ fn only_an_unscripted_standin_acts_on_the_owner_lines() {
     let chat = json!({"model": "m", "messages": [{"role": "user", "content": "change yourself"}],
         "tools": [{"type": "function", "function": {"name": "read_file"}}]});
     let responses = json!({"model": "m", "input": "change yourself"});
-    let unscripted = Service::new(None, None);
+    let unscripted = Service::new(None, Script::default());
     let answer = post(&unscripted, CHAT_PATH, &chat);
     let call = &answer.body["choices"][0]["message"]["tool_calls"][0]["function"];
     assert_eq!(call["name"], "read_file", "{}", answer.body);
@@ -170,21 +170,12 @@ fn only_an_unscripted_standin_acts_on_the_owner_lines() {
         "Stand-in model here. You said: hello"
     );
 
-    // A script's steps, and the default reply after them, never act; nor
-    // does a script with no steps (a replayed turn the model never answered).
+    // A script's steps, and the default reply after them, never act.
     let scripted = Service::new(None, script(r#"{"reply":"scripted"}"#));
     for expected in ["scripted", "Stand-in model here. You said: change yourself"] {
         let answer = post(&scripted, RESPONSES_PATH, &responses);
         assert_eq!(answer.body["output"][0]["content"][0]["text"], expected, "{}", answer.body);
     }
-    let empty = Service::new(None, script(""));
-    let answer = post(&empty, RESPONSES_PATH, &responses);
-    assert_eq!(
-        answer.body["output"][0]["content"][0]["text"],
-        "Stand-in model here. You said: change yourself",
-        "{}",
-        answer.body
-    );
 }
 
 #[test]
@@ -199,7 +190,7 @@ fn a_request_that_asks_for_a_stream_gets_frames_and_the_whole_answer_beside_them
     assert_eq!(asked.body["choices"][0]["message"]["content"], "one two");
     let whole = post(&service, RESPONSES_PATH, &json!({"model": "m", "input": "hi"}));
     assert_eq!(whole.stream, None, "no stream unless asked");
-    let unscripted = Service::new(None, None);
+    let unscripted = Service::new(None, Script::default());
     let act = post(
         &unscripted,
         RESPONSES_PATH,
