@@ -98,18 +98,7 @@ pub async fn replay(home: &Path, options: &Options) -> Result<Report, ReplayErro
     let from = commit_named(&git, &options.from, &commits, current)?;
     let to = commit_named(&git, &options.to, &commits, current)?;
 
-    let io = |what: &str| {
-        let what = what.to_owned();
-        move |source| ReplayError::Io { what, source }
-    };
-    crate::spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
-    let exe = std::env::current_exe().map_err(io("the kernel's own program"))?;
-    let cage = crate::confine::Cage::decide(
-        settings.unsafe_unconfined,
-        &settings.test.pretend_missing,
-        exe.clone(),
-    )?;
-    let runner = Runner::choose(settings.runner, cage).await?.for_individual(home);
+    let (runner, exe) = caged_runner(home, &settings).await?;
     let body_a = body_of(&runner, &git, home, &from, &settings).await?;
     let body_b = body_of(&runner, &git, home, &to, &settings).await?;
 
@@ -201,6 +190,27 @@ pub fn commit_named(
     };
     git.find_commit(oid).map_err(|_| unknown())?;
     Ok(repo::commit_of(oid))
+}
+
+/// The runner a replay's or an evaluation's runs go through, with this
+/// process as their children's subreaper, and the kernel's own program.
+pub async fn caged_runner(
+    home: &Path,
+    settings: &Settings,
+) -> Result<(Runner, PathBuf), ReplayError> {
+    let io = |what: &str| {
+        let what = what.to_owned();
+        move |source| ReplayError::Io { what, source }
+    };
+    crate::spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
+    let exe = std::env::current_exe().map_err(io("the kernel's own program"))?;
+    let cage = crate::confine::Cage::decide(
+        settings.unsafe_unconfined,
+        &settings.test.pretend_missing,
+        exe.clone(),
+    )?;
+    let runner = Runner::choose(settings.runner, cage).await?.for_individual(home);
+    Ok((runner, exe))
 }
 
 /// The body of `commit`: the one kept in `.teneral/bin/` (built by a

@@ -13,7 +13,6 @@ use serde_json::json;
 use super::memo::Memo;
 use super::{load_all, run_one, EvalsError};
 use crate::replay::{self, run::Ground, ReplayError};
-use crate::runner::Runner;
 use crate::settings::Settings;
 
 /// What the owner asked for.
@@ -71,22 +70,7 @@ pub async fn main(home: &Path, options: &Options) -> Result<i32, NowError> {
     let oid = crate::repo::commit_id(&git, home, commit.as_str()).map_err(ReplayError::from)?;
     let (_, tree) = crate::repo::tree_ids(&git, home, oid).map_err(ReplayError::from)?;
 
-    let io = |what: &str| {
-        let what = what.to_owned();
-        move |source| ReplayError::Io { what, source }
-    };
-    crate::spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
-    let exe = std::env::current_exe().map_err(io("the kernel's own program"))?;
-    let cage = crate::confine::Cage::decide(
-        settings.unsafe_unconfined,
-        &settings.test.pretend_missing,
-        exe.clone(),
-    )
-    .map_err(ReplayError::from)?;
-    let runner = Runner::choose(settings.runner, cage)
-        .await
-        .map_err(ReplayError::from)?
-        .for_individual(home);
+    let (runner, exe) = replay::caged_runner(home, &settings).await?;
     let binary = replay::body_of(&runner, &git, home, &commit, &settings).await?;
     let limit = match settings.smoke_seconds {
         0 => replay::DEFAULT_LIMIT,
