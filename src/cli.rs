@@ -74,6 +74,11 @@ pub enum Command {
         /// A script of replies, tool calls, errors and delays (JSON Lines).
         #[arg(long)]
         script: Option<PathBuf>,
+        /// Answer from the script alone: when it is empty or used up, the
+        /// default reply, never the stand-in's own acts on the owner's
+        /// lines (as a replay of a turn the model never answered needs).
+        #[arg(long)]
+        scripted: bool,
         /// Append every request to this file as a JSON line.
         #[arg(long)]
         log: Option<PathBuf>,

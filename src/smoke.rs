@@ -127,6 +127,7 @@ impl Smoke<'_> {
             individual: self.home,
             key,
             script: None,
+            scripted: false,
             log: None,
             limits: Limits::for_body(self.settings),
         };

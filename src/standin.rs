@@ -56,6 +56,9 @@ pub struct Config {
     pub key: Option<String>,
     /// A JSON Lines script of answers (see [`script`]).
     pub script: Option<PathBuf>,
+    /// Answer from the script alone, even an empty one: no acts of
+    /// [`showcase`] (see [`service::Service::from_script_alone`]).
+    pub scripted: bool,
     /// A file to append every request to, one JSON line each.
     pub log: Option<PathBuf>,
     /// How long the sign-in stand-in's access tokens live, in seconds
@@ -111,7 +114,10 @@ impl Standin {
         let listener =
             TcpListener::bind(addr).await.map_err(|source| StandinError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| StandinError::Bind { addr, source })?;
-        let service = service::Service::new(config.key, script);
+        let mut service = service::Service::new(config.key, script);
+        if config.scripted {
+            service = service.from_script_alone();
+        }
         let lifetime = config.token_lifetime.unwrap_or(signin::ACCESS_LIFETIME);
         let signin = std::sync::Mutex::new(signin::SignIn::new(lifetime));
         Ok(Standin { listener, addr, shared: Arc::new(http::Shared { service, log, signin }) })

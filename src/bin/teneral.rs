@@ -64,13 +64,22 @@ fn main() -> ExitCode {
             }
             Command::Kernel { dir } => kernel(&dir).await,
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
-            Command::Standin { listen, key, script, log, token_lifetime, end_with_stdout } => {
+            Command::Standin {
+                listen,
+                key,
+                script,
+                scripted,
+                log,
+                token_lifetime,
+                end_with_stdout,
+            } => {
                 let key = key.or_else(|| {
                     std::env::var(teneral::standin::child::KEY_VARIABLE)
                         .ok()
                         .filter(|k| !k.is_empty())
                 });
-                let config = teneral::standin::Config { key, script, log, token_lifetime };
+                let config =
+                    teneral::standin::Config { key, script, scripted, log, token_lifetime };
                 teneral::standin::run_cli(listen, config, end_with_stdout).await?;
                 Ok(0)
             }

@@ -407,6 +407,7 @@ fn the_stand_in_s_stream_reaches_the_body_frame_by_frame_with_its_usage() {
         let config = crate::standin::Config {
             key: Some(REAL.to_owned()),
             script: Some(script),
+            scripted: false,
             ..crate::standin::Config::default()
         };
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -461,6 +462,7 @@ fn a_metered_proxy_counts_streamed_usage_and_stops_at_the_budget() {
         let config = crate::standin::Config {
             key: Some(REAL.to_owned()),
             script: Some(script),
+            scripted: false,
             ..crate::standin::Config::default()
         };
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));

@@ -169,8 +169,8 @@ impl Ground<'_> {
             std::fs::write(at, text).map_err(setup)?;
         }
         place_stimulus(&dir, stimulus).map_err(setup)?;
-        // Empty where the turn had no answer of the model's: the stand-in then
-        // takes it as no script.
+        // Empty where the turn had no answer of the model's: the stand-in,
+        // told to answer from its script alone, gives the default reply.
         let text = workspace.script.map(str::to_owned).or_else(|| stimulus.script_text());
         let script = place.join("script.jsonl");
         std::fs::write(&script, text.unwrap_or_default()).map_err(setup)?;
@@ -305,6 +305,9 @@ impl Ground<'_> {
             individual: self.home,
             key,
             script: Some(script),
+            // A turn the model never answered has an empty script: the
+            // default reply, as then, not the stand-in's own acts.
+            scripted: true,
             log: None,
             limits: Limits::for_body(self.settings),
         };

@@ -44,6 +44,8 @@ pub struct Start<'a> {
     pub key: &'a str,
     /// Its script, read at start.
     pub script: Option<&'a Path>,
+    /// Answer from the script alone, even an empty one (`--scripted`).
+    pub scripted: bool,
     /// Its request log; made here, so the cage grants the file alone.
     pub log: Option<&'a Path>,
     pub limits: Limits,
@@ -92,6 +94,9 @@ impl StandinChild {
             if script.exists() {
                 readable.push(script.to_owned());
             }
+        }
+        if start.scripted {
+            spec = spec.arg("--scripted");
         }
         let mut writable = Vec::new();
         if let Some(log) = start.log {

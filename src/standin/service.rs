@@ -72,8 +72,9 @@ pub struct Service {
 
 struct State {
     script: Script,
-    /// No script was given (or it had no steps): the owner lines of
-    /// [`showcase`] are acted on.
+    /// No script was given (or it had no steps) and none was asked for
+    /// ([`Service::from_script_alone`]): the owner lines of [`showcase`]
+    /// are acted on.
     unscripted: bool,
     responses: u64,
     calls: u64,
@@ -91,6 +92,14 @@ impl Service {
         let unscripted = script.remaining() == 0;
         let state = State { script, unscripted, responses: 0, calls: 0, stored: HashMap::new() };
         Service { key: Mutex::new(key), state: Mutex::new(state) }
+    }
+
+    /// Answers from the script alone, even an empty one: the owner lines
+    /// of [`showcase`] are never acted on, and a request past the script
+    /// gets the default reply.
+    pub fn from_script_alone(self) -> Self {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).unscripted = false;
+        self
     }
 
     /// Makes `key` the only one accepted from now on.

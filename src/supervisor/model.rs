@@ -154,6 +154,7 @@ async fn start_standin(
         individual: home,
         key,
         script: script.as_deref(),
+        scripted: false,
         log: log_file.as_deref(),
         limits: Limits::for_body(settings),
     };

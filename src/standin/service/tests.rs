@@ -179,6 +179,22 @@ fn only_an_unscripted_standin_acts_on_the_owner_lines() {
 }
 
 #[test]
+fn a_standin_told_to_answer_from_its_script_alone_never_acts_even_with_an_empty_one() {
+    let responses = json!({"model": "m", "input": "change yourself"});
+    let acting = Service::new(None, script(""));
+    let answer = post(&acting, RESPONSES_PATH, &responses);
+    assert_eq!(answer.body["output"][0]["type"], "function_call", "{}", answer.body);
+    let alone = Service::new(None, script("")).from_script_alone();
+    let answer = post(&alone, RESPONSES_PATH, &responses);
+    assert_eq!(
+        answer.body["output"][0]["content"][0]["text"],
+        "Stand-in model here. You said: change yourself",
+        "{}",
+        answer.body
+    );
+}
+
+#[test]
 fn a_request_that_asks_for_a_stream_gets_frames_and_the_whole_answer_beside_them() {
     let service = Service::new(None, script(r#"{"reply":"one two","chunk_ms":30}"#));
     let messages = json!([{"role": "user", "content": "hi"}]);
