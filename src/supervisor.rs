@@ -86,6 +86,13 @@ pub async fn run(home: &Path) -> Result<i32, KernelError> {
 
 async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     let home = home.canonicalize().map_err(io("the individual's directory"))?;
+    // Taken before the lock publishes this pid: from then on `teneralctl
+    // back` may send SIGHUP, and a stop SIGTERM, at any moment of the
+    // start; their default would end the kernel. Held until the loop that
+    // answers them asks (the request file waits beside the signal).
+    let sigterm = signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?;
+    let sigint = signal(SignalKind::interrupt()).map_err(io("SIGINT handler"))?;
+    let sighup = signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?;
     let _lock = lock::acquire(&home)?;
     start::name_in_the_log(&home);
     spawn::start_reaper().map_err(io("cannot become a child subreaper"))?;
@@ -204,9 +211,9 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
         git,
         runner,
         status,
-        sigterm: signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?,
-        sigint: signal(SignalKind::interrupt()).map_err(io("SIGINT handler"))?,
-        sighup: signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?,
+        sigterm,
+        sigint,
+        sighup,
         carried: Some((commit.clone(), carried)),
     };
     let (status, reason) = k.supervise().await?;

@@ -361,3 +361,37 @@ fn back_with_the_kernel_down_killed_at_either_write_is_journaled_and_finished_by
     }
     Ok(())
 }
+
+#[test]
+fn back_sent_while_the_kernel_starts_is_answered_once_it_runs() -> TestResult {
+    let (ind, c) = three_buildable_generations()?;
+    let mut kernel = ind.start()?;
+    // The moment the lock names the kernel, its start has only begun (the
+    // stand-in model, the body's build are still to come): `back` signals
+    // it then.
+    let lock = ind.path().join(teneral_core::lock::LOCK_PATH);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&lock).is_ok_and(|pid| pid.trim().parse::<i32>().is_ok()) {
+        assert!(Instant::now() < deadline, "the kernel never took its lock: {}", ind.kernel_log());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let out = Command::new(teneralctl())
+        .args(["back", "--wait", "240", "--dir"])
+        .arg(ind.path())
+        .output_within(SLOW)?;
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}\n{}",
+        ind.kernel_log()
+    );
+    assert!(stdout.contains(&format!("sent back from {} to {}", c[2], c[1])), "{stdout}");
+    ind.wait_for("the generation gone back to", LONG, |e| {
+        e["type"] == "generation.ready" && e["commit"] == c[1].as_str()
+    })?;
+    kernel.signal(15);
+    kernel.wait(Duration::from_secs(30))?;
+    Ok(())
+}

@@ -4,6 +4,7 @@
 //! leaves lying (event sockets, temporary files, process groups).
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use git2::{BranchType, Repository};
 use serde_json::json;
@@ -430,18 +431,34 @@ pub(super) fn sweep_files(home: &Path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => log::warn(format!("cannot sweep temporary files in .teneral: {e}")),
     }
-    // A send-back request waiting at start was left by a `teneralctl back`
-    // that ended (killed, or its kernel gone) before a kernel took it: no
-    // client waits for it, and a later SIGHUP must not act on it.
+    // A send-back request written before this kernel took the lock was
+    // left by a `teneralctl back` that ended (killed, or its kernel gone)
+    // before a kernel took it: no client waits for it, and a later SIGHUP
+    // must not act on it. One written since was written for this kernel
+    // (`back` read its pid from the lock) and waits for its answer.
     let request = home.join(teneral_core::back_request::BACK_REQUEST);
-    match std::fs::remove_file(&request) {
-        Ok(()) => log::info(
-            "removed a send-back request that no `teneralctl back` waits for any more; \
-             run `teneralctl back` again to go back",
-        ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => log::warn(format!("cannot remove {}: {e}", request.display())),
+    let written = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified());
+    let (asked, locked) = (written(&request), written(&home.join(teneral_core::lock::LOCK_PATH)));
+    match (asked, locked) {
+        (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => {}
+        (Ok(asked), Ok(locked)) if !left_before_the_lock(asked, locked) => {}
+        _ => match std::fs::remove_file(&request) {
+            Ok(()) => log::info(
+                "removed a send-back request that no `teneralctl back` waits for any more; \
+                 run `teneralctl back` again to go back",
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => log::warn(format!("cannot remove {}: {e}", request.display())),
+        },
     }
+}
+
+/// Whether a send-back request written at `asked` was left before the
+/// kernel that took the lock at `locked` (the lock file's time, when it
+/// wrote its pid). File times are coarse (a clock tick): a request of the
+/// same tick counts as this kernel's.
+pub(super) fn left_before_the_lock(asked: SystemTime, locked: SystemTime) -> bool {
+    asked < locked
 }
 
 /// Names the individual and its generation (commit and ordinal) on every
@@ -458,5 +475,25 @@ pub(super) fn name_in_the_log(home: &Path) {
         State::load(home).ok().and_then(|s| s.generation).or_else(|| head().map(repo::commit_of));
     if let Some(commit) = commit {
         log::set_commit(&commit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_send_back_request_is_stale_only_when_written_before_the_lock() {
+        let locked = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let table = [
+            (locked - Duration::from_secs(60), true),
+            (locked - Duration::from_nanos(1), true),
+            (locked, false),
+            (locked + Duration::from_millis(3), false),
+        ];
+        for (asked, stale) in table {
+            assert_eq!(left_before_the_lock(asked, locked), stale, "{asked:?}");
+        }
     }
 }

@@ -61,9 +61,33 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// Whether `name` is a temporary name of [`temp_path`]'s pattern, written
 /// by any process: a dot, a name, `.tmp-`, and a process id.
 pub fn is_temp_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.') else { return false };
-    let Some((stem, pid)) = rest.rsplit_once(".tmp-") else { return false };
-    !stem.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+    temp_writer(name).is_some()
+}
+
+/// The id of the process that wrote the temporary file `name`, when `name`
+/// is of [`temp_path`]'s pattern.
+pub fn temp_writer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (stem, pid) = rest.rsplit_once(".tmp-")?;
+    if stem.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Whether the writer `pid` of a temporary file is gone, so the file is
+/// what a killed writer left: no process has that id, or the sweeper has it
+/// itself (it writes none before it sweeps; a container starts its
+/// processes with the same ids each time). A live writer's file is its
+/// write under way (a client's `write_atomic` while the kernel starts).
+fn writer_gone(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return true;
+    };
+    rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
 }
 
 /// Directories below `.teneral/` the sweep of temporary files does not
@@ -75,9 +99,10 @@ fn sweep_skips(name: &str, dir: &Path) -> bool {
 }
 
 /// Removes every regular file named by the temporary pattern anywhere below
-/// `root`, never following a link and never entering a checkout or a build
-/// target. Call holding the individual's lock, with no writer of its own
-/// running (at start). How many were removed.
+/// `root` whose writer is gone ([`writer_gone`]), never following a link and
+/// never entering a checkout or a build target. Call holding the
+/// individual's lock, with no writer of its own running (at start). How
+/// many were removed.
 pub fn remove_temp_files(root: &Path) -> io::Result<usize> {
     let mut removed = 0;
     let mut dirs = vec![root.to_owned()];
@@ -97,7 +122,7 @@ pub fn remove_temp_files(root: &Path) -> io::Result<usize> {
                 if !sweep_skips(&name, &path) {
                     dirs.push(path);
                 }
-            } else if kind.is_file() && is_temp_name(&name) {
+            } else if kind.is_file() && temp_writer(&name).is_some_and(writer_gone) {
                 fs::remove_file(&path)?;
                 removed += 1;
             }
@@ -277,9 +302,21 @@ mod tests {
     fn the_sweep_removes_temporary_files_at_any_depth_and_nothing_else() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let root = dir.path();
-        let planted =
-            [".state.json.tmp-1", "kernels/.running.tmp-2", "gate/deep/er/.memo.json.tmp-3"];
+        // Writers gone: a reaped child, and this process itself (a killed
+        // writer of the same id, as in a restarted container).
+        let mut child = std::process::Command::new("true").spawn()?;
+        let gone = child.id();
+        child.wait()?;
+        let mut alive = std::process::Command::new("sleep").arg("30").spawn()?;
+        let (own, live) = (std::process::id(), alive.id());
+        let planted = [
+            format!(".state.json.tmp-{gone}"),
+            format!("kernels/.running.tmp-{own}"),
+            format!("gate/deep/er/.memo.json.tmp-{gone}"),
+        ];
+        let live_write = format!("requests/.back.json.tmp-{live}");
         let kept = [
+            live_write.as_str(),
             "state.json",
             "gate/deep/.memo.json.tmp",
             "candidate/.x.tmp-4",
@@ -287,7 +324,7 @@ mod tests {
             "gate/check/.y.tmp-5",
             "gate/target/.z.tmp-6",
         ];
-        for name in planted.iter().chain(&kept) {
+        for name in planted.iter().map(String::as_str).chain(kept) {
             let path = root.join(name);
             fs::create_dir_all(path.parent().unwrap_or(root))?;
             fs::write(&path, "x")?;
@@ -295,8 +332,11 @@ mod tests {
         let outside = tempfile::tempdir()?;
         fs::write(outside.path().join(".far.tmp-7"), "x")?;
         std::os::unix::fs::symlink(outside.path(), root.join("link"))?;
-        assert_eq!(remove_temp_files(root)?, planted.len());
-        for name in planted {
+        let removed = remove_temp_files(root);
+        let _ = alive.kill();
+        let _ = alive.wait();
+        assert_eq!(removed?, planted.len());
+        for name in &planted {
             assert!(!root.join(name).exists(), "{name} is removed");
         }
         for name in kept {
