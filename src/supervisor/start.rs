@@ -416,8 +416,9 @@ pub(super) fn say_if_install_differs(
 }
 
 /// Removes what a killed kernel of this individual left lying: its event
-/// sockets and the temporary files of its (and its clients') atomic writes
-/// anywhere in `.teneral/` but its checkouts and build targets.
+/// sockets, the temporary files of its (and its clients') atomic writes
+/// anywhere in `.teneral/` but its checkouts and build targets, the words
+/// of a reply it was streaming, and a send-back request no client waits for.
 /// Call holding the lock.
 pub(super) fn sweep_files(home: &Path) {
     match crate::events::sweep_stale(home) {
@@ -430,6 +431,11 @@ pub(super) fn sweep_files(home: &Path) {
         Ok(n) => log::info(format!("removed {n} temporary file(s) a killed writer left behind")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => log::warn(format!("cannot sweep temporary files in .teneral: {e}")),
+    }
+    // The words of a reply a killed kernel's body was streaming: its turn
+    // is taken again, so they are no reply in progress.
+    if let Err(e) = teneral_core::live::clear(home) {
+        log::warn(format!("cannot empty the reply in progress: {e}"));
     }
     // A send-back request written before this kernel took the lock was
     // left by a `teneralctl back` that ended (killed, or its kernel gone)
