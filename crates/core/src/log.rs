@@ -1,23 +1,25 @@
 //! The kernel's log: the one place that writes it.
 //!
-//! Under systemd (stderr is the journal's stream, as `JOURNAL_STREAM` says)
-//! every line goes to journald over its native protocol, with fields a query
-//! can select on: `PRIORITY` (its level), `SYSLOG_IDENTIFIER=teneral`,
-//! `TENERAL_INDIVIDUAL` (the individual's directory), `TENERAL_COMMIT` and
-//! `TENERAL_GENERATION` (the generation the line is about: its commit and
-//! its ordinal, [`fields`]), `TENERAL_EVENT` (what kind of line: `kernel`, a
-//! journal event type such as `reply` or `tool.call`, `log` for a body's log
-//! line, or `output` for what a child wrote), and for a child's output the
-//! unit it ran in as `USER_UNIT`, so `journalctl --user-unit
-//! teneral-gen-<short>` finds it. At a terminal, or into a file (a test
-//! capturing stderr), each line is `[teneral] ...` or `[tag] ...` on stderr,
-//! and so is a line journald would not take. Into a pipe or a socket that is
-//! not the journal's (a container's log, which a cluster's collector reads)
-//! each line is one JSON object on stderr with the same fields under short
-//! names ([`Field`]: `individual`, `generation`, `commit`, `event`,
-//! `priority`, `message`, and `ts`, `tag`, `unit`), so a collector selects
-//! by generation without reading prose. `TENERAL_LOG_FORMAT` chooses
-//! ([`Format`], [`output_for`]); both forms are made from one list of fields
+//! Under systemd (stdout or stderr is the journal's stream, as
+//! `JOURNAL_STREAM` says) every line goes to journald over its native
+//! protocol, with fields a query can select on: `PRIORITY` (its level),
+//! `SYSLOG_IDENTIFIER=teneral`, `TENERAL_INDIVIDUAL` (the individual's
+//! directory), `TENERAL_COMMIT` and `TENERAL_GENERATION` (the generation the
+//! line is about: its commit and its ordinal, [`fields`]), `TENERAL_EVENT`
+//! (what kind of line: `kernel`, a journal event type such as `reply` or
+//! `tool.call`, `log` for a body's log line, or `output` for what a child
+//! wrote), and for a child's output the unit it ran in as `USER_UNIT`, so
+//! `journalctl --user-unit teneral-gen-<short>` finds it. Where stdout leads
+//! to a terminal or a file (a test capturing it), each line is
+//! `[teneral] ...` or `[tag] ...` on stderr, and so is a line journald would
+//! not take. Where stdout leads into a pipe or a socket that is not the
+//! journal's (a container's log, which a cluster's collector reads) each
+//! line is one JSON object on stdout with the same fields under short names
+//! ([`Field`]: `individual`, `generation`, `commit`, `event`, `priority`,
+//! `message`, and `ts`, `tag`, `unit`), so a collector selects by generation
+//! without reading prose; nothing else of the kernel writes to its stdout,
+//! so every line there is JSON. `TENERAL_LOG_FORMAT` chooses ([`Format`],
+//! [`output_for`]); both forms are made from one list of fields
 //! ([`fields_of`]).
 //!
 //! Every line is one line: text that a body, a model or a child wrote is
@@ -59,22 +61,24 @@ pub enum Priority {
 /// `TENERAL_LOG_FORMAT`: how the log is written where no journal takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// journald under systemd; lines of text at a terminal or into a file;
-    /// JSON lines into a pipe or a socket (a container's log).
+    /// journald under systemd; lines of text on stderr where stdout leads
+    /// to a terminal or a file; JSON lines on stdout where it leads into a
+    /// pipe or a socket (a container's log).
     Auto,
-    /// JSON lines on stderr, always.
+    /// JSON lines on stdout, always.
     Json,
-    /// journald under systemd, lines of text elsewhere.
+    /// journald under systemd, lines of text on stderr elsewhere.
     Text,
 }
 
-/// Where stderr leads.
+/// Where the kernel's output leads: stdout, or journald's stream when
+/// stdout or stderr is it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stderr {
+pub enum Leads {
     /// systemd's journal stream (`JOURNAL_STREAM` names it).
     Journal,
     Terminal,
-    /// A regular file (`teneral run 2> kernel.log`).
+    /// A regular file (`teneral run > kernel.log`).
     File,
     /// A pipe or a socket: a container runtime's log, a collector.
     Stream,
@@ -83,18 +87,21 @@ pub enum Stderr {
 /// How lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
+    /// Datagrams to journald.
     Journal,
+    /// One JSON object per line on stdout.
     Json,
+    /// `[tag] text` on stderr.
     Text,
 }
 
-/// The decision: what `format` means where stderr leads to `stderr`.
-pub fn output_for(format: Format, stderr: Stderr) -> Output {
-    match (format, stderr) {
+/// The decision: what `format` means where the output leads to `leads`.
+pub fn output_for(format: Format, leads: Leads) -> Output {
+    match (format, leads) {
         (Format::Json, _) => Output::Json,
-        (Format::Auto | Format::Text, Stderr::Journal) => Output::Journal,
-        (Format::Auto, Stderr::Stream) => Output::Json,
-        (Format::Auto | Format::Text, Stderr::Terminal | Stderr::File | Stderr::Stream) => {
+        (Format::Auto | Format::Text, Leads::Journal) => Output::Journal,
+        (Format::Auto, Leads::Stream) => Output::Json,
+        (Format::Auto | Format::Text, Leads::Terminal | Leads::File | Leads::Stream) => {
             Output::Text
         }
     }
@@ -121,20 +128,21 @@ fn format() -> Format {
     }
 }
 
-/// Where this process's stderr leads, looked at once.
-fn stderr_leads() -> Stderr {
-    static LEADS: OnceLock<Stderr> = OnceLock::new();
+/// Where this process's output leads, looked at once: the journal's
+/// stream when stdout or stderr is it, else what stdout is.
+fn output_leads() -> Leads {
+    static LEADS: OnceLock<Leads> = OnceLock::new();
     *LEADS.get_or_init(|| {
-        if stderr_is_journal() {
-            return Stderr::Journal;
+        if is_journal_stream() {
+            return Leads::Journal;
         }
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            return Stderr::Terminal;
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return Leads::Terminal;
         }
-        match rustix::fs::fstat(std::io::stderr()) {
-            Ok(stat) if rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file() => Stderr::File,
-            Ok(_) => Stderr::Stream,
-            Err(_) => Stderr::File,
+        match rustix::fs::fstat(std::io::stdout()) {
+            Ok(stat) if rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file() => Leads::File,
+            Ok(_) => Leads::Stream,
+            Err(_) => Leads::File,
         }
     })
 }
@@ -189,12 +197,12 @@ pub fn own_unit() -> Option<String> {
     .clone()
 }
 
-/// The socket to journald, when stderr is the journal's stream.
+/// The socket to journald, when stdout or stderr is the journal's stream.
 fn journal() -> Option<&'static UnixDatagram> {
     static JOURNAL: OnceLock<Option<UnixDatagram>> = OnceLock::new();
     JOURNAL
         .get_or_init(|| {
-            if !stderr_is_journal() {
+            if !is_journal_stream() {
                 return None;
             }
             let socket = UnixDatagram::unbound().ok()?;
@@ -204,13 +212,16 @@ fn journal() -> Option<&'static UnixDatagram> {
         .as_ref()
 }
 
-/// Whether systemd connected stderr to the journal: `JOURNAL_STREAM` holds
-/// the device and inode of that stream, and they are stderr's.
-fn stderr_is_journal() -> bool {
+/// Whether systemd connected stdout or stderr to the journal:
+/// `JOURNAL_STREAM` holds the device and inode of that stream, and they
+/// are stdout's or stderr's.
+fn is_journal_stream() -> bool {
     let Some(value) = std::env::var_os("JOURNAL_STREAM") else { return false };
     let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else { return false };
-    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else { return false };
-    dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else { return false };
+    let is_it = |stat: rustix::fs::Stat| stat.st_dev == dev && stat.st_ino == ino;
+    rustix::fs::fstat(std::io::stdout()).is_ok_and(is_it)
+        || rustix::fs::fstat(std::io::stderr()).is_ok_and(is_it)
 }
 
 /// `text` with every control character shown instead of acted on: `\n`,
@@ -264,7 +275,7 @@ fn clean<'a>(text: &'a str, tag: &'a str) -> (String, std::borrow::Cow<'a, str>)
 fn write(line: Line<'_>) {
     let (text, tag) = clean(line.text, line.tag);
     let line = Line { text: &text, tag: &tag, ..line };
-    match output_for(format(), stderr_leads()) {
+    match output_for(format(), output_leads()) {
         Output::Journal => {
             if let Some(socket) = journal() {
                 let datagram = with_identity(|id| datagram(&line, id));
@@ -276,7 +287,7 @@ fn write(line: Line<'_>) {
         Output::Json => {
             let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
             let object = with_identity(|id| json_line(&line, id, &now));
-            let _ = writeln!(std::io::stderr().lock(), "{object}");
+            let _ = writeln!(std::io::stdout().lock(), "{object}");
             return;
         }
         Output::Text => {}

@@ -111,25 +111,25 @@ fn a_huge_text_is_cut_before_it_is_escaped() {
 }
 
 #[test]
-fn the_output_follows_the_format_and_where_stderr_leads() {
-    use Output::{Journal, Json, Text};
-    use Stderr::{File, Stream, Terminal};
+fn the_output_follows_the_format_and_where_the_output_leads() {
+    use Leads::{File, Stream, Terminal};
+    use Output::{Json, Text};
     let table = [
-        (Format::Auto, Stderr::Journal, Journal),
+        (Format::Auto, Leads::Journal, Output::Journal),
         (Format::Auto, Terminal, Text),
         (Format::Auto, File, Text),
         (Format::Auto, Stream, Json),
-        (Format::Json, Stderr::Journal, Json),
+        (Format::Json, Leads::Journal, Json),
         (Format::Json, Terminal, Json),
         (Format::Json, File, Json),
         (Format::Json, Stream, Json),
-        (Format::Text, Stderr::Journal, Journal),
+        (Format::Text, Leads::Journal, Output::Journal),
         (Format::Text, Terminal, Text),
         (Format::Text, File, Text),
         (Format::Text, Stream, Text),
     ];
-    for (format, stderr, want) in table {
-        assert_eq!(output_for(format, stderr), want, "{format:?} into {stderr:?}");
+    for (format, leads, want) in table {
+        assert_eq!(output_for(format, leads), want, "{format:?} into {leads:?}");
     }
 }
 
