@@ -13,36 +13,39 @@ const LONG: Duration = Duration::from_secs(240);
 const SCRIPT: &str = r#"{"reply": "Hello. I have just been born."}
 "#;
 
-/// Where stdout leads into a pipe (a container's log), every line the
-/// kernel writes by default (`TENERAL_LOG_FORMAT=auto`) is one JSON object
-/// on stdout with the journal's fields, and stderr has none of them; the
-/// lines about the generation carry its commit and ordinal, and the
+/// Where stdout and stderr lead into pipes (a container's log), every line
+/// the kernel writes by default (`TENERAL_LOG_FORMAT=auto`) is one JSON
+/// object on stdout with the journal's fields, and stderr has none of them;
+/// the lines about the generation carry its commit and ordinal, and the
 /// individual's directory.
 #[test]
 fn the_log_as_json_lines_on_stdout_carries_the_journal_fields() -> TestResult {
     let ind = Individual::new(SCRIPT, &[])?;
     let commit = ind.head()?;
-    let stderr = std::fs::File::create(ind.path().join("kernel.log"))?;
     let mut child = std::process::Command::new(teneral())
         .arg("run")
         .arg("--dir")
         .arg(ind.path())
+        .env_remove("JOURNAL_STREAM")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(stderr)
+        .stderr(std::process::Stdio::piped())
         .spawn()?;
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
-        text
-    });
+    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.take().ok_or("no stdout")?));
+    let stderr = read_all(Box::new(child.stderr.take().ok_or("no stderr")?));
     let mut kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
     ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
     kernel.signal(libc::SIGTERM);
-    assert_eq!(kernel.wait(Duration::from_secs(60))?, Some(0), "{}", ind.kernel_log());
-    let out = reader.join().map_err(|_| "the reader of stdout panicked")?;
-    let err = ind.kernel_log();
+    assert_eq!(kernel.wait(Duration::from_secs(60))?, Some(0), "the kernel stopped cleanly");
+    let out = stdout.join().map_err(|_| "the reader of stdout panicked")?;
+    let err = stderr.join().map_err(|_| "the reader of stderr panicked")?;
     assert!(!err.lines().any(|l| l.starts_with('{')), "a JSON line on stderr:\n{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines.len() >= 3, "too few lines on stdout:\n{out}\nstderr:\n{err}");

@@ -10,17 +10,17 @@
 //! `tool.call`, `log` for a body's log line, or `output` for what a child
 //! wrote), and for a child's output the unit it ran in as `USER_UNIT`, so
 //! `journalctl --user-unit teneral-gen-<short>` finds it. Where stdout leads
-//! to a terminal or a file (a test capturing it), each line is
-//! `[teneral] ...` or `[tag] ...` on stderr, and so is a line journald would
-//! not take. Where stdout leads into a pipe or a socket that is not the
-//! journal's (a container's log, which a cluster's collector reads) each
-//! line is one JSON object on stdout with the same fields under short names
-//! ([`Field`]: `individual`, `generation`, `commit`, `event`, `priority`,
-//! `message`, and `ts`, `tag`, `unit`), so a collector selects by generation
-//! without reading prose; nothing else of the kernel writes to its stdout,
-//! so every line there is JSON. `TENERAL_LOG_FORMAT` chooses ([`Format`],
-//! [`output_for`]); both forms are made from one list of fields
-//! ([`fields_of`]).
+//! into a pipe or a socket that is not the journal's and stderr to no
+//! terminal or file (a container's log, which a cluster's collector reads)
+//! each line is one JSON object on stdout with the same fields under short
+//! names ([`Field`]: `individual`, `generation`, `commit`, `event`,
+//! `priority`, `message`, and `ts`, `tag`, `unit`), so a collector selects
+//! by generation without reading prose; nothing else of the kernel writes to
+//! its stdout, so every line there is JSON. Elsewhere (a terminal, a test
+//! capturing stderr in a file) each line is `[teneral] ...` or `[tag] ...`
+//! on stderr, and so is a line journald would not take.
+//! `TENERAL_LOG_FORMAT` chooses ([`Format`], [`output_for`]); both forms are
+//! made from one list of fields ([`fields_of`]).
 //!
 //! Every line is one line: text that a body, a model or a child wrote is
 //! escaped ([`escape`]) before it is written, so it can neither start a line
@@ -32,6 +32,7 @@
 //! tracing stack.
 
 use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -61,9 +62,9 @@ pub enum Priority {
 /// `TENERAL_LOG_FORMAT`: how the log is written where no journal takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// journald under systemd; lines of text on stderr where stdout leads
-    /// to a terminal or a file; JSON lines on stdout where it leads into a
-    /// pipe or a socket (a container's log).
+    /// journald under systemd; JSON lines on stdout where stdout leads into
+    /// a pipe or a socket and stderr to no terminal or file (a container's
+    /// log); lines of text on stderr elsewhere.
     Auto,
     /// JSON lines on stdout, always.
     Json,
@@ -71,14 +72,14 @@ pub enum Format {
     Text,
 }
 
-/// Where the kernel's output leads: stdout, or journald's stream when
-/// stdout or stderr is it.
+/// Where one of the kernel's outputs (stdout, stderr) leads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Leads {
     /// systemd's journal stream (`JOURNAL_STREAM` names it).
     Journal,
     Terminal,
-    /// A regular file (`teneral run > kernel.log`).
+    /// A regular file (`teneral run > kernel.log`), or a device that is no
+    /// terminal (`/dev/null`).
     File,
     /// A pipe or a socket: a container runtime's log, a collector.
     Stream,
@@ -95,15 +96,18 @@ pub enum Output {
     Text,
 }
 
-/// The decision: what `format` means where the output leads to `leads`.
-pub fn output_for(format: Format, leads: Leads) -> Output {
-    match (format, leads) {
-        (Format::Json, _) => Output::Json,
-        (Format::Auto | Format::Text, Leads::Journal) => Output::Journal,
-        (Format::Auto, Leads::Stream) => Output::Json,
-        (Format::Auto | Format::Text, Leads::Terminal | Leads::File | Leads::Stream) => {
-            Output::Text
-        }
+/// The decision: what `format` means where stdout leads to `stdout` and
+/// stderr to `stderr`. Under `auto` JSON lines take stdout only where it
+/// is a stream and stderr is not where a person or a test reads lines of
+/// text (a terminal, a file): a container gives both streams to its log.
+pub fn output_for(format: Format, stdout: Leads, stderr: Leads) -> Output {
+    let journal = stdout == Leads::Journal || stderr == Leads::Journal;
+    let text_read = matches!(stderr, Leads::Terminal | Leads::File);
+    match format {
+        Format::Json => Output::Json,
+        Format::Auto | Format::Text if journal => Output::Journal,
+        Format::Auto if stdout == Leads::Stream && !text_read => Output::Json,
+        Format::Auto | Format::Text => Output::Text,
     }
 }
 
@@ -128,23 +132,24 @@ fn format() -> Format {
     }
 }
 
-/// Where this process's output leads, looked at once: the journal's
-/// stream when stdout or stderr is it, else what stdout is.
-fn output_leads() -> Leads {
-    static LEADS: OnceLock<Leads> = OnceLock::new();
-    *LEADS.get_or_init(|| {
-        if is_journal_stream() {
-            return Leads::Journal;
-        }
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            return Leads::Terminal;
-        }
-        match rustix::fs::fstat(std::io::stdout()) {
-            Ok(stat) if rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file() => Leads::File,
-            Ok(_) => Leads::Stream,
-            Err(_) => Leads::File,
-        }
-    })
+/// Where this process's stdout and stderr lead, looked at once.
+fn output_leads() -> (Leads, Leads) {
+    static LEADS: OnceLock<(Leads, Leads)> = OnceLock::new();
+    *LEADS.get_or_init(|| (leads(std::io::stdout().as_fd()), leads(std::io::stderr().as_fd())))
+}
+
+/// Where `fd` leads.
+fn leads(fd: BorrowedFd<'_>) -> Leads {
+    if is_journal_stream(fd) {
+        return Leads::Journal;
+    }
+    if std::io::IsTerminal::is_terminal(&fd) {
+        return Leads::Terminal;
+    }
+    match rustix::fs::fstat(fd).map(|stat| rustix::fs::FileType::from_raw_mode(stat.st_mode)) {
+        Ok(rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket) => Leads::Stream,
+        _ => Leads::File,
+    }
 }
 
 /// One line with what journald keeps besides its text.
@@ -202,7 +207,7 @@ fn journal() -> Option<&'static UnixDatagram> {
     static JOURNAL: OnceLock<Option<UnixDatagram>> = OnceLock::new();
     JOURNAL
         .get_or_init(|| {
-            if !is_journal_stream() {
+            if !journal_stream() {
                 return None;
             }
             let socket = UnixDatagram::unbound().ok()?;
@@ -212,16 +217,19 @@ fn journal() -> Option<&'static UnixDatagram> {
         .as_ref()
 }
 
-/// Whether systemd connected stdout or stderr to the journal:
-/// `JOURNAL_STREAM` holds the device and inode of that stream, and they
-/// are stdout's or stderr's.
-fn is_journal_stream() -> bool {
+/// Whether systemd connected `fd` to the journal: `JOURNAL_STREAM` holds
+/// the device and inode of that stream, and they are `fd`'s.
+fn is_journal_stream(fd: BorrowedFd<'_>) -> bool {
     let Some(value) = std::env::var_os("JOURNAL_STREAM") else { return false };
     let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else { return false };
-    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else { return false };
-    let is_it = |stat: rustix::fs::Stat| stat.st_dev == dev && stat.st_ino == ino;
-    rustix::fs::fstat(std::io::stdout()).is_ok_and(is_it)
-        || rustix::fs::fstat(std::io::stderr()).is_ok_and(is_it)
+    let Ok(stat) = rustix::fs::fstat(fd) else { return false };
+    dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
+}
+
+/// Whether stdout or stderr is the journal's stream.
+fn journal_stream() -> bool {
+    let (stdout, stderr) = output_leads();
+    stdout == Leads::Journal || stderr == Leads::Journal
 }
 
 /// `text` with every control character shown instead of acted on: `\n`,
@@ -275,7 +283,8 @@ fn clean<'a>(text: &'a str, tag: &'a str) -> (String, std::borrow::Cow<'a, str>)
 fn write(line: Line<'_>) {
     let (text, tag) = clean(line.text, line.tag);
     let line = Line { text: &text, tag: &tag, ..line };
-    match output_for(format(), output_leads()) {
+    let (stdout, stderr) = output_leads();
+    match output_for(format(), stdout, stderr) {
         Output::Journal => {
             if let Some(socket) = journal() {
                 let datagram = with_identity(|id| datagram(&line, id));
