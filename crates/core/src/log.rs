@@ -16,7 +16,9 @@
 //! names ([`Field`]: `individual`, `generation`, `commit`, `event`,
 //! `priority`, `message`, and `ts`, `tag`, `unit`), so a collector selects
 //! by generation without reading prose; nothing else of the kernel writes to
-//! its stdout, so every line there is JSON. Elsewhere (a terminal, a test
+//! its stdout, so every line there is JSON. That is the kernel's log alone
+//! ([`own_stdout`]): a command that prints its results on stdout keeps its
+//! log on stderr, JSON there under the same rule applied to stderr. Elsewhere (a terminal, a test
 //! capturing stderr in a file) each line is `[teneral] ...` or `[tag] ...`
 //! on stderr, and so is a line journald would not take.
 //! `TENERAL_LOG_FORMAT` chooses ([`Format`], [`output_for`]); both forms are
@@ -35,7 +37,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 pub mod fields;
@@ -109,6 +111,19 @@ pub fn output_for(format: Format, stdout: Leads, stderr: Leads) -> Output {
         Format::Auto if stdout == Leads::Stream && !text_read => Output::Json,
         Format::Auto | Format::Text => Output::Text,
     }
+}
+
+/// Whether stdout is the log's: only in the kernel (`teneral run`,
+/// `teneral kernel`), which says so ([`own_stdout`]). Every other command
+/// (`teneral offer-gates`, `teneral replay`, the stand-in model) prints its
+/// own results on stdout, so its log stays on stderr and `auto` decides by
+/// where stderr leads.
+static STDOUT_IS_THE_LOG: AtomicBool = AtomicBool::new(false);
+
+/// Makes stdout the log's: JSON lines go there, and `auto` decides by where
+/// stdout and stderr lead. For the kernel alone, which prints nothing else.
+pub fn own_stdout() {
+    STDOUT_IS_THE_LOG.store(true, Ordering::Relaxed);
 }
 
 /// The format set by the settings ([`set_format`]); auto until then.
@@ -284,7 +299,9 @@ fn write(line: Line<'_>) {
     let (text, tag) = clean(line.text, line.tag);
     let line = Line { text: &text, tag: &tag, ..line };
     let (stdout, stderr) = output_leads();
-    match output_for(format(), stdout, stderr) {
+    let own = STDOUT_IS_THE_LOG.load(Ordering::Relaxed);
+    let leads = if own { (stdout, stderr) } else { (stderr, stderr) };
+    match output_for(format(), leads.0, leads.1) {
         Output::Journal => {
             if let Some(socket) = journal() {
                 let datagram = with_identity(|id| datagram(&line, id));
@@ -296,7 +313,11 @@ fn write(line: Line<'_>) {
         Output::Json => {
             let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
             let object = with_identity(|id| json_line(&line, id, &now));
-            let _ = writeln!(std::io::stdout().lock(), "{object}");
+            let _ = if own {
+                writeln!(std::io::stdout().lock(), "{object}")
+            } else {
+                writeln!(std::io::stderr().lock(), "{object}")
+            };
             return;
         }
         Output::Text => {}
