@@ -111,9 +111,13 @@ struct Served {
     budget: Budget,
     hush: Mutex<Hush>,
     rates: Mutex<Rates>,
+    /// Told when an event is dropped: floods are looked at only while one
+    /// is counted, so an idle channel sets no timer.
+    dropping: tokio::sync::Notify,
 }
 
-/// How often floods are looked at, to report those that ended.
+/// How often floods are looked at while one is counted, to report those
+/// that ended.
 const FLOODS_LOOKED_AT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Channel {
@@ -133,9 +137,12 @@ impl Channel {
             budget: Budget::new(limits.buffered),
             hush: Mutex::new(Hush::new(REFUSALS_PER_MINUTE)),
             rates: Mutex::new(Rates::new(RATES, Instant::now())),
+            dropping: tokio::sync::Notify::new(),
         });
         let mut floods = tokio::time::interval(FLOODS_LOOKED_AT);
+        floods.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let counting = served.rates.lock().unwrap_or_else(|p| p.into_inner()).counting();
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => Arc::clone(&served).arrived(stream),
@@ -144,7 +151,9 @@ impl Channel {
                         return;
                     }
                 },
-                _ = floods.tick() => {
+                // A drop began a flood: its first look is a period from now.
+                _ = served.dropping.notified(), if !counting => floods.reset(),
+                _ = floods.tick(), if counting => {
                     let due = served.rates.lock().unwrap_or_else(|p| p.into_inner()).due(Instant::now());
                     served.channel.report_dropped(&due);
                 }
@@ -274,6 +283,7 @@ impl Served {
         let passes =
             self.rates.lock().unwrap_or_else(|p| p.into_inner()).take(class, Instant::now());
         if !passes {
+            self.dropping.notify_one();
             return refuse(format!(
                 "dropped: over the rate of {} events (docs/contract.md, section 3); counted in \
                  events.dropped",

@@ -13,27 +13,47 @@ const LONG: Duration = Duration::from_secs(240);
 const SCRIPT: &str = r#"{"reply": "Hello. I have just been born."}
 "#;
 
-/// Under `TENERAL_LOG_FORMAT=json` every line the kernel writes is one JSON
-/// object with the journal's fields; the lines about the generation carry
-/// its commit and ordinal, and the individual's directory.
+/// Where stdout and stderr lead into pipes (a container's log), every line
+/// the kernel writes by default (`TENERAL_LOG_FORMAT=auto`) is one JSON
+/// object on stdout with the journal's fields, and stderr has none of them;
+/// the lines about the generation carry its commit and ordinal, and the
+/// individual's directory.
 #[test]
-fn the_log_as_json_lines_carries_the_journal_fields() -> TestResult {
-    let ind = Individual::new(SCRIPT, &["TENERAL_LOG_FORMAT=json"])?;
+fn the_log_as_json_lines_on_stdout_carries_the_journal_fields() -> TestResult {
+    let ind = Individual::new(SCRIPT, &[])?;
     let commit = ind.head()?;
-    let mut kernel = ind.start()?;
+    let mut child = std::process::Command::new(teneral())
+        .arg("run")
+        .arg("--dir")
+        .arg(ind.path())
+        .env_remove("JOURNAL_STREAM")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.take().ok_or("no stdout")?));
+    let stderr = read_all(Box::new(child.stderr.take().ok_or("no stderr")?));
+    let mut kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
     ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
     kernel.signal(libc::SIGTERM);
-    assert_eq!(kernel.wait(Duration::from_secs(60))?, Some(0), "{}", ind.kernel_log());
-    let log = ind.kernel_log();
-    // The lines before the settings are read follow the default: into a
-    // file, text. Every line after them is JSON.
-    let lines: Vec<&str> = log.lines().skip_while(|l| !l.starts_with('{')).collect();
-    assert!(lines.len() >= 3, "too few JSON lines:\n{log}");
+    assert_eq!(kernel.wait(Duration::from_secs(60))?, Some(0), "the kernel stopped cleanly");
+    let out = stdout.join().map_err(|_| "the reader of stdout panicked")?;
+    let err = stderr.join().map_err(|_| "the reader of stderr panicked")?;
+    assert!(!err.lines().any(|l| l.starts_with('{')), "a JSON line on stderr:\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 3, "too few lines on stdout:\n{out}\nstderr:\n{err}");
     let dir = ind.path().canonicalize()?.display().to_string();
     let mut about_the_generation = 0;
     for line in &lines {
         let object: Value =
-            serde_json::from_str(line).map_err(|e| format!("not JSON ({e}): {line}\n{log}"))?;
+            serde_json::from_str(line).map_err(|e| format!("not JSON ({e}): {line}\n{out}"))?;
         for field in ["ts", "tag", "message", "priority", "event"] {
             assert!(!object[field].is_null(), "{field} missing: {line}");
         }
@@ -44,12 +64,12 @@ fn the_log_as_json_lines_carries_the_journal_fields() -> TestResult {
             about_the_generation += 1;
         }
     }
-    assert!(about_the_generation >= 2, "no line names the generation:\n{log}");
+    assert!(about_the_generation >= 2, "no line names the generation:\n{out}");
     assert!(
         lines
             .iter()
             .any(|l| l.contains(r#""event":"kernel.stopped""#) || l.contains("supervising")),
-        "{log}"
+        "{out}"
     );
     Ok(())
 }

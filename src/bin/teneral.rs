@@ -54,6 +54,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<i32> = runtime.block_on(async {
         match cli.command {
             Command::Run { dir } => {
+                teneral_core::log::own_stdout();
                 let in_process: teneral::launcher::InProcess<'_> = Box::new(|home| {
                     let home = home.to_owned();
                     Box::pin(async move {
@@ -62,7 +63,10 @@ fn main() -> ExitCode {
                 });
                 Ok(teneral::launcher::run(&dir, in_process).await?)
             }
-            Command::Kernel { dir } => kernel(&dir).await,
+            Command::Kernel { dir } => {
+                teneral_core::log::own_stdout();
+                kernel(&dir).await
+            }
             Command::Organs { dir, check_seconds, cage } => organs(&dir, check_seconds, cage).await,
             Command::Standin {
                 listen,

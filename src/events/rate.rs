@@ -170,6 +170,12 @@ impl Rates {
         out
     }
 
+    /// Whether drops are counted and not yet reported: only then has
+    /// [`Rates::due`] anything to say.
+    pub fn counting(&self) -> bool {
+        self.buckets.iter().any(|b| b.first.is_some())
+    }
+
     /// Everything still counted, reported at `now` (the channel ends).
     pub fn flush(&mut self, now: Instant) -> Vec<Dropped> {
         let mut out = Vec::new();
@@ -245,6 +251,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut rates = Rates::new(SMALL, t0);
+        assert!(!rates.counting(), "no drop, nothing to look at");
         let mut passed = 0u64;
         let mut reports = Vec::new();
         for i in 0..1_000_000u64 {
@@ -255,8 +262,10 @@ mod tests {
             }
         }
         assert_eq!(reports, vec![], "nothing while it goes on");
+        assert!(rates.counting(), "a flood is counted");
         assert_eq!(rates.due(at(9_999 + 1_999)), vec![], "not yet quiet");
         let report = rates.due(at(9_999 + 2_000));
+        assert!(!rates.counting(), "nothing is left to look at once it is reported");
         assert_eq!(report.len(), 1, "{report:?}");
         assert_eq!((report[0].class, report[0].count), (Class::Log, 1_000_000 - passed));
         assert!((passed as i64 - 13).abs() <= 1, "3 at once, then 1 a second: {passed}");

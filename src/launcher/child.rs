@@ -1,12 +1,14 @@
 //! One kernel process under the launcher: started through `spawn` with the
-//! launcher's whole environment and the contract's two variables, its
-//! output passed on line by line (the last lines of stderr kept for a
-//! rollback's event), SIGTERM, SIGINT and SIGHUP passed on to it, and, while
+//! launcher's whole environment and the contract's two variables, the
+//! launcher's own stdout as its stdout (so the kernel's log decides by where
+//! it truly leads, and its JSON lines reach it unchanged), its stderr
+//! passed on line by line (the last lines kept for a rollback's event), SIGTERM, SIGINT and SIGHUP passed on to it, and, while
 //! it is on trial, the journal watched for its generation's
 //! `generation.ready`.
 
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +54,13 @@ pub struct Ran {
 
 type Tail = Arc<Mutex<VecDeque<String>>>;
 
+/// Which of the launcher's own outputs a kernel's piped output goes on to.
+#[derive(Clone, Copy)]
+enum To {
+    Stdout,
+    Stderr,
+}
+
 /// Starts the kernel and waits for its end. `Err`: it could not be started.
 pub async fn run(start: Start<'_>, on_ready: impl FnOnce()) -> std::io::Result<Ran> {
     let mut spec = Spec::new(start.exe, start.home).arg("kernel").arg("--dir").arg(start.home);
@@ -61,14 +70,17 @@ pub async fn run(start: Start<'_>, on_ready: impl FnOnce()) -> std::io::Result<R
         .collect();
     spec.env.push((VERSION_VARIABLE.into(), LAUNCHER_VERSION.to_string().into()));
     spec.env.push((KERNEL_VARIABLE.into(), start.which.word().into()));
-    spec.stdout = Output::Pipe;
+    spec.stdout = match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => Output::File(std::fs::File::from(fd)),
+        Err(_) => Output::Pipe,
+    };
     spec.stderr = Output::Pipe;
     let journal = start.home.join(JOURNAL_PATH);
     let mut offset = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
     let mut child = spawn::spawn(spec)?;
     let tail: Tail = Arc::default();
-    let out = pass_on(child.stdout.take(), None);
-    let err = pass_on(child.stderr.take(), Some(Arc::clone(&tail)));
+    let out = pass_on(child.stdout.take(), None, To::Stdout);
+    let err = pass_on(child.stderr.take(), Some(Arc::clone(&tail)), To::Stderr);
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -108,17 +120,21 @@ pub async fn run(start: Start<'_>, on_ready: impl FnOnce()) -> std::io::Result<R
     Ok(Ran { exit, ready, missed, asked_to_stop, stderr })
 }
 
-/// Passes a pipe's lines on to the launcher's own stderr, keeping the last
+/// Passes a pipe's lines on to the launcher's own output `to`, keeping the last
 /// ones in `tail` when given.
 fn pass_on(
     pipe: Option<tokio::net::unix::pipe::Receiver>,
     tail: Option<Tail>,
+    to: To,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let Some(pipe) = pipe else { return };
         let mut lines = BufReader::new(pipe).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            let _ = writeln!(std::io::stderr(), "{line}");
+            let _ = match to {
+                To::Stdout => writeln!(std::io::stdout(), "{line}"),
+                To::Stderr => writeln!(std::io::stderr(), "{line}"),
+            };
             if let Some(tail) = &tail {
                 let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
                 if t.len() == STDERR_LINES {

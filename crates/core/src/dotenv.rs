@@ -13,7 +13,10 @@
 //! same rules ([`Files`]): its settings join the first file's, a name set in
 //! both is refused, and it cannot name a further file. So a key can live in
 //! a file of its own (a Kubernetes Secret's mount) while `.env` stays on the
-//! individual's volume, and neither has to pass through an environment.
+//! individual's volume, and neither has to pass through an environment. The
+//! named file may not lie where a body writes ([`BODY_WRITES`]), as written
+//! or once its links are followed: a body could otherwise change the
+//! owner's settings, or point them at another file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -58,6 +61,47 @@ pub enum SettingsError {
 /// The setting that names a further file of settings.
 pub const INCLUDE_NAME: &str = "TENERAL_ENV_FILE";
 
+/// The directories of an individual a body can write in (docs/cage.md):
+/// no file of settings is read from below them.
+pub const BODY_WRITES: [&str; 4] = ["soul", "inbox", "memory", ".teneral"];
+
+/// The directory of [`BODY_WRITES`] that `target` lies in, as written
+/// (`..` taken away by its words, as a path's reader would) or once its
+/// links are followed, for the individual at `home`; `None`: none.
+pub fn in_body_writes(home: &Path, target: &Path) -> Option<&'static str> {
+    let lexical = normalize(&home.join(target));
+    let home_lexical = normalize(home);
+    let real = target_real(home, target);
+    let home_real = std::fs::canonicalize(home).ok();
+    BODY_WRITES.into_iter().find(|dir| {
+        lexical.starts_with(home_lexical.join(dir))
+            || matches!((&real, &home_real), (Some(r), Some(h)) if r.starts_with(h.join(dir)))
+    })
+}
+
+/// `target` (relative to `home`) with its links followed, as far as it exists.
+fn target_real(home: &Path, target: &Path) -> Option<PathBuf> {
+    let path = home.join(target);
+    std::fs::canonicalize(&path).ok().or_else(|| {
+        std::fs::canonicalize(path.parent()?).ok().zip(path.file_name()).map(|(p, n)| p.join(n))
+    })
+}
+
+/// `path` with `.` and `..` taken away by its words alone.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The value of one setting in `home/.env`, read by the same rules as the
 /// kernel's; `None` when the file or the setting is absent or empty.
 pub fn value_in(home: &Path, name: &str) -> Result<Option<String>, SettingsError> {
@@ -95,7 +139,22 @@ impl Files {
                     let target = path.parent().unwrap_or(Path::new("/")).join(entry.value);
                     (entry, target)
                 })
-                .map(|(entry, target)| match read_file(&target) {
+                .map(|(entry, target)| {
+                    let home = path.parent().unwrap_or(Path::new("/"));
+                    if let Some(dir) = in_body_writes(home, Path::new(entry.value)) {
+                        return Err(entries.refuse(
+                            INCLUDE_NAME,
+                            entry,
+                            &format!("it lies in {dir}/, which a body writes"),
+                            "keep the file of settings where only the owner writes (outside \
+                             the individual's directory, or beside .env), and write its path",
+                        ));
+                    }
+                    Ok((entry, target))
+                })
+                .map(|named| {
+                    named.and_then(|(entry, target)| {
+                        match read_file(&target) {
                     Ok(text) => Ok((text, target.display().to_string())),
                     Err(e) => Err(entries.refuse(
                         INCLUDE_NAME,
@@ -107,6 +166,8 @@ impl Files {
                         "write the path of the file that holds the other settings (absolute, or \
                      relative to this file's directory), or delete the line",
                     )),
+                }
+                    })
                 })
                 .transpose()?
         };

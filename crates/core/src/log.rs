@@ -1,24 +1,28 @@
 //! The kernel's log: the one place that writes it.
 //!
-//! Under systemd (stderr is the journal's stream, as `JOURNAL_STREAM` says)
-//! every line goes to journald over its native protocol, with fields a query
-//! can select on: `PRIORITY` (its level), `SYSLOG_IDENTIFIER=teneral`,
-//! `TENERAL_INDIVIDUAL` (the individual's directory), `TENERAL_COMMIT` and
-//! `TENERAL_GENERATION` (the generation the line is about: its commit and
-//! its ordinal, [`fields`]), `TENERAL_EVENT` (what kind of line: `kernel`, a
-//! journal event type such as `reply` or `tool.call`, `log` for a body's log
-//! line, or `output` for what a child wrote), and for a child's output the
-//! unit it ran in as `USER_UNIT`, so `journalctl --user-unit
-//! teneral-gen-<short>` finds it. At a terminal, or into a file (a test
-//! capturing stderr), each line is `[teneral] ...` or `[tag] ...` on stderr,
-//! and so is a line journald would not take. Into a pipe or a socket that is
-//! not the journal's (a container's log, which a cluster's collector reads)
-//! each line is one JSON object on stderr with the same fields under short
+//! Under systemd (stdout or stderr is the journal's stream, as
+//! `JOURNAL_STREAM` says) every line goes to journald over its native
+//! protocol, with fields a query can select on: `PRIORITY` (its level),
+//! `SYSLOG_IDENTIFIER=teneral`, `TENERAL_INDIVIDUAL` (the individual's
+//! directory), `TENERAL_COMMIT` and `TENERAL_GENERATION` (the generation the
+//! line is about: its commit and its ordinal, [`fields`]), `TENERAL_EVENT`
+//! (what kind of line: `kernel`, a journal event type such as `reply` or
+//! `tool.call`, `log` for a body's log line, or `output` for what a child
+//! wrote), and for a child's output the unit it ran in as `USER_UNIT`, so
+//! `journalctl --user-unit teneral-gen-<short>` finds it. Where stdout leads
+//! into a pipe or a socket that is not the journal's and stderr to no
+//! terminal or file (a container's log, which a cluster's collector reads)
+//! each line is one JSON object on stdout with the same fields under short
 //! names ([`Field`]: `individual`, `generation`, `commit`, `event`,
 //! `priority`, `message`, and `ts`, `tag`, `unit`), so a collector selects
-//! by generation without reading prose. `TENERAL_LOG_FORMAT` chooses
-//! ([`Format`], [`output_for`]); both forms are made from one list of fields
-//! ([`fields_of`]).
+//! by generation without reading prose; nothing else of the kernel writes to
+//! its stdout, so every line there is JSON. That is the kernel's log alone
+//! ([`own_stdout`]): a command that prints its results on stdout keeps its
+//! log on stderr, JSON there under the same rule applied to stderr. Elsewhere (a terminal, a test
+//! capturing stderr in a file) each line is `[teneral] ...` or `[tag] ...`
+//! on stderr, and so is a line journald would not take.
+//! `TENERAL_LOG_FORMAT` chooses ([`Format`], [`output_for`]); both forms are
+//! made from one list of fields ([`fields_of`]).
 //!
 //! Every line is one line: text that a body, a model or a child wrote is
 //! escaped ([`escape`]) before it is written, so it can neither start a line
@@ -30,9 +34,10 @@
 //! tracing stack.
 
 use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 pub mod fields;
@@ -59,22 +64,24 @@ pub enum Priority {
 /// `TENERAL_LOG_FORMAT`: how the log is written where no journal takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// journald under systemd; lines of text at a terminal or into a file;
-    /// JSON lines into a pipe or a socket (a container's log).
+    /// journald under systemd; JSON lines on stdout where stdout leads into
+    /// a pipe or a socket and stderr to no terminal or file (a container's
+    /// log); lines of text on stderr elsewhere.
     Auto,
-    /// JSON lines on stderr, always.
+    /// JSON lines on stdout, always.
     Json,
-    /// journald under systemd, lines of text elsewhere.
+    /// journald under systemd, lines of text on stderr elsewhere.
     Text,
 }
 
-/// Where stderr leads.
+/// Where one of the kernel's outputs (stdout, stderr) leads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stderr {
+pub enum Leads {
     /// systemd's journal stream (`JOURNAL_STREAM` names it).
     Journal,
     Terminal,
-    /// A regular file (`teneral run 2> kernel.log`).
+    /// A regular file (`teneral run > kernel.log`), or a device that is no
+    /// terminal (`/dev/null`).
     File,
     /// A pipe or a socket: a container runtime's log, a collector.
     Stream,
@@ -83,21 +90,40 @@ pub enum Stderr {
 /// How lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
+    /// Datagrams to journald.
     Journal,
+    /// One JSON object per line on stdout.
     Json,
+    /// `[tag] text` on stderr.
     Text,
 }
 
-/// The decision: what `format` means where stderr leads to `stderr`.
-pub fn output_for(format: Format, stderr: Stderr) -> Output {
-    match (format, stderr) {
-        (Format::Json, _) => Output::Json,
-        (Format::Auto | Format::Text, Stderr::Journal) => Output::Journal,
-        (Format::Auto, Stderr::Stream) => Output::Json,
-        (Format::Auto | Format::Text, Stderr::Terminal | Stderr::File | Stderr::Stream) => {
-            Output::Text
-        }
+/// The decision: what `format` means where stdout leads to `stdout` and
+/// stderr to `stderr`. Under `auto` JSON lines take stdout only where it
+/// is a stream and stderr is not where a person or a test reads lines of
+/// text (a terminal, a file): a container gives both streams to its log.
+pub fn output_for(format: Format, stdout: Leads, stderr: Leads) -> Output {
+    let journal = stdout == Leads::Journal || stderr == Leads::Journal;
+    let text_read = matches!(stderr, Leads::Terminal | Leads::File);
+    match format {
+        Format::Json => Output::Json,
+        Format::Auto | Format::Text if journal => Output::Journal,
+        Format::Auto if stdout == Leads::Stream && !text_read => Output::Json,
+        Format::Auto | Format::Text => Output::Text,
     }
+}
+
+/// Whether stdout is the log's: only in the kernel (`teneral run`,
+/// `teneral kernel`), which says so ([`own_stdout`]). Every other command
+/// (`teneral offer-gates`, `teneral replay`, the stand-in model) prints its
+/// own results on stdout, so its log stays on stderr and `auto` decides by
+/// where stderr leads.
+static STDOUT_IS_THE_LOG: AtomicBool = AtomicBool::new(false);
+
+/// Makes stdout the log's: JSON lines go there, and `auto` decides by where
+/// stdout and stderr lead. For the kernel alone, which prints nothing else.
+pub fn own_stdout() {
+    STDOUT_IS_THE_LOG.store(true, Ordering::Relaxed);
 }
 
 /// The format set by the settings ([`set_format`]); auto until then.
@@ -121,22 +147,24 @@ fn format() -> Format {
     }
 }
 
-/// Where this process's stderr leads, looked at once.
-fn stderr_leads() -> Stderr {
-    static LEADS: OnceLock<Stderr> = OnceLock::new();
-    *LEADS.get_or_init(|| {
-        if stderr_is_journal() {
-            return Stderr::Journal;
-        }
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            return Stderr::Terminal;
-        }
-        match rustix::fs::fstat(std::io::stderr()) {
-            Ok(stat) if rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file() => Stderr::File,
-            Ok(_) => Stderr::Stream,
-            Err(_) => Stderr::File,
-        }
-    })
+/// Where this process's stdout and stderr lead, looked at once.
+fn output_leads() -> (Leads, Leads) {
+    static LEADS: OnceLock<(Leads, Leads)> = OnceLock::new();
+    *LEADS.get_or_init(|| (leads(std::io::stdout().as_fd()), leads(std::io::stderr().as_fd())))
+}
+
+/// Where `fd` leads.
+fn leads(fd: BorrowedFd<'_>) -> Leads {
+    if is_journal_stream(fd) {
+        return Leads::Journal;
+    }
+    if std::io::IsTerminal::is_terminal(&fd) {
+        return Leads::Terminal;
+    }
+    match rustix::fs::fstat(fd).map(|stat| rustix::fs::FileType::from_raw_mode(stat.st_mode)) {
+        Ok(rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket) => Leads::Stream,
+        _ => Leads::File,
+    }
 }
 
 /// One line with what journald keeps besides its text.
@@ -189,12 +217,12 @@ pub fn own_unit() -> Option<String> {
     .clone()
 }
 
-/// The socket to journald, when stderr is the journal's stream.
+/// The socket to journald, when stdout or stderr is the journal's stream.
 fn journal() -> Option<&'static UnixDatagram> {
     static JOURNAL: OnceLock<Option<UnixDatagram>> = OnceLock::new();
     JOURNAL
         .get_or_init(|| {
-            if !stderr_is_journal() {
+            if !journal_stream() {
                 return None;
             }
             let socket = UnixDatagram::unbound().ok()?;
@@ -204,13 +232,19 @@ fn journal() -> Option<&'static UnixDatagram> {
         .as_ref()
 }
 
-/// Whether systemd connected stderr to the journal: `JOURNAL_STREAM` holds
-/// the device and inode of that stream, and they are stderr's.
-fn stderr_is_journal() -> bool {
+/// Whether systemd connected `fd` to the journal: `JOURNAL_STREAM` holds
+/// the device and inode of that stream, and they are `fd`'s.
+fn is_journal_stream(fd: BorrowedFd<'_>) -> bool {
     let Some(value) = std::env::var_os("JOURNAL_STREAM") else { return false };
     let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else { return false };
-    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else { return false };
+    let Ok(stat) = rustix::fs::fstat(fd) else { return false };
     dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
+}
+
+/// Whether stdout or stderr is the journal's stream.
+fn journal_stream() -> bool {
+    let (stdout, stderr) = output_leads();
+    stdout == Leads::Journal || stderr == Leads::Journal
 }
 
 /// `text` with every control character shown instead of acted on: `\n`,
@@ -264,7 +298,10 @@ fn clean<'a>(text: &'a str, tag: &'a str) -> (String, std::borrow::Cow<'a, str>)
 fn write(line: Line<'_>) {
     let (text, tag) = clean(line.text, line.tag);
     let line = Line { text: &text, tag: &tag, ..line };
-    match output_for(format(), stderr_leads()) {
+    let (stdout, stderr) = output_leads();
+    let own = STDOUT_IS_THE_LOG.load(Ordering::Relaxed);
+    let leads = if own { (stdout, stderr) } else { (stderr, stderr) };
+    match output_for(format(), leads.0, leads.1) {
         Output::Journal => {
             if let Some(socket) = journal() {
                 let datagram = with_identity(|id| datagram(&line, id));
@@ -276,7 +313,11 @@ fn write(line: Line<'_>) {
         Output::Json => {
             let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
             let object = with_identity(|id| json_line(&line, id, &now));
-            let _ = writeln!(std::io::stderr().lock(), "{object}");
+            let _ = if own {
+                writeln!(std::io::stdout().lock(), "{object}")
+            } else {
+                writeln!(std::io::stderr().lock(), "{object}")
+            };
             return;
         }
         Output::Text => {}

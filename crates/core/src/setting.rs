@@ -174,7 +174,7 @@ pub const OWNER: &[Setting] = &[
     owner(
         "TENERAL_LOG_FORMAT",
         "auto",
-        "How the kernel writes its log where systemd's journal does not take it: auto (lines of text at a terminal or into a file, one JSON object per line into a pipe, as a container's log), json, or text.",
+        "How the kernel writes its log where systemd's journal does not take it: auto (one JSON object per line on stdout when stdout is a pipe and stderr no terminal or file, as in a container's log; else lines of text on stderr), json (JSON lines on stdout), or text (on stderr).",
         Commented("json"),
     ),
     owner(

@@ -1,7 +1,10 @@
-//! Whether an offer may go out: the owner's `TENERAL_PUBLISH` (read from
-//! `.env` itself at each command, so a variable set in the agent's shell
-//! changes nothing, and by the kernel's reader, `teneral_core::dotenv`, so
-//! the file means the same here as to the kernel), the check's report, and
+//! Whether an offer may go out: the owner's `TENERAL_PUBLISH` (read at each
+//! command from where the kernel reads its settings, `.env` and the file its
+//! `TENERAL_ENV_FILE` names, such as a Kubernetes Secret's, so a variable
+//! set in the agent's shell changes nothing; and by the kernel's reader,
+//! `teneral_core::dotenv::Files`, so the files mean the same here as to the
+//! kernel, a named file where a body writes refused alike), the check's
+//! report, and
 //! the owner's approval of exactly that commit
 //! (`teneral_core::owner::write_approval`).
 //!
@@ -28,12 +31,12 @@ pub enum Mode {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Refused {
-    /// `.env` cannot be read by the kernel's rules, or its `TENERAL_PUBLISH`
+    /// The settings cannot be read by the kernel's rules, or `TENERAL_PUBLISH`
     /// is not a mode (the message names the file, the line and what to
     /// write instead).
     #[error("{0}")]
     Settings(String),
-    #[error("TENERAL_PUBLISH is off in .env: nothing goes out, approved or not; set it to ask to publish what you approve")]
+    #[error("TENERAL_PUBLISH is off in the owner's settings: nothing goes out, approved or not; set it to ask to publish what you approve")]
     Off,
     #[error("{0} has no passed check: run teneralctl offer check on its branch and put right what it marks")]
     NotChecked(String),
@@ -44,23 +47,37 @@ pub enum Refused {
 /// The mode `.env` text (called `file` in messages) names, by the kernel's
 /// rules; left out, the table's default (`ask`).
 pub fn mode_of(text: &str, file: &str) -> Result<Mode, Refused> {
-    let refused = |e: dotenv::SettingsError| Refused::Settings(e.to_string());
     let entries = dotenv::read(text, file).map_err(refused)?;
+    mode_in(&entries)
+}
+
+/// The mode settings already read name.
+fn mode_in(entries: &dotenv::Entries<'_>) -> Result<Mode, Refused> {
     dotenv::choice(
-        &entries,
+        entries,
         "TENERAL_PUBLISH",
         &[("ask", Mode::Ask), ("auto", Mode::Auto), ("off", Mode::Off)],
     )
     .map_err(refused)
 }
 
-/// `TENERAL_PUBLISH` of the `.env` at `home`, read now by the kernel's rules;
-/// no `.env` is the default.
+fn refused(e: dotenv::SettingsError) -> Refused {
+    Refused::Settings(e.to_string())
+}
+
+/// `TENERAL_PUBLISH` of the individual at `home`, read now as the kernel
+/// reads its settings: `.env` and the file its `TENERAL_ENV_FILE` names. No
+/// `.env` is the default.
 pub fn mode(home: &Path) -> Result<Mode, Refused> {
-    match dotenv::text_in(home).map_err(|e| Refused::Settings(e.to_string()))? {
-        Some((text, file)) => mode_of(&text, &file),
-        None => mode_of("", ".env"),
-    }
+    let path = home.join(".env");
+    let files = match dotenv::Files::load(&path) {
+        Ok(files) => files,
+        Err(dotenv::SettingsError::Missing { path: missing }) if missing == path => {
+            return mode_of("", ".env")
+        }
+        Err(e) => return Err(refused(e)),
+    };
+    mode_in(&files.entries().map_err(refused)?)
 }
 
 /// Whether `commit` may go out now.
@@ -136,6 +153,47 @@ mod tests {
         assert_eq!(mode(home.path()), Ok(Mode::Off));
         std::fs::write(home.path().join(".env"), "TENERAL_PUBLISH=auto\n").expect("written");
         assert_eq!(mode(home.path()), Ok(Mode::Auto));
+    }
+
+    /// A `TENERAL_PUBLISH` in the file `.env`'s `TENERAL_ENV_FILE` names
+    /// (a pod's Secret) is obeyed; one in a file below a directory a body
+    /// writes is not, named there directly or through a link, and neither
+    /// is one in a `.env` of the body's own tree.
+    #[test]
+    fn the_setting_is_read_where_the_kernel_reads_its_settings() {
+        let home = tempfile::tempdir().expect("a temporary directory");
+        let secret = tempfile::tempdir().expect("a temporary directory");
+        let file = secret.path().join("settings.env");
+        std::fs::write(&file, "TENERAL_PUBLISH=off\n").expect("written");
+        let env = home.path().join(".env");
+        std::fs::write(&env, format!("TENERAL_ENV_FILE={}\n", file.display())).expect("written");
+        assert_eq!(mode(home.path()), Ok(Mode::Off));
+        std::fs::write(&file, "TENERAL_PUBLISH=auto\n").expect("written");
+        assert_eq!(mode(home.path()), Ok(Mode::Auto));
+
+        std::fs::create_dir_all(home.path().join("soul")).expect("made");
+        std::fs::write(home.path().join("soul/settings.env"), "TENERAL_PUBLISH=auto\n")
+            .expect("written");
+        std::os::unix::fs::symlink(
+            home.path().join("soul/settings.env"),
+            home.path().join("link.env"),
+        )
+        .expect("linked");
+        for named in ["soul/settings.env", "./memory/../soul/settings.env", "link.env"] {
+            std::fs::write(&env, format!("TENERAL_ENV_FILE={named}\n")).expect("written");
+            match mode(home.path()) {
+                Err(Refused::Settings(m)) => {
+                    assert!(m.contains("it lies in soul/, which a body writes"), "{named}: {m}")
+                }
+                other => panic!("{named}: a file a body writes was read: {other:?}"),
+            }
+        }
+
+        std::fs::write(&env, "").expect("written");
+        std::fs::create_dir_all(home.path().join(".teneral/candidate")).expect("made");
+        std::fs::write(home.path().join(".teneral/candidate/.env"), "TENERAL_PUBLISH=auto\n")
+            .expect("written");
+        assert_eq!(mode(home.path()), Ok(Mode::Ask));
     }
 
     /// The kernel's rules, not a lenient reading: what the kernel refuses

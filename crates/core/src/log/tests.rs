@@ -111,25 +111,39 @@ fn a_huge_text_is_cut_before_it_is_escaped() {
 }
 
 #[test]
-fn the_output_follows_the_format_and_where_stderr_leads() {
-    use Output::{Journal, Json, Text};
-    use Stderr::{File, Stream, Terminal};
+fn the_output_follows_the_format_and_where_the_outputs_lead() {
+    use Leads::{File, Journal as J, Stream, Terminal};
+    use Output::{Json, Text};
+    // (format, stdout, stderr, how lines are written)
     let table = [
-        (Format::Auto, Stderr::Journal, Journal),
-        (Format::Auto, Terminal, Text),
-        (Format::Auto, File, Text),
-        (Format::Auto, Stream, Json),
-        (Format::Json, Stderr::Journal, Json),
-        (Format::Json, Terminal, Json),
-        (Format::Json, File, Json),
-        (Format::Json, Stream, Json),
-        (Format::Text, Stderr::Journal, Journal),
-        (Format::Text, Terminal, Text),
-        (Format::Text, File, Text),
-        (Format::Text, Stream, Text),
+        // Under systemd, either stream the journal's.
+        (Format::Auto, J, J, Output::Journal),
+        (Format::Auto, File, J, Output::Journal),
+        (Format::Auto, J, Stream, Output::Journal),
+        (Format::Text, J, J, Output::Journal),
+        (Format::Json, J, J, Json),
+        // A container: both streams to its log.
+        (Format::Auto, Stream, Stream, Json),
+        (Format::Auto, Stream, File, Text),
+        (Format::Auto, Stream, Terminal, Text),
+        // A terminal, a file, /dev/null.
+        (Format::Auto, Terminal, Terminal, Text),
+        (Format::Auto, File, File, Text),
+        (Format::Auto, File, Stream, Text),
+        (Format::Auto, Terminal, Stream, Text),
+        (Format::Json, Terminal, Terminal, Json),
+        (Format::Json, File, File, Json),
+        (Format::Json, Stream, File, Json),
+        (Format::Text, Stream, Stream, Text),
+        (Format::Text, Terminal, Terminal, Text),
+        (Format::Text, File, File, Text),
     ];
-    for (format, stderr, want) in table {
-        assert_eq!(output_for(format, stderr), want, "{format:?} into {stderr:?}");
+    for (format, stdout, stderr, want) in table {
+        assert_eq!(
+            output_for(format, stdout, stderr),
+            want,
+            "{format:?}, stdout into {stdout:?}, stderr into {stderr:?}"
+        );
     }
 }
 
