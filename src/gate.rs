@@ -63,9 +63,6 @@ use teneral_core::status::{Doing, Reporter};
 pub const CHECKOUT_DIR: &str = ".teneral/gate/checkout";
 pub const TARGET_DIR: &str = ".teneral/gate/target";
 
-/// Where the running generation's kernel checks are warmed ([`Gate::warm`]).
-pub const WARM_DIR: &str = ".teneral/gate/warm";
-
 /// What every check of one judgement shares.
 struct Ground {
     /// The bare environment (plus the organ set, once known).
@@ -284,17 +281,18 @@ impl Gate<'_> {
     }
 
     /// Runs the checks of the running generation's tree that no kept pass
-    /// covers, at background priority, in a checkout of its own: the
-    /// body's first (format, lint, tests: they compile the body's
-    /// dev-profile dependencies, which a body change then reuses from the
-    /// gate's target directory), then the kernel's (they warm the compiler
-    /// for a change outside `body/`). A failure of the body's does not stop
-    /// the kernel's. Journals nothing (no mutation was asked for); says in
-    /// the log what it ran, and through `say` which checks run and how long
-    /// they are expected to take. Returns how many checks ran and passed.
+    /// covers, at background priority, in the gate's checkout (a judgement
+    /// stops the warm-up before it begins, and the paths cargo hashes are
+    /// then the judgement's): the body's first (format, lint, tests, and
+    /// beside them its release build, which compile the body's dependencies
+    /// that a body change then reuses), then the kernel's (they warm the
+    /// compiler for a change outside `body/`). A failure of the body's does
+    /// not stop the kernel's. Journals nothing (no mutation was asked for);
+    /// says in the log what it ran, and through `say` which checks run and
+    /// how long they are expected to take. Returns how many checks passed.
     pub async fn warm(&self, say: &dyn Fn(&str, Option<Duration>)) -> Result<usize, String> {
         let oid = repo::commit_id(self.repo, self.home, self.running).map_err(|e| e.to_string())?;
-        let checkout = self.home.join(WARM_DIR);
+        let checkout = self.home.join(CHECKOUT_DIR);
         repo::checkout_at(self.repo, &checkout, oid).map_err(|e| e.to_string())?;
         generation::touch_tree(&checkout).map_err(|e| e.to_string())?;
         let words = |v: Verdict| match v {
@@ -311,15 +309,35 @@ impl Gate<'_> {
         for tree in [plan::Reads::Body, plan::Reads::Kernel] {
             let phase: Vec<plan::PlannedCheck> =
                 planned.iter().filter(|c| c.reads == tree && c.runs()).cloned().collect();
-            if phase.is_empty() {
+            let build = tree == plan::Reads::Body;
+            let mut names: Vec<&str> = phase.iter().map(|c| c.name).collect();
+            if build {
+                names.push("release build");
+            }
+            if names.is_empty() {
                 continue;
             }
-            let names: Vec<&str> = phase.iter().map(|c| c.name).collect();
             say(&names.join(", "), expected(&times::Times::load(self.home), &phase));
-            match self.run_planned(self.running, &checkout, &ground, &phase, None).await {
-                Ok(_) => passed += phase.len(),
-                Err(refused) => failures.push(words(refused)),
+            let checks = async {
+                if phase.is_empty() {
+                    return Ok(());
+                }
+                let ran = self.run_planned(self.running, &checkout, &ground, &phase, None).await;
+                ran.map(|_| ()).map_err(words)
+            };
+            let built = async {
+                if build {
+                    self.warm_build(&checkout, &ground).await
+                } else {
+                    Ok(())
+                }
+            };
+            let (checks, built) = tokio::join!(checks, built);
+            match checks {
+                Ok(()) => passed += phase.len(),
+                Err(why) => failures.push(why),
             }
+            failures.extend(built.err());
         }
         let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
         if failures.is_empty() {
@@ -327,6 +345,36 @@ impl Gate<'_> {
         } else {
             Err(failures.join("; "))
         }
+    }
+
+    /// The running body's release build in the gate's target directory,
+    /// holding its lock as a judgement's build does (individuals may share
+    /// it), for the warm-up.
+    async fn warm_build(&self, checkout: &Path, ground: &Ground) -> Result<(), String> {
+        let lock = generation::lock_target(&ground.target)
+            .await
+            .map_err(|e| format!("cannot lock the gate's target dir: {e}"))?;
+        let limits = Limits::for_build(self.settings).in_background();
+        let caged = self.runner.caged();
+        let job =
+            build::warm_job(checkout, self.running, &ground.env, &ground.target, limits, caged);
+        let mut result = Err("the release build did not end".to_owned());
+        parallel::run_all(self.runner, vec![job], ground.limits.stop_timeout, |_, ending| {
+            result = match ending {
+                Ok((ended, running, _)) => build::ended(self.running, ended, running),
+                Err(e) => Err(format!("cannot start cargo to build the body: {e}")),
+            };
+            result.is_ok()
+        })
+        .await;
+        // What the body's build scripts left loses what means privilege
+        // outside, as after a judgement's checks.
+        let scrubbed = run::scrub_target(&ground.target).map_err(|v| match v {
+            Verdict::Rejected { output, .. } | Verdict::Undecided { output, .. } => output,
+            Verdict::Accepted { .. } => String::new(),
+        });
+        drop(lock);
+        result.and(scrubbed).map_err(|why| format!("release build: {why}"))
     }
 
     /// A check's temp dir, the gate's target dir, the bare environment.

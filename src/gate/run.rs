@@ -296,7 +296,7 @@ impl Gate<'_> {
 
 /// Scrubs the gate's target ([`crate::scrub`]); a target that cannot be
 /// scrubbed is not trusted with the next check, so the candidate is refused.
-fn scrub_target(target: &Path) -> Result<(), Verdict> {
+pub(super) fn scrub_target(target: &Path) -> Result<(), Verdict> {
     match crate::scrub::scrub(target) {
         Ok(done) => {
             if done != crate::scrub::Scrubbed::default() {

@@ -1,7 +1,7 @@
 //! What follows when a generation fails, when the owner sends it back, and
 //! when the gate has judged what it asked for: going back one step,
 //! switching generations, and the answer to every mutation request; and the
-//! gate's warm-up before the first one ([`Warm`]).
+//! gate's warm-up once a body runs, which a mutation stops ([`Warm`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -285,7 +285,7 @@ impl Kernel {
     /// Starts the gate's warm-up of generation `commit`, whose body has just
     /// started (so the warm-up never competes with the build of the body
     /// the owner waits on), unless the owner turned it off, one runs, or
-    /// this generation's ran to its end.
+    /// this generation's began and no mutation stopped it.
     pub(super) fn warm_up(&mut self, commit: &Commit) {
         let running = self.warming.as_ref().is_some_and(|w| !w.is_finished());
         if !self.settings.warm_gate || running || self.warmed.as_ref() == Some(commit) {

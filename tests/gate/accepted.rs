@@ -241,7 +241,7 @@ fn a_mutation_asked_during_the_warm_up_is_judged_at_once_and_the_warm_up_stopped
     commit_all(ind.path(), "a kernel whose tests take ten minutes")?;
     let _kernel = ind.start()?;
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
-    let tag = ind.path().join(".teneral/gate/warm/.tmp").to_string_lossy().replace('/', "_");
+    let tag = ind.path().join(".teneral/gate/checkout/.tmp").to_string_lossy().replace('/', "_");
     let beats = ind.path().join(".teneral/gate/target/heartbeats");
     let end = std::time::Instant::now() + LONG;
     let beat = loop {
