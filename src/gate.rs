@@ -15,10 +15,10 @@
 //!    `--offline --locked`. A check of the kernel's tree does not run when
 //!    that tree is the running generation's (a body-only change), nor does
 //!    a check whose tree already passed ([`memo`]); each is journaled with
-//!    why ([`plan::skip`]). They run side by side ([`parallel`]), and beside them the
-//!    body's release build ([`build`]); the refusal is the first failure in
-//!    plan order (the build's counts as the smoke run's), and the jobs after
-//!    it are stopped;
+//!    why ([`plan::skip`]). They run side by side ([`parallel`]), and
+//!    beside them the body's release build ([`build`]); the refusal is the
+//!    first failure in plan order (the build's counts as the smoke run's),
+//!    and the jobs after it are stopped;
 //! 4. `smoke`: the built candidate started on a throwaway individual
 //!    ([`crate::smoke`]);
 //! 5. `evals`, under `TENERAL_EVALS=report` or `gate`: the owner's
