@@ -284,8 +284,9 @@ impl Gate<'_> {
     /// covers, at background priority, in the gate's checkout (a judgement
     /// stops the warm-up before it begins, and the paths cargo hashes are
     /// then the judgement's): the body's first (format, lint, tests, and
-    /// beside them its release build, which compile the body's dependencies
-    /// that a body change then reuses), then the kernel's (they warm the
+    /// beside them, when one of those runs, its release build: they compile
+    /// the body's dependencies that a body change then reuses), then the
+    /// kernel's (they warm the
     /// compiler for a change outside `body/`). A failure of the body's does
     /// not stop the kernel's. Journals nothing (no mutation was asked for);
     /// says in the log what it ran, and through `say` which checks run and
@@ -309,7 +310,9 @@ impl Gate<'_> {
         for tree in [plan::Reads::Body, plan::Reads::Kernel] {
             let phase: Vec<plan::PlannedCheck> =
                 planned.iter().filter(|c| c.reads == tree && c.runs()).cloned().collect();
-            let build = tree == plan::Reads::Body;
+            // Not when every body check is kept: the judgement or warm-up
+            // that kept them built this body here already.
+            let build = tree == plan::Reads::Body && !phase.is_empty();
             let mut names: Vec<&str> = phase.iter().map(|c| c.name).collect();
             if build {
                 names.push("release build");
