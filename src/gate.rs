@@ -286,9 +286,8 @@ impl Gate<'_> {
     /// then the judgement's): the body's first (format, lint, tests, and
     /// beside them, when one of those runs, its release build: they compile
     /// the body's dependencies that a body change then reuses), then the
-    /// kernel's (they warm the
-    /// compiler for a change outside `body/`). A failure of the body's does
-    /// not stop the kernel's. Journals nothing (no mutation was asked for);
+    /// kernel's (they warm the compiler for a change outside `body/`). A
+    /// failure of the body's does not stop the kernel's. Journals nothing (no mutation was asked for);
     /// says in the log what it ran, and through `say` which checks run and
     /// how long they are expected to take. Returns how many checks passed.
     pub async fn warm(&self, say: &dyn Fn(&str, Option<Duration>)) -> Result<usize, String> {
