@@ -12,11 +12,13 @@
 //!    checkout, each in the cage and limited by the check limit, the checks
 //!    [`plan`] lists: the kernel's type check, the body's format and lints
 //!    (`clippy -D warnings`), the kernel's tests, the body's tests, all
-//!    `--offline --locked`; a check whose tree already passed is reused
-//!    ([`memo`]). They run side by side ([`parallel`]), and beside them the
-//!    body's release build ([`build`]); the refusal is the first failure in
-//!    plan order (the build's counts as the smoke run's), and the jobs after
-//!    it are stopped;
+//!    `--offline --locked`. A check of the kernel's tree does not run when
+//!    that tree is the running generation's (a body-only change), nor does
+//!    a check whose tree already passed ([`memo`]); each is journaled with
+//!    why ([`plan::skip`]). They run side by side ([`parallel`]), and
+//!    beside them the body's release build ([`build`]); the refusal is the
+//!    first failure in plan order (the build's counts as the smoke run's),
+//!    and the jobs after it are stopped;
 //! 4. `smoke`: the built candidate started on a throwaway individual
 //!    ([`crate::smoke`]);
 //! 5. `evals`, under `TENERAL_EVALS=report` or `gate`: the owner's
@@ -39,6 +41,7 @@ pub mod profile;
 pub mod rules;
 mod run;
 mod seed;
+pub mod times;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,9 +62,6 @@ use teneral_core::status::{Doing, Reporter};
 /// The gate's working directories.
 pub const CHECKOUT_DIR: &str = ".teneral/gate/checkout";
 pub const TARGET_DIR: &str = ".teneral/gate/target";
-
-/// Where the running generation's kernel checks are warmed ([`Gate::warm`]).
-pub const WARM_DIR: &str = ".teneral/gate/warm";
 
 /// What every check of one judgement shares.
 struct Ground {
@@ -153,7 +153,7 @@ impl Gate<'_> {
             Err(e) => return reject("fetch", e.to_string()),
         };
         laps.lap("take");
-        self.doing(candidate, "paths");
+        self.doing(candidate, "paths", None);
         // The paths outside body/ and BACKLOG.md, and the species they may
         // come from, before anything of the candidate runs.
         let signers = self.home.join(crate::species::SIGNERS_FILE);
@@ -245,7 +245,9 @@ impl Gate<'_> {
             ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
         }
         laps.lap("organs");
-        let planned = self.plan(candidate, oid, checkout, &ground).await?;
+        let against = repo::commit_id(self.repo, self.home, self.running)
+            .map_err(|e| reject("checkout", e.to_string()))?;
+        let planned = self.plan(candidate, oid, Some(against), checkout, &ground).await?;
         laps.lap("plan");
         // Cargo judges freshness by modification times, and the gate's target
         // directory may be shared (by tests, by individuals of one owner):
@@ -265,7 +267,7 @@ impl Gate<'_> {
         if let Ok(Verdict::Accepted { binary }) = &verdict {
             use evals::{step, Stop};
             if self.settings.evals != crate::evals::Mode::Off {
-                self.doing(candidate, "evals");
+                self.doing(candidate, "evals", None);
             }
             match step(self, candidate, oid, binary).await {
                 Ok(_) => {}
@@ -278,14 +280,19 @@ impl Gate<'_> {
         verdict
     }
 
-    /// Runs the kernel's checks of the running generation's tree that no
-    /// kept pass covers, at background priority, in a checkout of its own, so
-    /// that the first mutation finds them done. Journals nothing (no
-    /// mutation was asked for); says in the log what it ran. Returns how
-    /// many checks ran.
-    pub async fn warm(&self) -> Result<usize, String> {
+    /// Runs the checks of the running generation's tree that no kept pass
+    /// covers, at background priority, in the gate's checkout (a judgement
+    /// stops the warm-up before it begins, and the paths cargo hashes are
+    /// then the judgement's): the body's first (format, lint, tests, and
+    /// beside them, when one of those runs, its release build: they compile
+    /// the body's dependencies that a body change then reuses), then the
+    /// kernel's (they warm the compiler for a change outside `body/`). A
+    /// failure of the body's does not stop the kernel's. Journals nothing (no mutation was asked for);
+    /// says in the log what it ran, and through `say` which checks run and
+    /// how long they are expected to take. Returns how many checks passed.
+    pub async fn warm(&self, say: &dyn Fn(&str, Option<Duration>)) -> Result<usize, String> {
         let oid = repo::commit_id(self.repo, self.home, self.running).map_err(|e| e.to_string())?;
-        let checkout = self.home.join(WARM_DIR);
+        let checkout = self.home.join(CHECKOUT_DIR);
         repo::checkout_at(self.repo, &checkout, oid).map_err(|e| e.to_string())?;
         generation::touch_tree(&checkout).map_err(|e| e.to_string())?;
         let words = |v: Verdict| match v {
@@ -296,13 +303,80 @@ impl Gate<'_> {
         };
         let limits = Limits::for_check(self.settings).in_background();
         let ground = self.ground(&checkout, limits).map_err(words)?;
-        let mut planned = self.plan(self.running, oid, &checkout, &ground).await.map_err(words)?;
-        planned.retain(|c| c.reads == plan::Reads::Kernel && !c.reused);
-        let ran = planned.len();
-        let result = self.run_planned(self.running, &checkout, &ground, &planned, None).await;
+        let planned =
+            self.plan(self.running, oid, None, &checkout, &ground).await.map_err(words)?;
+        let (mut passed, mut failures) = (0, Vec::new());
+        for tree in [plan::Reads::Body, plan::Reads::Kernel] {
+            let phase: Vec<plan::PlannedCheck> =
+                planned.iter().filter(|c| c.reads == tree && c.runs()).cloned().collect();
+            // Not when every body check is kept: the judgement or warm-up
+            // that kept them built this body here already.
+            let build = tree == plan::Reads::Body && !phase.is_empty();
+            let mut names: Vec<&str> = phase.iter().map(|c| c.name).collect();
+            if build {
+                names.push("release build");
+            }
+            if names.is_empty() {
+                continue;
+            }
+            say(&names.join(", "), expected(&times::Times::load(self.home), &phase));
+            let checks = async {
+                if phase.is_empty() {
+                    return Ok(());
+                }
+                let ran = self.run_planned(self.running, &checkout, &ground, &phase, None).await;
+                ran.map(|_| ()).map_err(words)
+            };
+            let built = async {
+                if build {
+                    self.warm_build(&checkout, &ground).await
+                } else {
+                    Ok(())
+                }
+            };
+            let (checks, built) = tokio::join!(checks, built);
+            match checks {
+                Ok(()) => passed += phase.len(),
+                Err(why) => failures.push(why),
+            }
+            failures.extend(built.err());
+        }
         let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
-        result.map_err(words)?;
-        Ok(ran)
+        if failures.is_empty() {
+            Ok(passed)
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+
+    /// The running body's release build in the gate's target directory,
+    /// holding its lock as a judgement's build does (individuals may share
+    /// it), for the warm-up.
+    async fn warm_build(&self, checkout: &Path, ground: &Ground) -> Result<(), String> {
+        let lock = generation::lock_target(&ground.target)
+            .await
+            .map_err(|e| format!("cannot lock the gate's target dir: {e}"))?;
+        let limits = Limits::for_build(self.settings).in_background();
+        let caged = self.runner.caged();
+        let job =
+            build::warm_job(checkout, self.running, &ground.env, &ground.target, limits, caged);
+        let mut result = Err("the release build did not end".to_owned());
+        parallel::run_all(self.runner, vec![job], ground.limits.stop_timeout, |_, ending| {
+            result = match ending {
+                Ok((ended, running, _)) => build::ended(self.running, ended, running),
+                Err(e) => Err(format!("cannot start cargo to build the body: {e}")),
+            };
+            result.is_ok()
+        })
+        .await;
+        // What the body's build scripts left loses what means privilege
+        // outside, as after a judgement's checks.
+        let scrubbed = run::scrub_target(&ground.target).map_err(|v| match v {
+            Verdict::Rejected { output, .. } | Verdict::Undecided { output, .. } => output,
+            Verdict::Accepted { .. } => String::new(),
+        });
+        drop(lock);
+        result.and(scrubbed).map_err(|why| format!("release build: {why}"))
     }
 
     /// A check's temp dir, the gate's target dir, the bare environment.
@@ -320,11 +394,14 @@ impl Gate<'_> {
         Ok(Ground { env, limits, target, laps: profile::Laps::default() })
     }
 
-    /// What the checks of the commit `oid` in `checkout` are ([`plan::plan`]).
+    /// What the checks of the commit `oid` in `checkout` are ([`plan::plan`]),
+    /// judged `against` the running generation's commit (`None`: the
+    /// running tree itself, warmed).
     async fn plan(
         &self,
         candidate: &Commit,
         oid: git2::Oid,
+        against: Option<git2::Oid>,
         checkout: &Path,
         ground: &Ground,
     ) -> Result<Vec<plan::PlannedCheck>, Verdict> {
@@ -334,6 +411,14 @@ impl Gate<'_> {
         };
         let (kernel_tree, body_tree) = repo::tree_ids(self.repo, self.home, oid)
             .map_err(|e| reject("checkout", e.to_string()))?;
+        let running_kernel_tree = match against {
+            Some(running) => Some(
+                repo::tree_ids(self.repo, self.home, running)
+                    .map_err(|e| reject("checkout", e.to_string()))?
+                    .0,
+            ),
+            None => None,
+        };
         let unit = self.unit(candidate, "rustc");
         let toolchain = checks::toolchain(self.runner, &unit, &ground.env, ground.limits).await;
         // The body's tests run the kernel's stand-in and event channel; in the
@@ -347,6 +432,7 @@ impl Gate<'_> {
             checkout,
             kernel_tree: &kernel_tree,
             body_tree: &body_tree,
+            running_kernel_tree: running_kernel_tree.as_deref(),
             toolchain: &toolchain,
             kernel_identity: &kernel_identity,
             kernel_copy: &kernel_copy,
@@ -364,10 +450,12 @@ impl Gate<'_> {
         runner::systemd::gate_unit(candidate, what)
     }
 
-    /// Says which step is under way.
-    fn doing(&self, candidate: &Commit, step: &str) {
+    /// Says which step is under way, and how long it is expected to take
+    /// when that is known.
+    fn doing(&self, candidate: &Commit, step: &str, expected: Option<Duration>) {
         if let Some(status) = self.status {
-            status.set(Doing::Checking { candidate: candidate.to_string(), step: step.to_owned() });
+            let candidate = candidate.to_string();
+            status.set(Doing::Checking { candidate, step: step.to_owned(), expected });
         }
     }
 
@@ -391,4 +479,18 @@ impl Gate<'_> {
         }
         kernel_event(self.journal, self.running, EventKind::MutationCheck, fields);
     }
+
+    /// Journals a check that did not run, with why (`why`).
+    fn skipped(&self, candidate: &Commit, check: &str, why: plan::Skip) {
+        let fields = json!({"candidate": candidate, "check": check, "result": Step::Reused.word(), "seconds": 0.0, "why": why.words()});
+        kernel_event(self.journal, self.running, EventKind::MutationCheck, fields);
+    }
+}
+
+/// How long the checks of `planned` that run are expected to take side by
+/// side, from their last times ([`times::expected`]).
+fn expected(times: &times::Times, planned: &[plan::PlannedCheck]) -> Option<Duration> {
+    let checks: Vec<_> =
+        planned.iter().filter(|c| c.runs()).map(|c| (c.lane, times.last(c.name))).collect();
+    times::expected(&checks)
 }

@@ -169,9 +169,9 @@ pub struct Settings {
     /// `TENERAL_UNSAFE_UNCONFINED=1`: the owner lets bodies and checks run
     /// without the cage (no Landlock, seccomp or namespaces).
     pub unsafe_unconfined: bool,
-    /// `TENERAL_WARM_GATE`: after a start, the kernel's checks of the running
-    /// tree run in the background (at the lowest priority), so the first
-    /// mutation does not wait for them. On by default.
+    /// `TENERAL_WARM_GATE`: once a generation's body has started, the
+    /// gate's checks of the running tree run in the background (at the
+    /// lowest priority), until a mutation stops them. On by default.
     pub warm_gate: bool,
     /// `TENERAL_CAGE_ZYGOTE`: confined launches are forked by one zygote
     /// with namespaces made ahead of need, instead of executing the cage's

@@ -191,18 +191,10 @@ async fn supervise_at(home: &Path) -> Result<i32, KernelError> {
     // are taken in, so the kernel counts as serving.
     status.ready();
 
-    let warming = verdict::Warm {
-        home: home.clone(),
-        settings: settings.clone(),
-        runner: runner.clone(),
-        journal: Arc::clone(&journal),
-        status: Arc::clone(&status),
-        running: commit.clone(),
-    }
-    .start();
     let mut k = Kernel {
         started_at,
-        warming,
+        warming: None,
+        warmed: None,
         model: Model::start(&settings, &home, &runner).await?,
         home,
         settings,
@@ -269,8 +261,11 @@ pub(crate) struct Kernel {
     model: Model,
     runner: Runner,
     status: Arc<Reporter>,
-    /// The gate's warm-up, while it may still run.
+    /// The gate's warm-up, while it may still run ([`verdict::Warm`]).
     warming: Option<tokio::task::JoinHandle<()>>,
+    /// The generation whose warm-up began and was not stopped by a
+    /// mutation, if any: it is not warmed again at its next start.
+    warmed: Option<Commit>,
     sigterm: Signal,
     sigint: Signal,
     sighup: Signal,

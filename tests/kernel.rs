@@ -242,9 +242,10 @@ fn stopped_during_a_check(whole_unit: bool) -> TestResult {
     Ok(())
 }
 
-/// The same for a kernel stopped while the gate warms up (the kernel's own
-/// checks, run in the background after a start, which take minutes on a
-/// real kernel): the warm-up is stopped, not counted as left running.
+/// The same for a kernel stopped while the gate warms up (the checks of the
+/// running tree, run in the background once its body has started; the
+/// kernel's take minutes on a real kernel): the warm-up is stopped, not
+/// counted as left running.
 #[test]
 fn a_kernel_stopped_by_sigterm_during_the_warm_up_speaks_of_no_killed_kernel() -> TestResult {
     let ind = Individual::new(SCRIPT, &["TENERAL_WARM_GATE=on"])?;

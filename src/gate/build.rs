@@ -37,6 +37,32 @@ pub fn job(
     if kept(home, candidate).is_file() {
         return None;
     }
+    Some(build(checkout, candidate, env, target, limits, caged))
+}
+
+/// The same build of the running generation's body for the gate's
+/// warm-up, though its binary is kept: it leaves the body's release
+/// dependencies, and the body's incremental cache at the checkout's path,
+/// in the gate's target directory, where a body change's build finds them.
+pub fn warm_job(
+    checkout: &Path,
+    running: &Commit,
+    env: &[(String, OsString)],
+    target: &Path,
+    limits: Limits,
+    caged: bool,
+) -> Job {
+    build(checkout, running, env, target, limits, caged)
+}
+
+fn build(
+    checkout: &Path,
+    candidate: &Commit,
+    env: &[(String, OsString)],
+    target: &Path,
+    limits: Limits,
+    caged: bool,
+) -> Job {
     let mut spec = Spec::new("cargo", checkout.join("body"));
     spec.args = ["build", "--release", "--locked"].map(OsString::from).to_vec();
     spec.env = env.to_vec();
@@ -53,7 +79,7 @@ pub fn job(
         launch = launch.caged(Profile::Gate { checkout: checkout.to_owned(), writable });
     }
     let unit = runner::systemd::gate_unit(candidate, "build");
-    Some(Job { unit, launch, lane: Lane::Build as usize })
+    Job { unit, launch, lane: Lane::Build as usize }
 }
 
 /// Whether the build ended well; `Err` says how it did not.

@@ -4,6 +4,9 @@
 //!
 //! Pure: [`plan`] is a function of what the gate learnt about the candidate
 //! ([`Inputs`]) and of the memo; the gate runs what it returns in order.
+//! Whether a check runs at all is [`skip`]: not when a pass of its key is
+//! kept, and not when it reads the kernel's tree and that tree is the
+//! running generation's.
 //! Every memo key is made here and only here, so a check's key always names
 //! exactly what its verdict depends on: the check, the tree it reads (the
 //! kernel's or the body's), the toolchain, and, for the body's tests, the
@@ -51,6 +54,10 @@ pub struct Inputs<'a> {
     /// The tree ids of the candidate's kernel (outside `body/`) and body.
     pub kernel_tree: &'a str,
     pub body_tree: &'a str,
+    /// The running generation's kernel tree, when the candidate is judged
+    /// against it; `None` when the running tree itself is checked (the
+    /// warm-up), whose kernel checks then run.
+    pub running_kernel_tree: Option<&'a str>,
     /// The toolchain's version (`rustc -vV`'s release and commit).
     pub toolchain: &'a str,
     /// What identifies the kernel binary the body's tests run against.
@@ -91,8 +98,47 @@ pub struct PlannedCheck {
     pub lane: Lane,
     pub memo_key: String,
     pub limits: Limits,
-    /// A pass under `memo_key` is kept: the check need not run.
-    pub reused: bool,
+    /// Why the check need not run, if it need not.
+    pub skip: Option<Skip>,
+}
+
+impl PlannedCheck {
+    /// Whether it runs.
+    pub fn runs(&self) -> bool {
+        self.skip.is_none()
+    }
+}
+
+/// Why a planned check need not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// A pass under its memo key is kept.
+    Kept,
+    /// It reads the kernel's tree, and the candidate's is the running
+    /// generation's: the owner's install, one admitted after passing these
+    /// checks, or one the owner chose (`back`, `accept`).
+    RunningKernel,
+}
+
+impl Skip {
+    /// Why, as journaled with the step (`why`) and shown.
+    pub fn words(self) -> &'static str {
+        match self {
+            Skip::Kept => "a pass of the same tree is kept",
+            Skip::RunningKernel => "the running generation's kernel",
+        }
+    }
+}
+
+/// Whether a check that `reads` a tree need not run, and why: the running
+/// generation's kernel needs no kernel checks (`kernel_unchanged`); any
+/// other check is skipped only when a pass of its key is `kept`.
+pub fn skip(reads: Reads, kernel_unchanged: bool, kept: bool) -> Option<Skip> {
+    match (reads, kernel_unchanged, kept) {
+        (Reads::Kernel, true, _) => Some(Skip::RunningKernel),
+        (_, _, true) => Some(Skip::Kept),
+        (_, _, false) => None,
+    }
 }
 
 /// The checks of `inputs`, in plan order: the cheap ones first. They run
@@ -143,6 +189,7 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
         ),
         ("body-tests", &body, offline(&["test"]), body_test_env, true, Reads::Body),
     ];
+    let kernel_unchanged = inputs.running_kernel_tree == Some(inputs.kernel_tree);
     checks
         .into_iter()
         .map(|(name, dir, args, env, counts_tests, reads)| {
@@ -168,7 +215,7 @@ pub fn plan(inputs: &Inputs<'_>, memo: &memo::Memo) -> Vec<PlannedCheck> {
                 env,
                 counts_tests,
                 reads,
-                reused: memo.passed(&memo_key),
+                skip: skip(reads, kernel_unchanged, memo.passed(&memo_key)),
                 memo_key,
                 limits: match reads {
                     Reads::Kernel => inputs.limits.for_whole_kernel(),

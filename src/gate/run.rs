@@ -10,6 +10,7 @@ use super::checks::{self, Outcome};
 use super::memo::Memo;
 use super::parallel::{self, Job};
 use super::plan::{PlannedCheck, Reads};
+use super::times::Times;
 use super::{build, crates, reject, Gate, Ground, Step, Verdict};
 use crate::runner::Limits;
 use crate::smoke;
@@ -34,7 +35,7 @@ impl Gate<'_> {
         planned: &[PlannedCheck],
         judging: Option<Option<&Path>>,
     ) -> Result<Verdict, Verdict> {
-        let to_run: Vec<usize> = (0..planned.len()).filter(|&i| !planned[i].reused).collect();
+        let to_run: Vec<usize> = (0..planned.len()).filter(|&i| planned[i].runs()).collect();
         let reads = |tree| to_run.iter().any(|&i| planned[i].reads == tree);
         self.fetch(
             candidate,
@@ -58,7 +59,8 @@ impl Gate<'_> {
         if !names.is_empty() {
             log::info(format!("gate: {} of {}", names.join(", "), short(candidate)));
             if judging.is_some() {
-                self.doing(candidate, &names.join(", "));
+                let expected = super::expected(&Times::load(self.home), planned);
+                self.doing(candidate, &names.join(", "), expected);
             }
         }
         let mut jobs: Vec<Job> = to_run
@@ -97,6 +99,7 @@ impl Gate<'_> {
         let mut begans: Vec<f64> = vec![0.0; planned.len()];
         let mut said = 0;
         let mut memo = Memo::load(self.home);
+        let mut times = Times::load(self.home);
         let grace = ground.limits.stop_timeout;
         let began = Instant::now();
         let checks = async {
@@ -126,6 +129,7 @@ impl Gate<'_> {
                 let passed = outcome.passed();
                 if passed {
                     memo.record(planned[i].memo_key.clone());
+                    times.record(planned[i].name, outcome.seconds());
                 }
                 // When it began, from the start of the checks (after waiting
                 // for its lane, if it did).
@@ -231,8 +235,12 @@ impl Gate<'_> {
     ) {
         while let Some(check) = planned.get(*said) {
             let secs = Duration::from_secs_f64;
+            if let Some(why) = check.skip {
+                self.skipped(candidate, check.name, why);
+                *said += 1;
+                continue;
+            }
             match &outcomes[*said] {
-                _ if check.reused => self.step(candidate, check.name, Step::Reused, Duration::ZERO),
                 Some(Outcome::Passed { took }) => {
                     let mut extra = vec![];
                     extra.extend(took.compile.map(|s| ("compile_seconds", s)));
@@ -263,7 +271,7 @@ impl Gate<'_> {
         organs: Option<&Path>,
     ) -> Result<(PathBuf, smoke::Timeline, f64), (String, f64)> {
         let started = Instant::now();
-        self.doing(candidate, "smoke");
+        self.doing(candidate, "smoke", None);
         let failed = |why: String| (why, started.elapsed().as_secs_f64());
         let binary = build::keep(self.home, candidate, &ground.target).map_err(failed)?;
         let limit = match self.settings.smoke_seconds {
@@ -288,7 +296,7 @@ impl Gate<'_> {
 
 /// Scrubs the gate's target ([`crate::scrub`]); a target that cannot be
 /// scrubbed is not trusted with the next check, so the candidate is refused.
-fn scrub_target(target: &Path) -> Result<(), Verdict> {
+pub(super) fn scrub_target(target: &Path) -> Result<(), Verdict> {
     match crate::scrub::scrub(target) {
         Ok(done) => {
             if done != crate::scrub::Scrubbed::default() {

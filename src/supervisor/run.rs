@@ -98,6 +98,8 @@ impl Kernel {
         }
         kernel_event(&self.journal, commit, EventKind::GenerationStarted, started);
         life.on(Input::Started, Instant::now());
+        // The body is built and started: the gate's warm-up may take the cores.
+        self.warm_up(commit);
         // The start is behind: what only it used goes back to Linux.
         rest::let_go();
 

@@ -1,13 +1,12 @@
 //! What follows when a generation fails, when the owner sends it back, and
 //! when the gate has judged what it asked for: going back one step,
 //! switching generations, and the answer to every mutation request; and the
-//! gate's warm-up before the first one ([`Warm`]).
+//! gate's warm-up once a body runs, which a mutation stops ([`Warm`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 use super::{io, Kernel, KernelError, Next, EXIT_GAVE_UP, EXIT_STOPPED};
 use crate::events::{kernel_event, SharedJournal};
@@ -19,7 +18,7 @@ use crate::settings::Settings;
 use teneral_core::commit::{short, Commit};
 use teneral_core::journal::EventKind;
 use teneral_core::state::{Refused, Trial};
-use teneral_core::status::{Doing, Reporter};
+use teneral_core::status::Reporter;
 use teneral_core::{back_request as back, log};
 
 /// Tells the agent a mutation it asked for got no verdict, so it asks again.
@@ -134,17 +133,12 @@ impl Kernel {
         };
         self.state.pending = Some(candidate.clone());
         self.state.save(&self.home)?;
-        if let Some(warming) = self.warming.take().filter(|w| !w.is_finished()) {
-            self.status.set(Doing::Checking {
-                candidate: candidate.to_string(),
-                step: "waiting for the gate's warm-up".into(),
-            });
-            log::info("gate: waiting for the warm-up's checks of the running kernel to end");
-            tokio::select! {
-                _ = warming => {}
-                _ = self.sigterm.recv() => return self.stopped_while_checking(commit, &candidate, request),
-                _ = self.sigint.recv() => return self.stopped_while_checking(commit, &candidate, request),
-            }
+        // A mutation never waits for the warm-up: what cargo finished stays
+        // in the gate's target directory, and the next start warms again.
+        if self.stop_warm_up().await {
+            log::info(
+                "gate: stopped the warm-up of the running tree; the mutation is judged first",
+            );
         }
         let exe = std::env::current_exe().map_err(io("the kernel's own binary"))?;
         let gate = Gate {
@@ -287,11 +281,48 @@ fn words(n: u32) -> String {
     }
 }
 
-/// Warming the gate: after a start, the kernel's own checks of the running
-/// tree (its type check and tests) run in the background at the lowest
-/// priority, so the agent's first mutation finds their passes kept and
-/// waits only for the body's checks. A mutation asked for while they still
-/// run waits for them rather than running them a second time.
+impl Kernel {
+    /// Starts the gate's warm-up of generation `commit`, whose body has just
+    /// started (so the warm-up never competes with the build of the body
+    /// the owner waits on), unless the owner turned it off, one runs, or
+    /// this generation's began and no mutation stopped it.
+    pub(super) fn warm_up(&mut self, commit: &Commit) {
+        let running = self.warming.as_ref().is_some_and(|w| !w.is_finished());
+        if !self.settings.warm_gate || running || self.warmed.as_ref() == Some(commit) {
+            return;
+        }
+        let warm = Warm {
+            home: self.home.clone(),
+            settings: self.settings.clone(),
+            runner: self.runner.clone(),
+            journal: Arc::clone(&self.journal),
+            status: Arc::clone(&self.status),
+            running: commit.clone(),
+        };
+        self.warmed = Some(commit.clone());
+        self.warming = Some(tokio::task::spawn_local(warm.run()));
+    }
+
+    /// Stops the warm-up if it still runs: its task is dropped and awaited,
+    /// so its checks' processes are killed before this returns. The
+    /// generation is warmed again at its next start. Whether one ran.
+    pub(super) async fn stop_warm_up(&mut self) -> bool {
+        let Some(warming) = self.warming.take().filter(|w| !w.is_finished()) else {
+            return false;
+        };
+        warming.abort();
+        let _ = warming.await;
+        self.warmed = None;
+        self.status.set_background(None);
+        true
+    }
+}
+
+/// Warming the gate: once a generation's body has started, the checks of
+/// the running tree run in the background at the lowest priority, the
+/// body's first (a body change then reuses their compiled dependencies),
+/// then the kernel's (they warm the compiler for a change outside
+/// `body/`). A mutation asked for meanwhile stops it ([`Kernel::mutation`]).
 ///
 /// What the background task needs, owned.
 pub(super) struct Warm {
@@ -305,24 +336,15 @@ pub(super) struct Warm {
 }
 
 impl Warm {
-    /// Starts warming, when the owner has not turned it off. Call inside
-    /// the supervisor's local set.
-    pub(super) fn start(self) -> Option<JoinHandle<()>> {
-        self.settings.warm_gate.then(|| tokio::task::spawn_local(self.run()))
-    }
-
+    /// Runs the warm-up; call inside the supervisor's local set.
     async fn run(self) {
-        let what = format!("the gate warms up (the kernel's checks of {})", short(&self.running));
-        self.status.set_background(Some(what));
         let result = self.checks().await;
         self.status.set_background(None);
         match result {
-            Ok(0) => log::info("gate: the kernel's checks of the running tree were done before"),
-            Ok(n) => log::info(format!("gate: warmed, {n} of the kernel's checks passed")),
-            // A failure here decides nothing: the mutation's gate runs them again.
-            Err(why) => log::info(format!(
-                "gate: warming did not pass ({why}); the first mutation runs the kernel's checks"
-            )),
+            Ok(0) => log::info("gate: the checks of the running tree were done before"),
+            Ok(n) => log::info(format!("gate: warmed, {n} checks of the running tree passed")),
+            // A failure here decides nothing: a mutation's gate runs its own checks.
+            Err(why) => log::info(format!("gate: warming did not pass ({why})")),
         }
     }
 
@@ -339,6 +361,44 @@ impl Warm {
             runner: &self.runner,
             status: None,
         };
-        gate.warm().await
+        let of = short(&self.running).to_owned();
+        let say = |checks: &str, expected: Option<std::time::Duration>| {
+            self.status.set_background(Some(background_line(&of, checks, expected)));
+        };
+        gate.warm(&say).await
+    }
+}
+
+/// What the status says beside the main work while the gate warms up.
+fn background_line(of: &str, checks: &str, expected: Option<std::time::Duration>) -> String {
+    match expected {
+        Some(took) => format!(
+            "the gate warms up ({checks} of {of}, {}, from the last run)",
+            teneral_core::status::about(took)
+        ),
+        None => format!("the gate warms up ({checks} of {of})"),
+    }
+}
+
+#[cfg(test)]
+mod warm_tests {
+    use super::background_line;
+    use std::time::Duration;
+
+    #[test]
+    fn the_background_line_says_what_warms_and_for_how_long() {
+        let table = [
+            (None, "the gate warms up (format-body, lint-body, body-tests of 0123abc)"),
+            (
+                Some(Duration::from_secs(41)),
+                "the gate warms up (format-body, lint-body, body-tests of 0123abc, about 40 s, from the last run)",
+            ),
+        ];
+        for (expected, want) in table {
+            assert_eq!(
+                background_line("0123abc", "format-body, lint-body, body-tests", expected),
+                want
+            );
+        }
     }
 }

@@ -162,7 +162,7 @@ pub const OWNER: &[Setting] = &[
     owner(
         "TENERAL_WARM_GATE",
         "on",
-        "on: after each start the kernel's own checks run in the background at the lowest priority, so the first mutation does not wait for them; off: they run at the first mutation.",
+        "on: once a generation's body has started, the gate's checks of the running tree run in the background at the lowest priority (the body's first), so a body change finds its dependencies compiled; a mutation stops them rather than waiting; off: nothing is checked before a mutation.",
         Commented("on"),
     ),
     owner(

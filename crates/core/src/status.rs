@@ -37,9 +37,10 @@ pub enum Doing {
     Thinking,
     /// The agent runs a tool.
     RunningTool(String),
-    /// A mutation is being checked: the candidate and the step under way
-    /// (`paths`, `organs`, `type check`, `kernel tests`, `body tests`, `smoke run`).
-    Checking { candidate: String, step: String },
+    /// A mutation is being checked: the candidate, the step under way
+    /// (`paths`, `organs`, the checks running side by side, `smoke`), and
+    /// how long it is expected to take, when the last run's times tell.
+    Checking { candidate: String, step: String, expected: Option<Duration> },
     /// The body ended and starts again after a pause.
     Restarting { after: Duration },
     /// The kernel was asked to stop.
@@ -57,8 +58,12 @@ impl std::fmt::Display for Doing {
             Doing::Resting => f.write_str("resting"),
             Doing::Thinking => f.write_str("thinking"),
             Doing::RunningTool(name) => write!(f, "running a tool ({name})"),
-            Doing::Checking { candidate, step } => {
-                write!(f, "checking mutation {}: {step}", short(candidate))
+            Doing::Checking { candidate, step, expected } => {
+                write!(f, "checking mutation {}: {step}", short(candidate))?;
+                match expected {
+                    Some(took) => write!(f, " ({}, from the last run)", about(*took)),
+                    None => Ok(()),
+                }
             }
             Doing::Restarting { after } => {
                 write!(f, "the body ended; starting it again in {:.1} s", after.as_secs_f32())
@@ -66,6 +71,18 @@ impl std::fmt::Display for Doing {
             Doing::Stopping => f.write_str("stopping"),
             Doing::GaveUp(reason) => write!(f, "stopped by itself: {reason}"),
         }
+    }
+}
+
+/// An expected duration in round words: "about 40 s", "about 7 min".
+pub fn about(took: Duration) -> String {
+    let secs = took.as_secs_f64();
+    if secs < 10.0 {
+        format!("about {} s", secs.round().max(1.0))
+    } else if secs < 90.0 {
+        format!("about {} s", (secs / 5.0).round() * 5.0)
+    } else {
+        format!("about {} min", (secs / 60.0).round())
     }
 }
 
@@ -320,13 +337,44 @@ mod tests {
             (Doing::Resting, "generation aaaaaaa: resting"),
             (Doing::RunningTool("shell".into()), "generation aaaaaaa: running a tool (shell)"),
             (
-                Doing::Checking { candidate: "b".repeat(40), step: "kernel tests".into() },
-                "checking mutation bbbbbbb: kernel tests",
+                Doing::Checking {
+                    candidate: "b".repeat(40),
+                    step: "kernel-tests".into(),
+                    expected: None,
+                },
+                "checking mutation bbbbbbb: kernel-tests",
+            ),
+            (
+                Doing::Checking {
+                    candidate: "1a2b3c4".repeat(6),
+                    step: "body-tests".into(),
+                    expected: Some(Duration::from_secs_f64(41.3)),
+                },
+                "checking mutation 1a2b3c4: body-tests (about 40 s, from the last run)",
+            ),
+            (
+                Doing::Checking {
+                    candidate: "b".repeat(40),
+                    step: "lint-body, body-tests".into(),
+                    expected: Some(Duration::from_secs(400)),
+                },
+                "checking mutation bbbbbbb: lint-body, body-tests (about 7 min, from the last run)",
             ),
             (Doing::GaveUp("three crashes".into()), "stopped by itself: three crashes"),
         ];
         for (doing, want) in table {
             assert_eq!(r.text(&doing), want);
+        }
+        let rounded = [
+            (0.2, "about 1 s"),
+            (7.4, "about 7 s"),
+            (12.6, "about 15 s"),
+            (89.0, "about 90 s"),
+            (95.0, "about 2 min"),
+            (1742.0, "about 29 min"),
+        ];
+        for (secs, want) in rounded {
+            assert_eq!(about(Duration::from_secs_f64(secs)), want, "{secs}");
         }
     }
 

@@ -13,6 +13,7 @@ fn inputs<'a>(
         checkout: Path::new("/ind/.teneral/gate/checkout"),
         kernel_tree,
         body_tree,
+        running_kernel_tree: None,
         toolchain,
         kernel_identity: kernel,
         kernel_copy: Path::new("/ind/.teneral/gate/target/teneral-kernel"),
@@ -35,7 +36,7 @@ fn every_check_in_order_with_its_place_and_command() {
         .iter()
         .map(|c| {
             let dir = if c.dir.ends_with("body") { "body" } else { "checkout" };
-            (c.name, dir, c.args.join(" "), c.counts_tests, c.reads, c.reused)
+            (c.name, dir, c.args.join(" "), c.counts_tests, c.reads, !c.runs())
         })
         .collect();
     let want: Vec<(&str, &str, String, bool, Reads, bool)> = vec![
@@ -144,15 +145,57 @@ fn a_body_only_mutation_reuses_every_kernel_check() {
     }
     let memo = memo::Memo::load(dir.path());
     let next = plan(&inputs("K", "B2", "rustc 1", " kernel 1"), &memo);
-    let reused: Vec<(&str, bool)> = next.iter().map(|c| (c.name, c.reused)).collect();
+    let skipped: Vec<(&str, Option<Skip>)> = next.iter().map(|c| (c.name, c.skip)).collect();
     assert_eq!(
-        reused,
+        skipped,
         [
-            ("typecheck-kernel", true),
-            ("format-body", false),
-            ("lint-body", false),
-            ("kernel-tests", true),
-            ("body-tests", false)
+            ("typecheck-kernel", Some(Skip::Kept)),
+            ("format-body", None),
+            ("lint-body", None),
+            ("kernel-tests", Some(Skip::Kept)),
+            ("body-tests", None)
         ]
     );
+}
+
+#[test]
+fn whether_a_check_runs() {
+    let table = [
+        // (reads, the kernel's tree is the running one, a pass kept) → skip
+        (Reads::Kernel, true, false, Some(Skip::RunningKernel)),
+        (Reads::Kernel, true, true, Some(Skip::RunningKernel)),
+        (Reads::Kernel, false, true, Some(Skip::Kept)),
+        (Reads::Kernel, false, false, None),
+        (Reads::Body, true, false, None),
+        (Reads::Body, true, true, Some(Skip::Kept)),
+        (Reads::Body, false, true, Some(Skip::Kept)),
+        (Reads::Body, false, false, None),
+    ];
+    for (reads, unchanged, kept, want) in table {
+        assert_eq!(skip(reads, unchanged, kept), want, "{reads:?} {unchanged} {kept}");
+    }
+    assert_eq!(Skip::RunningKernel.words(), "the running generation's kernel");
+}
+
+/// A candidate whose kernel tree is the running one runs no kernel check,
+/// with nothing kept; one whose kernel tree differs runs them all.
+#[test]
+fn the_running_kernel_needs_no_kernel_checks() {
+    let memo = memo::Memo::default();
+    let runs = |running: Option<&'static str>| -> Vec<(&'static str, Option<Skip>)> {
+        let inputs = Inputs { running_kernel_tree: running, ..inputs("K", "B2", "rustc 1", " k") };
+        plan(&inputs, &memo).iter().map(|c| (c.name, c.skip)).collect()
+    };
+    let unchanged = [
+        ("typecheck-kernel", Some(Skip::RunningKernel)),
+        ("format-body", None),
+        ("lint-body", None),
+        ("kernel-tests", Some(Skip::RunningKernel)),
+        ("body-tests", None),
+    ];
+    assert_eq!(runs(Some("K")), unchanged, "a body-only change");
+    let all = ["typecheck-kernel", "format-body", "lint-body", "kernel-tests", "body-tests"];
+    let every: Vec<_> = all.iter().map(|n| (*n, None)).collect();
+    assert_eq!(runs(Some("K0")), every, "a change outside body/");
+    assert_eq!(runs(None), every, "the running tree itself, warmed");
 }

@@ -226,8 +226,10 @@ pub fn render(event: &Event, width: usize) -> Option<String> {
         EventKind::MutationCheck => {
             let secs = event.fields.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
             let took = crate::when::duration((secs * 1000.0) as i64);
+            let why = first_line(event.text("why"), 60);
+            let how = if why.is_empty() { took } else { why };
             let line = format!(
-                "[gate] {}: {} ({took})",
+                "[gate] {}: {} ({how})",
                 first_line(event.text("check"), 40),
                 first_line(event.text("result"), 20)
             );
@@ -368,6 +370,10 @@ mod tests {
             (
                 r#"{"type":"mutation.check","check":"kernel tests","result":"passed","seconds":12.5}"#,
                 Some("[gate] kernel tests: passed (12s)"),
+            ),
+            (
+                r#"{"type":"mutation.check","check":"kernel-tests","result":"reused","seconds":0,"why":"the running generation's kernel"}"#,
+                Some("[gate] kernel-tests: reused (the running generation's kernel)"),
             ),
             (
                 r#"{"type":"generation.rolledback","reason":"silent for 10 min"}"#,

@@ -75,13 +75,13 @@ pub struct View {
 }
 
 /// The candidate and the step under way in the kernel's status text
-/// (`checking mutation 0123abc: kernel tests, body tests`), sanitized;
-/// `None` for any other state.
+/// (`checking mutation 0123abc: lint-body, body-tests (about 40 s, from the
+/// last run)`), sanitized; `None` for any other state.
 pub fn gate_step(status: &str) -> Option<(String, String)> {
     let rest = status.strip_prefix("checking mutation ")?;
     let (candidate, step) = rest.split_once(": ")?;
     let step = first_line(step.split("; meanwhile").next().unwrap_or_default());
-    (!step.is_empty()).then(|| (first_line(candidate), cut(&step, 60)))
+    (!step.is_empty()).then(|| (first_line(candidate), cut(&step, 100)))
 }
 
 /// The first non-blank line of sanitized `text`, tabs as blanks.
@@ -330,6 +330,11 @@ impl View {
                     "failed" => (m.failed.to_owned(), Role::Bad),
                     _ => (format!("{} {result}", m.ok), Role::Dim),
                 };
+                // A check that did not run says why (the running kernel, a kept pass).
+                let why = first_line(e.text("why"));
+                if !why.is_empty() {
+                    return vec![self.row("  ", &format!("gate {check} {said}: {why}"), role)];
+                }
                 vec![self.row("  ", &format!("gate {check} {said} {took}"), role)]
             }
             EventKind::MutationAccepted => {

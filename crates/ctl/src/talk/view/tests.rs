@@ -81,12 +81,14 @@ fn events_table() {
                 r#"{"type":"mutation.check","check":"paths","result":"passed","seconds":0.02}"#,
                 r#"{"type":"generation.exited","status":"exit status 75"}"#,
                 r#"{"type":"mutation.check","check":"kernel tests","result":"failed","seconds":95}"#,
+                r#"{"type":"mutation.check","check":"kernel-tests","result":"reused","seconds":0,"why":"the running generation's kernel"}"#,
             ],
             &[
                 "  asked for a mutation to 0123456",
                 "  gate paths ✓ passed 0.0s",
                 "  the body stepped aside for the gate",
                 "  gate kernel tests ✗ failed 95s",
+                "  gate kernel-tests ✓ reused: the running generation's kernel",
             ],
         ),
         (
@@ -121,6 +123,11 @@ fn the_gate_steps_come_from_the_kernels_status() {
         ("checking mutation 0123abc: paths", Some("paths")),
         ("checking mutation 0123abc: kernel tests, body tests", Some("kernel tests, body tests")),
         ("checking mutation 0123abc: smoke; meanwhile warming", Some("smoke")),
+        (
+            "checking mutation 0123abc: lint-body, body-tests (about 40 s, from the last run); \
+             meanwhile the gate warms up",
+            Some("lint-body, body-tests (about 40 s, from the last run)"),
+        ),
         ("checking mutation 0123abc: \u{1b}]0;x\u{7}smoke", Some("smoke")),
         ("generation 0123abc: resting", None),
         ("checking mutation 0123abc: ", None),
@@ -142,6 +149,11 @@ fn the_gate_steps_come_from_the_kernels_status() {
     assert_eq!(text(&view.gate_status(two)), ["  gate kernel tests, body tests …"]);
     view.event(&ev(r#"{"type":"mutation.check","check":"kernel tests","result":"passed"}"#));
     assert!(view.gate_status(two).is_empty(), "one check of the two ended: not said again");
+    let timed = "checking mutation 0123456: body-tests (about 40 s, from the last run)";
+    assert_eq!(
+        text(&view.gate_status(timed)),
+        ["  gate body-tests (about 40 s, from the last run) …"]
+    );
 }
 
 #[test]
