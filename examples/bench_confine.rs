@@ -261,6 +261,9 @@ fn main() -> Result<()> {
         }
     }
     println!("load average after: {}", load());
+    // The runners' bus connections end inside the runtime: a proxy's
+    // subscriptions are removed by a task of it.
+    rt.block_on(async move { drop(runners) });
     let confined: Vec<_> = cases.iter().filter(|(name, _, _)| name.contains(", ")).collect();
     steps(&zygotes, &confined, &checkout, runs)
 }

@@ -3,19 +3,24 @@
 //!
 //! Invariants:
 //! - Only the session bus is used (zbus panics on the manager's private
-//!   socket), and the connection subscribes to the manager's signals once.
+//!   socket), and the connection subscribes to the manager's signals once,
+//!   and to `JobRemoved` once, read by one task for every start (`jobs`).
 //! - A unit's start and end are learnt from signals (`JobRemoved` for the
 //!   start job, `PropertiesChanged` on the unit for its state), never by
-//!   polling. The listeners are in place before the unit is asked for, so no
+//!   polling. The watch is in place before the unit is asked for, so no
 //!   signal can be missed; each stream is read to its end or dropped, so an
 //!   unread stream never holds the connection up.
 //! - A unit is started with `AddRef`, so it stays loaded until the kernel has
 //!   read its exit status and result from it; then the kernel lets it go
-//!   (`Unref`, and `ResetFailedUnit` for a failed one), so its name is free
-//!   for the next run.
+//!   (`ResetFailedUnit` for a failed one, and `Unref`), so its name is free
+//!   for the next run. Letting go waits for no answer: the messages are
+//!   written to the connection before anything the kernel asks next, and the
+//!   manager handles them in that order.
 //! - Stopping a unit ends everything in it (`KillMode=control-group`).
 
+mod jobs;
 mod names;
+mod properties;
 mod scope;
 mod unit;
 
@@ -28,10 +33,15 @@ pub use unit::{Unit, BACKGROUND_NICE};
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
+
 use zbus::zvariant::OwnedObjectPath;
 
 /// The manager's well-known name on the bus.
 const DEST: &str = "org.freedesktop.systemd1";
+/// The manager's object, and its interface.
+const DEST_PATH: &str = "/org/freedesktop/systemd1";
+const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemdError {
@@ -115,6 +125,14 @@ pub trait Manager {
     ) -> zbus::Result<()>;
 }
 
+/// How long a start waits for an ended unit of its name to be unloaded: a
+/// scope whose last process has just exited is active until the manager has
+/// seen its cgroup empty (the kernel tells it at most every 10 ms, and the
+/// manager may be busy).
+const SETTLE: Duration = Duration::from_secs(3);
+/// How many times a start asks again for a name that was taken.
+const ASK_AGAIN: u32 = 3;
+
 /// The names of the units the kernel starts for an individual.
 const UNIT_PATTERNS: &[&str] = &["teneral-gate-*", "teneral-build-*", "teneral-gen-*"];
 
@@ -132,6 +150,8 @@ pub struct Systemd {
     /// (`BindsTo=`, and `Before=` so that on a stop the kernel goes first and
     /// stops its children itself), so none outlives a killed kernel.
     own_unit: Option<String>,
+    /// The end of every start job, heard once for the connection.
+    jobs: jobs::Jobs,
     /// The individual (its directory) every unit is started for: each unit's
     /// `Description=` names it, so the next start can find the units of a
     /// killed kernel of this individual and of no other ([`Systemd::sweep`]).
@@ -148,7 +168,8 @@ impl Systemd {
                 .build()
                 .await?;
             manager.subscribe().await?;
-            let mut systemd = Systemd { conn, manager, own_unit: None, individual: None };
+            let jobs = jobs::Jobs::listen(manager.receive_job_removed().await?);
+            let mut systemd = Systemd { conn, manager, own_unit: None, jobs, individual: None };
             systemd.own_unit = systemd.own_unit().await;
             Ok::<_, zbus::Error>(systemd)
         };
@@ -215,6 +236,37 @@ impl Systemd {
         Ok(self.manager.kill_unit(name, "all", signal).await?)
     }
 
+    /// Lets unit `name` go once it has ended: a failure of it forgotten
+    /// (`failed`) and the kernel's reference dropped, so the manager
+    /// unloads it and its name is free for the next launch. Neither waits
+    /// for the manager's answer (see the invariants above).
+    pub async fn let_go(&self, name: &str, failed: bool) {
+        if failed {
+            self.tell(DEST_PATH, MANAGER, "ResetFailedUnit", &(name,)).await;
+        }
+        self.tell(&unit_path(name), "org.freedesktop.systemd1.Unit", "Unref", &()).await;
+    }
+
+    /// Calls `method` of the manager's object `path`, asking for no answer;
+    /// one that cannot be sent is logged.
+    async fn tell<B>(&self, path: &str, interface: &str, method: &str, body: &B)
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        let message = zbus::Message::method_call(path, method)
+            .and_then(|m| m.destination(DEST))
+            .and_then(|m| m.interface(interface))
+            .and_then(|m| m.with_flags(zbus::message::Flags::NoReplyExpected))
+            .and_then(|m| m.build(body));
+        let sent = match message {
+            Ok(message) => self.conn.send(&message).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            teneral_core::log::warn(format!("cannot send {method} for {path}: {e}"));
+        }
+    }
+
     /// Stops unit `name` (everything in it) and forgets a failure of it;
     /// nothing when there is no such unit. For a unit a killed kernel left.
     pub async fn stop_leftover(&self, name: &str) -> Result<bool, SystemdError> {
@@ -233,6 +285,73 @@ impl Systemd {
         }
         let _ = self.manager.reset_failed_unit(name).await;
         Ok(running)
+    }
+
+    /// Asks for unit `name` with `ask`; when a unit of that name is there
+    /// still, and it has ended or ends within [`SETTLE`] (a run of the same
+    /// name the kernel has just let go, or one a killed kernel left that
+    /// ended), its failure is forgotten, so the manager unloads it, and
+    /// `ask` is asked again. A unit that is still running then is left
+    /// alone (it may be another individual's): [`SystemdError::Exists`].
+    pub(crate) async fn ask_for<T, F>(
+        &self,
+        name: &str,
+        mut ask: impl FnMut() -> F,
+    ) -> Result<T, SystemdError>
+    where
+        F: std::future::Future<Output = Result<T, SystemdError>>,
+    {
+        let until = tokio::time::Instant::now() + SETTLE;
+        let mut asked = 0;
+        loop {
+            match ask().await {
+                Err(SystemdError::Exists { .. })
+                    if asked < ASK_AGAIN && self.settle(name, until).await =>
+                {
+                    let _ = self.manager.reset_failed_unit(name).await;
+                    // The manager unloads an ended unit before it reads
+                    // the next request; should it not have, a moment more.
+                    if asked > 0 {
+                        tokio::time::sleep(Duration::from_millis(100) * asked).await;
+                    }
+                    asked += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Waits until unit `name` is over (inactive or failed) or unloaded, at
+    /// most until `until`; whether it is.
+    async fn settle(&self, name: &str, until: tokio::time::Instant) -> bool {
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        let watch = async {
+            let props = zbus::fdo::PropertiesProxy::builder(&self.conn)
+                .destination(DEST)?
+                .path(unit_path(name))?
+                .cache_properties(zbus::proxy::CacheProperties::No)
+                .build()
+                .await?;
+            // Listen first, then look: the change cannot come unheard.
+            let mut changes = props.receive_properties_changed().await?;
+            if self.manager.get_unit(name).await.is_err() || self.is_over(name).await {
+                return Ok(true);
+            }
+            while let Some(signal) = changes.next().await {
+                let Ok(args) = signal.args() else { continue };
+                let state = args.changed_properties().get("ActiveState");
+                if state
+                    .and_then(|v| v.downcast_ref::<&str>().ok())
+                    .is_some_and(|s| s == "inactive" || s == "failed")
+                {
+                    return Ok(true);
+                }
+            }
+            Ok::<_, zbus::Error>(false)
+        };
+        matches!(tokio::time::timeout_at(until, watch).await, Ok(Ok(true)))
     }
 
     /// Whether unit `name` is loaded but not running (inactive or failed).

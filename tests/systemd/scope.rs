@@ -26,6 +26,11 @@ const DIR_VARIABLE: &str = "TENERAL_TEST_SCOPE_DIR";
 const HELD: &str = "teneral-gate-scopetest-held.service";
 const MEMORY: &str = "teneral-gate-scopetest-memory.service";
 const TASKS: &str = "teneral-gate-scopetest-tasks.service";
+/// Checks that read their own cgroup first thing, one after another under
+/// one name.
+const FIRST: &str = "teneral-gate-scopetest-first.service";
+/// How many times.
+const FIRSTS: usize = 8;
 
 fn scope_of(unit: &str) -> String {
     teneral::runner::systemd::scope_name(unit)
@@ -110,6 +115,30 @@ fn a_gate_check_the_zygote_forks_is_adopted_by_a_scope_with_its_limits() -> Test
                 .cloned()
                 .unwrap_or_default()
         };
+        // The first thing each check does, it does in its scope; the name
+        // is free again for the next as soon as the last has ended.
+        let firsts = std::fs::read_to_string(dir.join("firsts"))?;
+        let firsts: Vec<&str> = firsts.split_terminator("\0").collect();
+        assert_eq!(firsts.len(), FIRSTS, "{firsts:?}");
+        let scope = scope_of(FIRST);
+        for cgroups in &firsts {
+            // The hierarchies the scope holds the check by: the unified
+            // one, and systemd's own, memory and pids of a v1 tree.
+            let held: Vec<&str> = cgroups
+                .lines()
+                .filter(|l| {
+                    let controllers = l.split(':').nth(1).unwrap_or("");
+                    l.starts_with("0::")
+                        || controllers
+                            .split(',')
+                            .any(|c| ["name=systemd", "memory", "pids"].contains(&c))
+                })
+                .collect();
+            assert!(!held.is_empty(), "{cgroups}");
+            for line in held {
+                assert!(line.ends_with(&format!("/{scope}")), "{line} in:\n{cgroups}");
+            }
+        }
         // Past MemoryMax: the check is killed.
         let memory = find(MEMORY);
         assert_eq!(memory["exit"], "killed by signal 9", "{memory}");
@@ -236,6 +265,20 @@ fn scope_checks(dir: &Path) -> TestResult {
                 limits(256 << 20, 12),
             ),
         ];
+        // Each reads its own cgroups before anything else (it is the
+        // program the cage executes); the same name each time.
+        let mut firsts = String::new();
+        for _ in 0..FIRSTS {
+            let spec = Spec::new("/bin/cat", &checkout).arg("/proc/self/cgroup");
+            let launch = Launch::new(spec, limits(256 << 20, 32)).caged(gate.clone());
+            let (ended, running) = runner.run(FIRST, launch).await?;
+            if ended.exit != spawn::Exit::Code(0) {
+                return Err(format!("{FIRST}: {ended:?}: {}", running.output_tail()).into());
+            }
+            firsts.push_str(&running.stdout_tail());
+            firsts.push('\0');
+        }
+        std::fs::write(dir.join("firsts"), firsts)?;
         let mut lines = String::new();
         for (unit, spec, limits) in ended {
             let launch = Launch::new(spec, limits).caged(gate.clone());
@@ -248,7 +291,7 @@ fn scope_checks(dir: &Path) -> TestResult {
             });
             lines.push_str(&format!("{line}\n"));
         }
-        assert_eq!(spawn::zygote_launches(), 2, "both went through the zygote");
+        assert_eq!(spawn::zygote_launches(), FIRSTS + 2, "all went through the zygote");
         std::fs::write(dir.join("checks"), lines)?;
         let spec = check("echo scope check line; exec sleep 600");
         let launch = Launch::new(spec, limits(256 << 20, 32)).caged(gate.clone());

@@ -19,14 +19,20 @@
 //! killed kernel's reference goes with its bus connection, and its
 //! launches die with it (their parent-death signal), so the emptied scope
 //! is unloaded.
+//!
+//! On a start's path are two exchanges with the manager, both needed: the
+//! `StartTransientUnit` call, and its job's end (`JobRemoved`), read from
+//! the connection's one subscription. The release after the launch's end
+//! waits for no answer, and a launch of the same name right after waits
+//! only for the manager to have seen the last one's end
+//! ([`Systemd::ask_for`]): a scope is active until the manager learns its
+//! cgroup is empty, a moment after its last process exited.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use futures_util::StreamExt;
 use zbus::zvariant::Value;
 
-use super::{unit_path, Systemd, SystemdError, DEST};
+use super::{properties, Systemd, SystemdError};
 use crate::runner::Limits;
 
 /// A scope that adopted a launch.
@@ -44,26 +50,10 @@ impl Scope {
         pid: u32,
         limits: &Limits,
     ) -> Result<Scope, SystemdError> {
-        // Listen first, then ask: the job's end cannot come unheard.
-        let mut jobs = systemd.manager.receive_job_removed().await?;
-        let job = match ask(systemd, name, pid, limits).await {
-            Err(SystemdError::Exists { .. }) if systemd.is_over(name).await => {
-                // An ended scope of that name not unloaded yet.
-                let _ = systemd.manager.reset_failed_unit(name).await;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                ask(systemd, name, pid, limits).await?
-            }
-            other => other?,
-        };
-        let result = loop {
-            let Some(signal) = jobs.next().await else {
-                return Err(SystemdError::NoManager("the bus connection ended".into()));
-            };
-            let Ok(args) = signal.args() else { continue };
-            if args.job().as_str() == job.as_str() {
-                break (*args.result()).to_owned();
-            }
-        };
+        // Watch first, then ask: the job's end cannot come unheard.
+        let jobs = systemd.jobs.watch(name);
+        let job = systemd.ask_for(name, || ask(systemd, name, pid, limits)).await?;
+        let result = jobs.ended(job.as_str()).await?;
         drop(jobs);
         let scope = Scope { name: name.to_owned(), systemd: systemd.clone() };
         if result != "done" {
@@ -90,37 +80,18 @@ impl Scope {
         value.ok().and_then(|v| v.downcast_ref::<String>().ok())
     }
 
-    /// Lets the scope go once the launch has ended: a failure forgotten
-    /// (`failed`) and the kernel's reference dropped, so the manager
-    /// unloads it and its name is free for the next launch. Nothing is
-    /// left to end in it: the launch's helper has been reaped, and the
-    /// cage's PID namespace ended with its first process.
+    /// Lets the scope go once the launch has ended ([`Systemd::let_go`]),
+    /// without waiting for the manager. Nothing is left to end in it: the
+    /// launch's helper has been reaped, and the cage's PID namespace ended
+    /// with its first process.
     pub async fn release(&self, failed: bool) {
-        if failed {
-            let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
-        }
-        self.unref().await;
+        self.systemd.let_go(&self.name, failed).await;
     }
 
     /// Ends everything in the scope, then lets it go.
     pub async fn kill_and_release(&self) {
         let _ = self.systemd.kill(&self.name, super::sigkill()).await;
-        let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
-        self.unref().await;
-    }
-
-    async fn unref(&self) {
-        let _ = self
-            .systemd
-            .conn
-            .call_method(
-                Some(DEST),
-                unit_path(&self.name).as_str(),
-                Some("org.freedesktop.systemd1.Unit"),
-                "Unref",
-                &(),
-            )
-            .await;
+        self.systemd.let_go(&self.name, true).await;
     }
 
     /// The `cgroup.procs` files of the cgroups process `pid` is in (after
@@ -212,27 +183,8 @@ async fn ask(
     pid: u32,
     limits: &Limits,
 ) -> Result<zbus::zvariant::OwnedObjectPath, SystemdError> {
-    let usec = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    let mut props: Vec<(&str, Value<'_>)> = vec![
-        ("Description", Value::from(systemd.describe(name))),
-        ("PIDs", Value::from(vec![pid])),
-        ("KillMode", Value::from("control-group")),
-        ("TimeoutStopUSec", Value::from(usec(limits.stop_timeout))),
-        ("AddRef", Value::from(true)),
-    ];
-    if let Some(own) = &systemd.own_unit {
-        props.push(("BindsTo", Value::from(vec![own.clone()])));
-        props.push(("Before", Value::from(vec![own.clone()])));
-    }
-    if let Some(bytes) = limits.memory_max {
-        props.push(("MemoryMax", Value::from(bytes)));
-    }
-    if let Some(tasks) = limits.tasks_max {
-        props.push(("TasksMax", Value::from(tasks)));
-    }
-    if let Some(runtime) = limits.runtime_max {
-        props.push(("RuntimeMaxUSec", Value::from(usec(runtime))));
-    }
+    let mut props = properties::common(systemd.describe(name), systemd.own_unit.as_deref(), limits);
+    props.push(("PIDs", Value::from(vec![pid])));
     let aux: &[(&str, &[(&str, Value<'_>)])] = &[];
     match systemd.manager.start_transient_unit(name, "fail", &props, aux).await {
         Ok(job) => Ok(job),

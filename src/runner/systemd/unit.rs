@@ -3,13 +3,12 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use zbus::zvariant::{Fd, OwnedValue, Value};
 
-use super::{unit_path, Systemd, SystemdError, DEST};
+use super::{properties, unit_path, Systemd, SystemdError, DEST};
 use crate::runner::{Ended, Limits};
 use crate::spawn::{Exit, Spec};
 
@@ -52,29 +51,12 @@ impl Unit {
             .await?;
         // Listen first, then ask: no signal of this unit can come unheard.
         let mut changes = props.receive_properties_changed().await?;
-        let mut jobs = systemd.manager.receive_job_removed().await?;
-        let job = match ask(systemd, name, spec, limits, &stdout, &stderr).await {
-            Err(SystemdError::Exists { .. }) if systemd.is_over(name).await => {
-                // An ended unit of that name the manager has not unloaded
-                // yet: forget it, give the manager a moment, ask once more.
-                // A running one is left alone (it may be another individual's).
-                let _ = systemd.manager.reset_failed_unit(name).await;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                ask(systemd, name, spec, limits, &stdout, &stderr).await?
-            }
-            other => other?,
-        };
+        let jobs = systemd.jobs.watch(name);
+        let job =
+            systemd.ask_for(name, || ask(systemd, name, spec, limits, &stdout, &stderr)).await?;
         // The manager holds its own copies of the pipe ends now.
         drop((stdout, stderr));
-        let result = loop {
-            let Some(signal) = jobs.next().await else {
-                return Err(SystemdError::NoManager("the bus connection ended".into()));
-            };
-            let Ok(args) = signal.args() else { continue };
-            if args.job().as_str() == job.as_str() {
-                break (*args.result()).to_owned();
-            }
-        };
+        let result = jobs.ended(job.as_str()).await?;
         drop(jobs);
         let (tx, rx) = oneshot::channel();
         let watcher = Watcher { systemd: systemd.clone(), name: name.to_owned(), props };
@@ -187,35 +169,19 @@ async fn ask(
         .filter(|k| !spec.env.iter().any(|(name, _)| name == k))
         .map(str::to_owned)
         .collect();
-    let usec = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    let mut props: Vec<(&str, Value<'_>)> = vec![
-        ("Description", Value::from(systemd.describe(name))),
+    let mut props: Vec<(&str, Value<'_>)> =
+        properties::common(systemd.describe(name), systemd.own_unit.as_deref(), limits);
+    props.extend([
         ("Type", Value::from("exec")),
         ("ExecStart", Value::from(exec)),
         ("WorkingDirectory", Value::from(text(spec.cwd.as_os_str()))),
         ("Environment", Value::from(env)),
         ("UnsetEnvironment", Value::from(unset)),
-        ("KillMode", Value::from("control-group")),
-        ("TimeoutStopUSec", Value::from(usec(limits.stop_timeout))),
-        ("AddRef", Value::from(true)),
         ("StandardOutputFileDescriptor", Value::from(Fd::from(stdout.as_fd()))),
         ("StandardErrorFileDescriptor", Value::from(Fd::from(stderr.as_fd()))),
-    ];
+    ]);
     if let Some(stdin) = &spec.stdin {
         props.push(("StandardInputFileDescriptor", Value::from(Fd::from(stdin.as_fd()))));
-    }
-    if let Some(own) = &systemd.own_unit {
-        props.push(("BindsTo", Value::from(vec![own.clone()])));
-        props.push(("Before", Value::from(vec![own.clone()])));
-    }
-    if let Some(bytes) = limits.memory_max {
-        props.push(("MemoryMax", Value::from(bytes)));
-    }
-    if let Some(tasks) = limits.tasks_max {
-        props.push(("TasksMax", Value::from(tasks)));
-    }
-    if let Some(runtime) = limits.runtime_max {
-        props.push(("RuntimeMaxUSec", Value::from(usec(runtime))));
     }
     if limits.background {
         props.push(("Nice", Value::from(BACKGROUND_NICE)));
@@ -301,17 +267,6 @@ impl Watcher {
 
     /// Lets the unit go: forgets a failure and drops the kernel's reference.
     async fn release(&self) {
-        let _ = self.systemd.manager.reset_failed_unit(&self.name).await;
-        let _ = self
-            .systemd
-            .conn
-            .call_method(
-                Some(DEST),
-                unit_path(&self.name).as_str(),
-                Some("org.freedesktop.systemd1.Unit"),
-                "Unref",
-                &(),
-            )
-            .await;
+        self.systemd.let_go(&self.name, true).await;
     }
 }
