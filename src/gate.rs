@@ -197,7 +197,7 @@ impl Gate<'_> {
             return reject("checkout", e);
         }
         laps.lap("checkout");
-        let verdict = match self.checks(candidate, oid, &checkout, laps).await {
+        let verdict = match self.checks(candidate, oid, Some(running), &checkout, laps).await {
             Ok(verdict) | Err(verdict) => verdict,
         };
         let _ = std::fs::remove_dir_all(checkout.join(".tmp"));
@@ -214,12 +214,15 @@ impl Gate<'_> {
         verdict
     }
 
-    /// The steps in the checkout: organs, the planned checks, the smoke run.
+    /// The steps in the checkout: organs, the planned checks, the smoke run,
+    /// judged `against` the running generation's commit, whose kernel needs
+    /// no kernel checks (`None`: a tree judged whole, as an offer's).
     /// `Err` is a refusal before the end.
     async fn checks(
         &self,
         candidate: &Commit,
         oid: git2::Oid,
+        against: Option<git2::Oid>,
         checkout: &Path,
         mut laps: profile::Laps,
     ) -> Result<Verdict, Verdict> {
@@ -245,9 +248,7 @@ impl Gate<'_> {
             ground.env.push(("TENERAL_ORGANS".into(), set.as_os_str().to_owned()));
         }
         laps.lap("organs");
-        let against = repo::commit_id(self.repo, self.home, self.running)
-            .map_err(|e| reject("checkout", e.to_string()))?;
-        let planned = self.plan(candidate, oid, Some(against), checkout, &ground).await?;
+        let planned = self.plan(candidate, oid, against, checkout, &ground).await?;
         laps.lap("plan");
         // Cargo judges freshness by modification times, and the gate's target
         // directory may be shared (by tests, by individuals of one owner):

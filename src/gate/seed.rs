@@ -1,8 +1,9 @@
 //! The gate on a commit as on a fresh seed: an offer to the species
 //! is judged on its own tree, not as a step from the running
 //! generation, so the species rule and the path rule (which say what a
-//! generation may change of itself) are left out. Everything else is the
-//! mutation's gate: a fresh checkout, the organs, the planned checks in the
+//! generation may change of itself) are left out, and so is the rule that
+//! the running generation's kernel needs no kernel checks. Everything else
+//! is the mutation's gate: a fresh checkout, the organs, the planned checks in the
 //! cage, the body's build and the smoke run, each step journaled as
 //! `mutation.check` in the gate's journal.
 
@@ -31,7 +32,9 @@ impl Gate<'_> {
             return reject("checkout", e);
         }
         let laps = super::profile::Laps::default();
-        let verdict = match self.checks(candidate, oid, checkout, laps).await {
+        // No running generation vouches for an offer's kernel: its kernel
+        // checks run unless a pass of the same tree is kept.
+        let verdict = match self.checks(candidate, oid, None, checkout, laps).await {
             Ok(verdict) | Err(verdict) => verdict,
         };
         let _ = std::fs::remove_dir_all(checkout);

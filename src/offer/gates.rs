@@ -82,15 +82,22 @@ pub async fn run(kernel: &Kernel<'_>, commit: &Commit) -> Gates {
     Gates::from_steps(&steps(&text), refused, started.elapsed().as_secs_f64())
 }
 
-/// The `mutation.check` steps of a journal's text: name, result, seconds.
-pub fn steps(journal: &str) -> Vec<(String, Outcome, f64)> {
+/// The `mutation.check` steps of a journal's text: name, result, seconds,
+/// and why a step did not run.
+pub fn steps(journal: &str) -> Vec<(String, Outcome, f64, Option<String>)> {
     journal
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|e| e["type"] == EventKind::MutationCheck.name())
         .filter_map(|e| {
             let outcome = Outcome::parse(e["result"].as_str()?)?;
-            Some((e["check"].as_str()?.to_owned(), outcome, e["seconds"].as_f64().unwrap_or(0.0)))
+            let why = e["why"].as_str().map(str::to_owned);
+            Some((
+                e["check"].as_str()?.to_owned(),
+                outcome,
+                e["seconds"].as_f64().unwrap_or(0.0),
+                why,
+            ))
         })
         .collect()
 }
@@ -102,7 +109,7 @@ mod tests {
     #[test]
     fn the_steps_are_read_from_the_gates_journal() {
         let text = concat!(
-            r#"{"type":"mutation.check","check":"typecheck-kernel","result":"reused","seconds":0.0}"#,
+            r#"{"type":"mutation.check","check":"typecheck-kernel","result":"reused","seconds":0.0,"why":"a pass of the same tree is kept"}"#,
             "\n",
             r#"{"type":"kernel.started"}"#,
             "\n",
@@ -113,8 +120,13 @@ mod tests {
         assert_eq!(
             steps,
             vec![
-                ("typecheck-kernel".to_owned(), Outcome::Reused, 0.0),
-                ("body-tests".to_owned(), Outcome::Failed, 2.5)
+                (
+                    "typecheck-kernel".to_owned(),
+                    Outcome::Reused,
+                    0.0,
+                    Some("a pass of the same tree is kept".to_owned())
+                ),
+                ("body-tests".to_owned(), Outcome::Failed, 2.5, None)
             ]
         );
     }

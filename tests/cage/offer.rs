@@ -168,6 +168,15 @@ fn an_offer_goes_through_the_gates_in_the_cage_and_a_failing_body_test_is_named(
         .map(|s| s.iter().filter_map(|s| s["name"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(names, teneral_offer_order(), "{kept:#}");
+    // Judged whole: no running generation vouches for an offer's kernel,
+    // and this new individual keeps no pass of it.
+    for name in ["typecheck-kernel", "kernel-tests"] {
+        let result = kept["gates"]["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == name))
+            .and_then(|s| s["result"].as_str());
+        assert_eq!(result, Some("passed"), "{name}: {kept:#}");
+    }
     let (_, text) = teneralctl::offer::publish::pull_text(MESSAGE, &kept, "0123abcd");
     for want in ["on this branch as on a fresh seed", "body-tests passed", "smoke passed"] {
         assert!(text.contains(want), "{want:?} in the pull request's text:\n{text}");

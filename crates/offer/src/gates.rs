@@ -59,7 +59,8 @@ pub struct Step {
     pub name: String,
     pub result: Outcome,
     pub seconds: f64,
-    /// The end of what a failed step printed.
+    /// The end of what a failed step printed, or why a reused one did not
+    /// run, when the gate said.
     pub output: Option<String>,
 }
 
@@ -82,24 +83,25 @@ impl Gates {
         self.steps.iter().find(|s| s.result == Outcome::Failed)
     }
 
-    /// The steps as journaled (`name`, `result`, seconds) and the gate's
+    /// The steps as journaled (`name`, `result`, seconds, and for a step
+    /// that did not run the gate's `why`) and the gate's
     /// refusal (`check`, `output`) made into one list in [`ORDER`]: a refused
     /// step not journaled (e.g. the checkout) is added as failed, the steps
     /// of [`ORDER`] after a failure and never journaled as not run (in a
     /// passed judgement, as reused), and `organs`, journaled only when
     /// organs are pinned, as passed when anything after it ran.
     pub fn from_steps(
-        journaled: &[(String, Outcome, f64)],
+        journaled: &[(String, Outcome, f64, Option<String>)],
         refused: Option<(&str, &str)>,
         seconds: f64,
     ) -> Gates {
         let mut steps: Vec<Step> = journaled
             .iter()
-            .map(|(name, result, seconds)| Step {
+            .map(|(name, result, seconds, why)| Step {
                 name: name.clone(),
                 result: *result,
                 seconds: *seconds,
-                output: None,
+                output: why.clone().filter(|_| *result == Outcome::Reused),
             })
             .collect();
         if let Some((check, output)) = refused {
@@ -118,7 +120,7 @@ impl Gates {
         }
         let failed = steps.iter().any(|s| s.result == Outcome::Failed);
         let ran_after_organs =
-            journaled.iter().any(|(n, _, _)| n != "organs" && ORDER.contains(&n.as_str()));
+            journaled.iter().any(|(n, ..)| n != "organs" && ORDER.contains(&n.as_str()));
         if ran_after_organs && !steps.iter().any(|s| s.name == "organs") {
             steps.push(Step {
                 name: "organs".into(),
@@ -186,7 +188,10 @@ impl Gates {
             };
             let how = match s.result {
                 Outcome::Passed => format!("{:.1} s", s.seconds),
-                Outcome::Reused => "reused: this tree passed before".to_owned(),
+                Outcome::Reused => format!(
+                    "reused: {}",
+                    s.output.as_deref().unwrap_or("a pass of the same tree is kept")
+                ),
                 Outcome::Failed => format!("failed after {:.1} s", s.seconds),
                 Outcome::NotRun => "not run: an earlier gate failed".to_owned(),
             };
@@ -278,14 +283,18 @@ fn tail(text: &str, n: usize) -> Vec<&str> {
 mod tests {
     use super::*;
 
-    fn step(name: &str, result: Outcome) -> (String, Outcome, f64) {
-        (name.to_owned(), result, 1.0)
+    fn step(name: &str, result: Outcome) -> (String, Outcome, f64, Option<String>) {
+        (name.to_owned(), result, 1.0, None)
     }
 
     #[test]
     fn the_steps_and_the_refusal_make_one_list_in_order() {
-        type Case<'a> =
-            (Vec<(String, Outcome, f64)>, Option<(&'a str, &'a str)>, Vec<&'a str>, bool);
+        type Case<'a> = (
+            Vec<(String, Outcome, f64, Option<String>)>,
+            Option<(&'a str, &'a str)>,
+            Vec<&'a str>,
+            bool,
+        );
         let cases: Vec<Case<'_>> = vec![
             // All passed, organs unpinned: organs counted passed.
             (
@@ -340,6 +349,19 @@ mod tests {
             assert_eq!(gates.passed(), passed, "{summary}");
             assert_eq!(Gates::from_json(&gates.to_json()), Some(gates.clone()), "round trip");
         }
+    }
+
+    #[test]
+    fn a_reused_step_says_why_it_did_not_run() {
+        let said = ("typecheck-kernel".to_owned(), Outcome::Reused, 0.0, Some("why not".into()));
+        let gates = Gates::from_steps(&[said, step("smoke", Outcome::Passed)], None, 1.0);
+        let lines = gates.lines().join("\n");
+        assert!(lines.contains("ok   gate typecheck-kernel (reused: why not)"), "{lines}");
+        assert!(
+            lines.contains("ok   gate kernel-tests (reused: a pass of the same tree is kept)"),
+            "{lines}"
+        );
+        assert_eq!(Gates::from_json(&gates.to_json()), Some(gates.clone()), "round trip");
     }
 
     #[test]
