@@ -252,11 +252,13 @@ impl Gate<'_> {
         laps.lap("plan");
         // Cargo judges freshness by modification times, and the gate's target
         // directory may be shared (by tests, by individuals of one owner):
-        // one judgement at a time builds the body in it, its files touched
-        // once it holds the lock, until its binary is kept.
+        // one judgement at a time checks and builds in it, its files (the
+        // kernel's and the body's) touched once it holds the lock, until its
+        // binary is kept. Touched before, another's later build of a tree of
+        // the same package would be taken as this tree's.
         let lock = generation::lock_target(&ground.target)
             .await
-            .and_then(|lock| generation::touch_tree(&checkout.join("body")).map(|()| lock))
+            .and_then(|lock| generation::touch_tree(checkout).map(|()| lock))
             .map_err(|e| reject("checkout", format!("cannot lock the gate's target dir: {e}")))?;
         laps.lap("lock");
         ground.laps = laps;
@@ -321,6 +323,13 @@ impl Gate<'_> {
                 continue;
             }
             say(&names.join(", "), expected(&times::Times::load(self.home), &phase));
+            // Held for the phase, the tree touched once it is held, as a
+            // judgement does: a shared target directory never lends this
+            // tree another individual's build of the same package.
+            let lock = generation::lock_target(&ground.target)
+                .await
+                .and_then(|lock| generation::touch_tree(&checkout).map(|()| lock))
+                .map_err(|e| format!("cannot lock the gate's target dir: {e}"))?;
             let checks = async {
                 if phase.is_empty() {
                     return Ok(());
@@ -336,6 +345,7 @@ impl Gate<'_> {
                 }
             };
             let (checks, built) = tokio::join!(checks, built);
+            drop(lock);
             match checks {
                 Ok(()) => passed += phase.len(),
                 Err(why) => failures.push(why),
@@ -351,12 +361,8 @@ impl Gate<'_> {
     }
 
     /// The running body's release build in the gate's target directory,
-    /// holding its lock as a judgement's build does (individuals may share
-    /// it), for the warm-up.
+    /// for the warm-up, which holds the directory's lock meanwhile.
     async fn warm_build(&self, checkout: &Path, ground: &Ground) -> Result<(), String> {
-        let lock = generation::lock_target(&ground.target)
-            .await
-            .map_err(|e| format!("cannot lock the gate's target dir: {e}"))?;
         let limits = Limits::for_build(self.settings).in_background();
         let caged = self.runner.caged();
         let job =
@@ -376,7 +382,6 @@ impl Gate<'_> {
             Verdict::Rejected { output, .. } | Verdict::Undecided { output, .. } => output,
             Verdict::Accepted { .. } => String::new(),
         });
-        drop(lock);
         result.and(scrubbed).map_err(|why| format!("release build: {why}"))
     }
 

@@ -239,6 +239,11 @@ fn a_mutation_asked_during_the_warm_up_is_judged_at_once_and_the_warm_up_stopped
     let ind = Individual::with_mode("mutate", "", &["TENERAL_WARM_GATE=on"])?;
     std::fs::write(ind.path().join("src/lib.rs"), SLOW_KERNEL)?;
     commit_all(ind.path(), "a kernel whose tests take ten minutes")?;
+    // A gate target of its own: the other tests' individuals share one, and
+    // this kernel's ten-minute build would hold its lock while it runs.
+    let target = ind.path().join(".teneral/gate/target");
+    std::fs::remove_file(&target)?;
+    std::fs::create_dir_all(&target)?;
     let _kernel = ind.start()?;
     ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
     let tag = ind.path().join(".teneral/gate/checkout/.tmp").to_string_lossy().replace('/', "_");
