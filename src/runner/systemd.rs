@@ -328,12 +328,7 @@ impl Systemd {
             return false;
         }
         let watch = async {
-            let props = zbus::fdo::PropertiesProxy::builder(&self.conn)
-                .destination(DEST)?
-                .path(unit_path(name))?
-                .cache_properties(zbus::proxy::CacheProperties::No)
-                .build()
-                .await?;
+            let props = self.unit_properties(name).await?;
             // Listen first, then look: the change cannot come unheard.
             let mut changes = props.receive_properties_changed().await?;
             if self.manager.get_unit(name).await.is_err() || self.is_over(name).await {
@@ -342,10 +337,7 @@ impl Systemd {
             while let Some(signal) = changes.next().await {
                 let Ok(args) = signal.args() else { continue };
                 let state = args.changed_properties().get("ActiveState");
-                if state
-                    .and_then(|v| v.downcast_ref::<&str>().ok())
-                    .is_some_and(|s| s == "inactive" || s == "failed")
-                {
+                if state.and_then(|v| v.downcast_ref::<&str>().ok()).is_some_and(ended) {
                     return Ok(true);
                 }
             }
@@ -357,10 +349,21 @@ impl Systemd {
     /// Whether unit `name` is loaded but not running (inactive or failed).
     pub async fn is_over(&self, name: &str) -> bool {
         let state = self.property(name, "org.freedesktop.systemd1.Unit", "ActiveState").await;
-        matches!(
-            state.as_ref().ok().and_then(|v| v.downcast_ref::<&str>().ok()),
-            Some("inactive" | "failed")
-        )
+        state.as_ref().ok().and_then(|v| v.downcast_ref::<&str>().ok()).is_some_and(ended)
+    }
+
+    /// The properties of unit `name`, read from the manager at each ask
+    /// (a unit's state changes under any cache).
+    pub(crate) async fn unit_properties(
+        &self,
+        name: &str,
+    ) -> Result<zbus::fdo::PropertiesProxy<'static>, zbus::Error> {
+        zbus::fdo::PropertiesProxy::builder(&self.conn)
+            .destination(DEST)?
+            .path(unit_path(name))?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
     }
 
     /// One property of unit `name`, read from the unit.
@@ -370,14 +373,14 @@ impl Systemd {
         interface: &str,
         property: &str,
     ) -> Result<zbus::zvariant::OwnedValue, SystemdError> {
-        let props = zbus::fdo::PropertiesProxy::builder(&self.conn)
-            .destination(DEST)?
-            .path(unit_path(name))?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await?;
+        let props = self.unit_properties(name).await?;
         let iface = zbus::names::InterfaceName::try_from(interface.to_owned())
             .map_err(zbus::Error::from)?;
         Ok(props.get(iface, property).await.map_err(zbus::Error::from)?)
     }
+}
+
+/// Whether a unit's `ActiveState` says it has ended.
+fn ended(state: &str) -> bool {
+    matches!(state, "inactive" | "failed")
 }

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use zbus::zvariant::{Fd, OwnedValue, Value};
 
-use super::{properties, unit_path, Systemd, SystemdError, DEST};
+use super::{properties, Systemd, SystemdError};
 use crate::runner::{Ended, Limits};
 use crate::spawn::{Exit, Spec};
 
@@ -43,12 +43,7 @@ impl Unit {
         stdout: OwnedFd,
         stderr: OwnedFd,
     ) -> Result<Unit, SystemdError> {
-        let props = zbus::fdo::PropertiesProxy::builder(&systemd.conn)
-            .destination(DEST)?
-            .path(unit_path(name))?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await?;
+        let props = systemd.unit_properties(name).await?;
         // Listen first, then ask: no signal of this unit can come unheard.
         let mut changes = props.receive_properties_changed().await?;
         let jobs = systemd.jobs.watch(name);
