@@ -22,30 +22,8 @@ const SCRIPT: &str = r#"{"reply": "Hello. I have just been born."}
 fn the_log_as_json_lines_on_stdout_carries_the_journal_fields() -> TestResult {
     let ind = Individual::new(SCRIPT, &[])?;
     let commit = ind.head()?;
-    let mut child = std::process::Command::new(teneral())
-        .arg("run")
-        .arg("--dir")
-        .arg(ind.path())
-        .env_remove("JOURNAL_STREAM")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = read_all(Box::new(child.stdout.take().ok_or("no stdout")?));
-    let stderr = read_all(Box::new(child.stderr.take().ok_or("no stderr")?));
-    let mut kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
-    ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
-    kernel.signal(libc::SIGTERM);
-    assert_eq!(kernel.wait(Duration::from_secs(60))?, Some(0), "the kernel stopped cleanly");
-    let out = stdout.join().map_err(|_| "the reader of stdout panicked")?;
-    let err = stderr.join().map_err(|_| "the reader of stderr panicked")?;
+    let (out, err) = run_until_ready(&ind, std::process::Stdio::piped())?;
+    let err = err.unwrap_or_default();
     assert!(!err.lines().any(|l| l.starts_with('{')), "a JSON line on stderr:\n{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines.len() >= 3, "too few lines on stdout:\n{out}\nstderr:\n{err}");
@@ -71,6 +49,64 @@ fn the_log_as_json_lines_on_stdout_carries_the_journal_fields() -> TestResult {
             .any(|l| l.contains(r#""event":"kernel.stopped""#) || l.contains("supervising")),
         "{out}"
     );
+    Ok(())
+}
+
+/// Runs `teneral run` on `ind` with stdout a pipe and stderr as given, until
+/// its generation is ready, then stops it; what came on stdout, and on
+/// stderr when that was a pipe too.
+fn run_until_ready(
+    ind: &Individual,
+    stderr: std::process::Stdio,
+) -> Result<(String, Option<String>), Box<dyn std::error::Error>> {
+    let mut child = std::process::Command::new(teneral())
+        .arg("run")
+        .arg("--dir")
+        .arg(ind.path())
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("TENERAL_LOG_STDERR_LEADS")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()?;
+    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.take().ok_or("no stdout")?));
+    let stderr = child.stderr.take().map(|pipe| read_all(Box::new(pipe)));
+    let mut kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
+    ind.wait_for("ready", LONG, |e| e["type"] == "generation.ready")?;
+    kernel.signal(libc::SIGTERM);
+    assert_eq!(kernel.wait(Duration::from_secs(60))?, Some(0), "the kernel stopped cleanly");
+    let out = stdout.join().map_err(|_| "the reader of stdout panicked")?;
+    let err = match stderr {
+        Some(reader) => Some(reader.join().map_err(|_| "the reader of stderr panicked")?),
+        None => None,
+    };
+    Ok((out, err))
+}
+
+/// Where stdout is a pipe but stderr a file (`teneral run 2>kernel.log | ...`),
+/// the launcher writes lines of text to the file, and so does the kernel it
+/// starts, though the kernel's own stderr is a pipe to the launcher: no JSON
+/// line comes on stdout.
+#[test]
+fn under_a_launcher_whose_stderr_is_a_file_the_kernel_writes_text_there() -> TestResult {
+    let ind = Individual::new(SCRIPT, &[])?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("stderr.log");
+    let (out, _) = run_until_ready(&ind, std::fs::File::create(&file)?.into())?;
+    let err = std::fs::read_to_string(&file)?;
+    assert!(out.trim().is_empty(), "lines on stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("[teneral]") && l.contains("supervising")),
+        "the kernel's text lines are not in the file:\n{err}"
+    );
+    assert!(!err.lines().any(|l| l.starts_with('{')), "a JSON line in the file:\n{err}");
     Ok(())
 }
 

@@ -191,6 +191,53 @@ fn a_species_kernel_is_built_from_live_and_runs_the_new_generation() -> TestResu
     Ok(())
 }
 
+/// A launcher whose stdout is a pipe and stderr a file (`teneral run
+/// 2>kernel.log | ...`) writes lines of text to the file, and so does the
+/// generation's kernel it starts, though that kernel's own stderr is a pipe
+/// to the launcher: no line comes on stdout.
+#[test]
+fn a_generations_kernel_logs_where_its_launchers_stderr_leads() -> TestResult {
+    let inner = teneral().to_string_lossy().into_owned();
+    let env = ["TENERAL_SPECIES=auto", "TENERAL_UPSTREAM=species"];
+    let ind = Individual::with_mode("mutate", "", &env)?;
+    let log = std::fs::File::create(ind.path().join("kernel.log"))?;
+    let mut child = Command::new(teneral())
+        .arg("run")
+        .arg("--dir")
+        .arg(ind.path())
+        .env("TENERAL_TEST_INNER_KERNEL", &inner)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove(teneral_core::log::STDERR_LEADS_VARIABLE)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()?;
+    let mut pipe = child.stdout.take().ok_or("no stdout")?;
+    let stdout = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+        text
+    });
+    let mut kernel = Kernel { child: Some(child), log: ind.path().join("kernel.log") };
+    ind.wait_for("the birth turn", LONG, |e| e["type"] == "turn.ended")?;
+    let v2 = species_commit(&ind, HELLO, "{\"launcher\": 1}\n")?;
+    promoted(&ind, &v2)?;
+    ind.wait_for("the new generation, ready under its kernel", LONG, |e| {
+        e["type"] == "generation.ready" && e["commit"] == v2.as_str()
+    })?;
+    kernel.signal(libc::SIGTERM);
+    kernel.wait(SHORT)?;
+    let out = stdout.join().map_err(|_| "the reader of stdout panicked")?;
+    let log = ind.kernel_log();
+    assert!(out.trim().is_empty(), "lines on stdout:\n{out}\nthe file:\n{log}");
+    let new_kernel = format!("at generation {}", &v2[..7]);
+    assert!(
+        log.lines().any(|l| l.starts_with("[teneral] supervising") && l.contains(&new_kernel)),
+        "the generation's kernel wrote no text line to the file:\n{log}"
+    );
+    Ok(())
+}
+
 #[test]
 fn a_generation_whose_kernel_needs_a_newer_launcher_starts_nothing() -> TestResult {
     let ind = Individual::new("", &[])?;

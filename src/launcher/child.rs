@@ -21,6 +21,7 @@ use super::contract::{KERNEL_VARIABLE, LAUNCHER_VERSION, VERSION_VARIABLE};
 use super::kernels::Which;
 use crate::spawn::{self, Exit, Output, Spec};
 use teneral_core::journal::{reader::parse_line, EventKind, JOURNAL_PATH};
+use teneral_core::log;
 
 /// Lines of a kernel's stderr kept for the rollback's event.
 pub const STDERR_LINES: usize = 40;
@@ -66,8 +67,12 @@ pub async fn run(start: Start<'_>, on_ready: impl FnOnce()) -> std::io::Result<R
     let mut spec = Spec::new(start.exe, start.home).arg("kernel").arg("--dir").arg(start.home);
     spec.env = std::env::vars_os()
         .filter_map(|(k, v)| k.into_string().ok().map(|k| (k, v)))
-        .filter(|(k, _)| k != VERSION_VARIABLE && k != KERNEL_VARIABLE)
+        .filter(|(k, _)| {
+            k != VERSION_VARIABLE && k != KERNEL_VARIABLE && k != log::STDERR_LEADS_VARIABLE
+        })
         .collect();
+    // The kernel's stderr is the pipe below; its lines go on to ours.
+    spec.env.push((log::STDERR_LEADS_VARIABLE.into(), log::stderr_word().into()));
     spec.env.push((VERSION_VARIABLE.into(), LAUNCHER_VERSION.to_string().into()));
     spec.env.push((KERNEL_VARIABLE.into(), start.which.word().into()));
     spec.stdout = match std::io::stdout().as_fd().try_clone_to_owned() {

@@ -18,7 +18,10 @@
 //! by generation without reading prose; nothing else of the kernel writes to
 //! its stdout, so every line there is JSON. That is the kernel's log alone
 //! ([`own_stdout`]): a command that prints its results on stdout keeps its
-//! log on stderr, JSON there under the same rule applied to stderr. Elsewhere (a terminal, a test
+//! log on stderr, JSON there under the same rule applied to stderr. A
+//! kernel the launcher started counts its stderr, a pipe to the launcher,
+//! as leading where the launcher's does ([`STDERR_LEADS_VARIABLE`]).
+//! Elsewhere (a terminal, a test
 //! capturing stderr in a file) each line is `[teneral] ...` or `[tag] ...`
 //! on stderr, and so is a line journald would not take.
 //! `TENERAL_LOG_FORMAT` chooses ([`Format`], [`output_for`]); both forms are
@@ -147,10 +150,55 @@ fn format() -> Format {
     }
 }
 
+/// The variable the launcher (`teneral run`) sets for the kernel it starts:
+/// where the launcher's own stderr leads (a [`Leads`] word). The kernel's
+/// stderr is a pipe the launcher reads (it keeps the last lines for a
+/// rollback's reason) and passes on line by line, so the kernel decides as
+/// if it wrote to where the launcher's stderr leads.
+pub const STDERR_LEADS_VARIABLE: &str = "TENERAL_LOG_STDERR_LEADS";
+
+impl Leads {
+    /// The word [`STDERR_LEADS_VARIABLE`] carries.
+    pub fn word(self) -> &'static str {
+        match self {
+            Leads::Journal => "journal",
+            Leads::Terminal => "terminal",
+            Leads::File => "file",
+            Leads::Stream => "stream",
+        }
+    }
+
+    fn from_word(word: &str) -> Option<Leads> {
+        [Leads::Journal, Leads::Terminal, Leads::File, Leads::Stream]
+            .into_iter()
+            .find(|l| l.word() == word)
+    }
+}
+
+/// Where stderr counts as leading: `own`, unless it is a pipe and the
+/// launcher that reads it said where it passes the lines on (`passed`, the
+/// value of [`STDERR_LEADS_VARIABLE`]). An unknown word counts as unsaid.
+pub fn stderr_counts_as(own: Leads, passed: Option<&str>) -> Leads {
+    match (own, passed.and_then(Leads::from_word)) {
+        (Leads::Stream, Some(passed)) => passed,
+        (own, _) => own,
+    }
+}
+
 /// Where this process's stdout and stderr lead, looked at once.
 fn output_leads() -> (Leads, Leads) {
     static LEADS: OnceLock<(Leads, Leads)> = OnceLock::new();
-    *LEADS.get_or_init(|| (leads(std::io::stdout().as_fd()), leads(std::io::stderr().as_fd())))
+    *LEADS.get_or_init(|| {
+        let passed = std::env::var(STDERR_LEADS_VARIABLE).ok();
+        let stderr = stderr_counts_as(leads(std::io::stderr().as_fd()), passed.as_deref());
+        (leads(std::io::stdout().as_fd()), stderr)
+    })
+}
+
+/// Where this process's stderr leads, as [`STDERR_LEADS_VARIABLE`] says it
+/// to a child whose stderr is a pipe this process passes on.
+pub fn stderr_word() -> &'static str {
+    output_leads().1.word()
 }
 
 /// Where `fd` leads.

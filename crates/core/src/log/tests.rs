@@ -188,3 +188,27 @@ fn a_json_line_carries_the_journal_fields() {
         assert_eq!(in_journal, in_json, "{journald} and {json} say the same");
     }
 }
+
+#[test]
+fn a_piped_stderr_counts_as_where_the_launcher_passes_it_on() {
+    use Leads::*;
+    let rows: &[(Leads, Option<&str>, Leads)] = &[
+        (Stream, None, Stream),
+        (Stream, Some("file"), File),
+        (Stream, Some("terminal"), Terminal),
+        (Stream, Some("journal"), Journal),
+        (Stream, Some("stream"), Stream),
+        (Stream, Some("nonsense"), Stream),
+        (Stream, Some(""), Stream),
+        // Only a pipe stands in for the launcher's stderr.
+        (File, Some("stream"), File),
+        (Terminal, Some("file"), Terminal),
+        (Journal, Some("file"), Journal),
+    ];
+    for &(own, passed, counts) in rows {
+        assert_eq!(stderr_counts_as(own, passed), counts, "{own:?} with {passed:?}");
+    }
+    for leads in [Journal, Terminal, File, Stream] {
+        assert_eq!(stderr_counts_as(Stream, Some(leads.word())), leads);
+    }
+}
