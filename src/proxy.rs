@@ -276,11 +276,16 @@ impl Proxy {
 
 /// The HTTPS client: rustls, no redirects followed (the body sees them as
 /// they are), a bounded time to connect and none to answer, since a model
-/// may think for minutes.
+/// may think for minutes. An idle connection stays in the pool until the
+/// provider closes it: the pool's own idle timeout is a timer that woke the
+/// kernel at rest (three times a minute, at each step of tokio's timer
+/// wheel), and a peer gone quietly is found by Linux's TCP keepalive
+/// (reqwest's, every 15 s), which wakes no process.
 fn client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(30))
+        .pool_idle_timeout(None)
 }
 
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {

@@ -119,7 +119,10 @@ impl Session {
             let mut builder = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(15))
-                .timeout(Duration::from_secs(60));
+                .timeout(Duration::from_secs(60))
+                // A renewal comes about once an hour: no connection is kept
+                // for it, and so no timer to close one wakes the kernel.
+                .pool_max_idle_per_host(0);
             if super::on_loopback(&url) {
                 builder = builder.no_proxy();
             }
