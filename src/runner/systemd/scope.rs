@@ -4,31 +4,33 @@
 //! (`StartTransientUnit` with `PIDs=`) with the same limits and name a
 //! service would have had.
 //!
-//! The launch is held (`teneral_cage::zygote::HOLD`) until the manager
-//! has moved it into the scope: only then does the kernel write the scope's `cgroup.procs`
-//! files ([`procs_files`], read from where the manager put the adopted
-//! process) to the hold, and the launch's first process enters them before
-//! it runs anything. That first process matters when the launch was made
-//! ahead (a spare): the manager moves the pid it is given, the helper, and
-//! not the cage's first process the helper had already forked.
+//! The launch is held (`teneral_cage::zygote::HOLD`) until the manager has
+//! moved it into the scope: only then does the kernel write the scope's
+//! `cgroup.procs` files ([`procs_files`], read from where the manager put
+//! the adopted process) to the hold, and the launch's first process enters
+//! them before it runs anything. That first process matters when the
+//! launch was made ahead (a spare): the manager moves the pid it is given,
+//! the helper, and not the cage's first process the helper had already
+//! forked.
 //!
 //! The process stays the kernel's child: the kernel reaps it and keeps its
 //! runtime limit as for a direct launch; the scope holds `MemoryMax`,
 //! `TasksMax` and `RuntimeMaxSec` and is bound to the kernel's own unit.
-//! Started with `AddRef`, it stays loaded until [`Scope::release`]; a
-//! killed kernel's reference goes with its bus connection, and its
-//! launches die with it (their parent-death signal), so the emptied scope
-//! is unloaded.
+//! The kernel holds no reference to it (no `AddRef`, see [`ask`]): it is
+//! unloaded once the manager has seen it empty, a failed one once the
+//! kernel has read its result and had its failure forgotten
+//! ([`Scope::release`]). A killed kernel's launches die with it (their
+//! parent-death signal), so the emptied scope is unloaded.
 //!
 //! On a start's path is one exchange with the manager, the
 //! `StartTransientUnit` call; the manager then runs the start job, which
 //! moves the process into the scope. The start is over as soon as the
 //! process's own `/proc/PID/cgroup` shows it there ([`adopted`], read in a
-//! short loop), or the job's end (`JobRemoved`, from the connection's one
-//! subscription) says so, whichever comes first: the move is seen without
-//! the signal's way through the bus, and a job that fails is heard at
-//! once. Neither within [`ADOPT_WITHIN`] is a start that failed, named
-//! with the unit's state. The release after the launch's end
+//! short loop), or the job's end (`JobRemoved`, which the manager sends the
+//! client that asked for the job) says so, whichever comes first: the move
+//! is seen without the signal's way through the bus, and a job that fails
+//! is heard at once. Neither within [`ADOPT_WITHIN`] is a start that
+//! failed, named with the unit's state. The release after the launch's end
 //! waits for no answer, and a launch of the same name right after waits
 //! only for the manager to have seen the last one's end
 //! ([`Systemd::ask_for`]): a scope is active until the manager learns its
@@ -114,18 +116,21 @@ impl Scope {
         value.ok().and_then(|v| v.downcast_ref::<String>().ok())
     }
 
-    /// Lets the scope go once the launch has ended ([`Systemd::let_go`]),
-    /// without waiting for the manager. Nothing is left to end in it: the
-    /// launch's helper has been reaped, and the cage's PID namespace ended
-    /// with its first process.
+    /// Lets the scope go once the launch has ended, without waiting for
+    /// the manager: a failed one's failure is forgotten, so it is unloaded
+    /// as an ended scope is ([`Systemd::forget_failure`]). Nothing is left
+    /// to end in it: the launch's helper has been reaped, and the cage's
+    /// PID namespace ended with its first process.
     pub async fn release(&self, failed: bool) {
-        self.systemd.let_go(&self.name, failed).await;
+        if failed {
+            self.systemd.forget_failure(&self.name).await;
+        }
     }
 
     /// Ends everything in the scope, then lets it go.
     pub async fn kill_and_release(&self) {
         let _ = self.systemd.kill(&self.name, super::sigkill()).await;
-        self.systemd.let_go(&self.name, true).await;
+        self.systemd.forget_failure(&self.name).await;
     }
 
     /// The `cgroup.procs` files of the cgroups process `pid` is in (after
@@ -299,7 +304,11 @@ async fn ask(
     pid: u32,
     limits: &Limits,
 ) -> Result<zbus::zvariant::OwnedObjectPath, SystemdError> {
-    let mut props = properties::common(systemd.describe(name), systemd.own_unit.as_deref(), limits);
+    // No `AddRef`: the manager would send the scope's signals (its
+    // creation and each change of its properties) to the bus for the
+    // kernel, before it runs the job that moves the process.
+    let own = systemd.own_unit.as_deref();
+    let mut props = properties::common(systemd.describe(name), own, limits, false);
     props.push(("PIDs", Value::from(vec![pid])));
     let aux: &[(&str, &[(&str, Value<'_>)])] = &[];
     match systemd.manager.start_transient_unit(name, "fail", &props, aux).await {
