@@ -24,17 +24,18 @@
 //!
 //! On a start's path is one exchange with the manager, the
 //! `StartTransientUnit` call; the manager then runs the start job, which
-//! moves the process into the scope. The start is over as soon as the
-//! process's own `/proc/PID/cgroup` shows it there ([`adopted`], read in a
-//! short loop), or the job's end (`JobRemoved`, which the manager sends the
-//! client that asked for the job) says so, whichever comes first: the move
-//! is seen without the signal's way through the bus, and a job that fails
-//! is heard at once. Neither within [`ADOPT_WITHIN`] is a start that
-//! failed, named with the unit's state. The release after the launch's end
-//! waits for no answer, and a launch of the same name right after waits
-//! only for the manager to have seen the last one's end
-//! ([`Systemd::ask_for`]): a scope is active until the manager learns its
-//! cgroup is empty, a moment after its last process exited.
+//! moves the process into the scope. From the call's answer, the start is
+//! over as soon as the process's own `/proc/PID/cgroup` shows it there
+//! ([`adopted`], read in a short loop), or the job's end (`JobRemoved`,
+//! which the manager sends the client that asked for the job) says so,
+//! whichever comes first: the move is seen without the signal's way
+//! through the bus, and a job that fails is heard at once. No answer, or
+//! neither, within [`ADOPT_WITHIN`] is a start that failed, named with the
+//! unit's state. The release after the launch's end waits for no answer,
+//! and a launch of the same name right after waits only for the manager to
+//! have seen the last one's end ([`Systemd::ask_for`]): a scope is active
+//! until the manager learns its cgroup is empty, a moment after its last
+//! process exited.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,9 +57,9 @@ impl Scope {
     /// Has the manager adopt process `pid` into scope `name` with `limits`;
     /// returns once the process is in the scope: seen in its own
     /// `/proc/PID/cgroup` ([`adopted`]) or told by the start job's end,
-    /// whichever comes first. A job that ends otherwise, or neither within
-    /// [`ADOPT_WITHIN`], is a scope that did not start, named with its
-    /// state.
+    /// whichever comes first after the call's answer. A job that ends
+    /// otherwise, or no answer or neither within [`ADOPT_WITHIN`], is a
+    /// scope that did not start, named with its state.
     pub async fn adopt(
         systemd: &Systemd,
         name: &str,
@@ -67,15 +68,16 @@ impl Scope {
     ) -> Result<Scope, SystemdError> {
         // Watch first, then ask: the job's end cannot come unheard.
         let jobs = systemd.jobs.watch(name);
-        let seen = moved_into(pid, name, limits, ADOPT_WITHIN);
-        tokio::pin!(seen);
         let asked = systemd.ask_for(name, || ask(systemd, name, pid, limits));
-        let heard = tokio::select! {
-            seen = &mut seen => Heard::Moved(seen),
-            job = asked => {
+        let heard = match tokio::time::timeout(ADOPT_WITHIN, asked).await {
+            Err(_) => Heard::Moved(false),
+            Ok(job) => {
                 let job = job?;
+                // The manager moves the process when it runs the job, after
+                // it has answered: only then is the process's cgroup read,
+                // so the reading takes no core from the manager before.
                 tokio::select! {
-                    seen = &mut seen => Heard::Moved(seen),
+                    seen = moved_into(pid, name, limits, ADOPT_WITHIN) => Heard::Moved(seen),
                     result = jobs.ended(job.as_str()) => Heard::Ended(result?),
                 }
             }
