@@ -3,19 +3,30 @@
 //!
 //! Invariants:
 //! - Only the session bus is used (zbus panics on the manager's private
-//!   socket), and the connection subscribes to the manager's signals once,
-//!   and to `JobRemoved` once, read by one task for every start (`jobs`).
-//! - A unit's start and end are learnt from signals (`JobRemoved` for the
-//!   start job, `PropertiesChanged` on the unit for its state), never by
-//!   polling. The watch is in place before the unit is asked for, so no
+//!   socket). The connection does not subscribe to the manager's signals
+//!   (`Subscribe`): while any client is subscribed, the manager sends every
+//!   change of every unit to the bus, and it does so before it runs the
+//!   job a start waits for. It sends without one the signals of a unit a
+//!   client holds (`AddRef`) and the end of a job to the client that asked
+//!   for it; the connection listens to `JobRemoved` once, read by one task
+//!   for every start (`jobs`).
+//! - A service's start and end are learnt from signals (`JobRemoved` for
+//!   the start job, `PropertiesChanged` on the unit for its state), never
+//!   by polling. The watch is in place before the unit is asked for, so no
 //!   signal can be missed; each stream is read to its end or dropped, so an
-//!   unread stream never holds the connection up.
-//! - A unit is started with `AddRef`, so it stays loaded until the kernel has
-//!   read its exit status and result from it; then the kernel lets it go
+//!   unread stream never holds the connection up. What the kernel holds no
+//!   reference to sends it nothing and is looked at: a scope's process in
+//!   its own `/proc` ([`Scope`]), and the end of a unit whose name a start
+//!   finds taken, asked every 5 ms for at most 3 s ([`Systemd::ask_for`]).
+//! - A service is started with `AddRef`, so it stays loaded until the kernel
+//!   has read its exit status and result from it; then the kernel lets it go
 //!   (`ResetFailedUnit` for a failed one, and `Unref`), so its name is free
-//!   for the next run. Letting go waits for no answer: the messages are
-//!   written to the connection before anything the kernel asks next, and the
-//!   manager handles them in that order.
+//!   for the next run. A scope is not held: an ended one is unloaded once
+//!   the manager has seen its cgroup empty, and a failed one (a memory kill,
+//!   its runtime limit), whose result the kernel reads, stays loaded until
+//!   the kernel has it forget the failure. Letting go waits for no answer:
+//!   the messages are written to the connection before anything the kernel
+//!   asks next, and the manager handles them in that order.
 //! - Stopping a unit ends everything in it (`KillMode=control-group`).
 
 mod jobs;
@@ -28,12 +39,10 @@ pub use names::{
     build_unit, build_unit_of, check_unit, description, gate_unit, generation_unit, instance_for,
     leftovers, unit_path,
 };
-pub use scope::{adopts, procs_files, scope_name, Scope};
+pub use scope::{adopted, adopts, procs_files, scope_name, Scope, ADOPT_WITHIN};
 pub use unit::{Unit, BACKGROUND_NICE};
 
 use std::time::Duration;
-
-use futures_util::StreamExt;
 
 use zbus::zvariant::OwnedObjectPath;
 
@@ -130,6 +139,8 @@ pub trait Manager {
 /// seen its cgroup empty (the kernel tells it at most every 10 ms, and the
 /// manager may be busy).
 const SETTLE: Duration = Duration::from_secs(3);
+/// How often a start whose name is taken asks whether that unit is over.
+const SETTLE_STEP: Duration = Duration::from_millis(5);
 /// How many times a start asks again for a name that was taken.
 const ASK_AGAIN: u32 = 3;
 
@@ -167,7 +178,6 @@ impl Systemd {
                 .cache_properties(zbus::proxy::CacheProperties::No)
                 .build()
                 .await?;
-            manager.subscribe().await?;
             let jobs = jobs::Jobs::listen(manager.receive_job_removed().await?);
             let mut systemd = Systemd { conn, manager, own_unit: None, jobs, individual: None };
             systemd.own_unit = systemd.own_unit().await;
@@ -242,9 +252,16 @@ impl Systemd {
     /// for the manager's answer (see the invariants above).
     pub async fn let_go(&self, name: &str, failed: bool) {
         if failed {
-            self.tell(DEST_PATH, MANAGER, "ResetFailedUnit", &(name,)).await;
+            self.forget_failure(name).await;
         }
         self.tell(&unit_path(name), "org.freedesktop.systemd1.Unit", "Unref", &()).await;
+    }
+
+    /// Has the manager forget a failure of unit `name` (`ResetFailedUnit`),
+    /// so it unloads it once it is not running, without waiting for the
+    /// answer.
+    pub async fn forget_failure(&self, name: &str) {
+        self.tell(DEST_PATH, MANAGER, "ResetFailedUnit", &(name,)).await;
     }
 
     /// Calls `method` of the manager's object `path`, asking for no answer;
@@ -322,28 +339,19 @@ impl Systemd {
     }
 
     /// Waits until unit `name` is over (inactive or failed) or unloaded, at
-    /// most until `until`; whether it is.
+    /// most until `until`; whether it is. Asked every [`SETTLE_STEP`]: the
+    /// unit is one the kernel holds no reference to (let go, or left by a
+    /// killed kernel), so the manager sends no signal of it to the bus.
     async fn settle(&self, name: &str, until: tokio::time::Instant) -> bool {
-        if tokio::time::Instant::now() >= until {
-            return false;
-        }
         let watch = async {
-            let props = self.unit_properties(name).await?;
-            // Listen first, then look: the change cannot come unheard.
-            let mut changes = props.receive_properties_changed().await?;
-            if self.manager.get_unit(name).await.is_err() || self.is_over(name).await {
-                return Ok(true);
-            }
-            while let Some(signal) = changes.next().await {
-                let Ok(args) = signal.args() else { continue };
-                let state = args.changed_properties().get("ActiveState");
-                if state.and_then(|v| v.downcast_ref::<&str>().ok()).is_some_and(ended) {
-                    return Ok(true);
+            loop {
+                if self.manager.get_unit(name).await.is_err() || self.is_over(name).await {
+                    return true;
                 }
+                tokio::time::sleep(SETTLE_STEP).await;
             }
-            Ok::<_, zbus::Error>(false)
         };
-        matches!(tokio::time::timeout_at(until, watch).await, Ok(Ok(true)))
+        tokio::time::timeout_at(until, watch).await.unwrap_or(false)
     }
 
     /// Whether unit `name` is loaded but not running (inactive or failed).

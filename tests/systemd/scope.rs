@@ -301,3 +301,37 @@ fn scope_checks(dir: &Path) -> TestResult {
         Ok(())
     })
 }
+
+/// A scope the manager refuses (its process is gone: a child already
+/// reaped) is a refusal naming the scope, said at once, and leaves no
+/// scope loaded.
+#[test]
+fn a_scope_whose_process_is_gone_is_refused_naming_it() -> TestResult {
+    let Some(_runtime) = user_manager() else { return Ok(()) };
+    use teneral::runner::systemd::{Scope, Systemd};
+    use teneral::runner::Limits;
+    let limits = Limits {
+        memory_max: Some(256 << 20),
+        tasks_max: Some(32),
+        runtime_max: Some(Duration::from_secs(60)),
+        stop_timeout: SHORT,
+        background: false,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let systemd = Systemd::connect().await?;
+        let mut ended = std::process::Command::new("/bin/true").spawn()?;
+        ended.wait()?;
+        let gone = "teneral-gate-scopefail-gone.scope";
+        let asked = Instant::now();
+        let got = tokio::time::timeout(SHORT, Scope::adopt(&systemd, gone, ended.id(), &limits))
+            .await
+            .map_err(|_| format!("no answer for {gone} within {SHORT:?}"))?;
+        let error = got.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains(&format!("refused to start {gone}")), "{error}");
+        assert!(asked.elapsed() < SHORT, "{:?}", asked.elapsed());
+        let listed = systemctl(&["list-units", "--all", "--plain", "--no-legend", gone])?;
+        assert_eq!(listed.trim(), "", "no scope is left loaded");
+        Ok(())
+    })
+}

@@ -12,21 +12,26 @@ use crate::runner::Limits;
 /// bound to the kernel's unit `own` when there is one: `MemoryMax`,
 /// `TasksMax` and `RuntimeMaxUSec` as far as `limits` has them,
 /// `TimeoutStopUSec`, `KillMode=control-group` (a stop ends everything in
-/// it) and `AddRef` (it stays loaded until the kernel lets it go).
-/// `BindsTo=` and `Before=` the kernel's unit: none outlives the kernel,
-/// and on a stop the kernel goes first and stops its children itself.
+/// it) and, when `referenced`, `AddRef` (it stays loaded until the kernel
+/// lets it go, and the manager sends its signals to the bus for the
+/// kernel). `BindsTo=` and `Before=` the kernel's unit: none outlives the
+/// kernel, and on a stop the kernel goes first and stops its children
+/// itself.
 pub fn common(
     description: String,
     own: Option<&str>,
     limits: &Limits,
+    referenced: bool,
 ) -> Vec<(&'static str, Value<'static>)> {
     let usec = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     let mut props: Vec<(&'static str, Value<'static>)> = vec![
         ("Description", Value::from(description)),
         ("KillMode", Value::from("control-group")),
         ("TimeoutStopUSec", Value::from(usec(limits.stop_timeout))),
-        ("AddRef", Value::from(true)),
     ];
+    if referenced {
+        props.push(("AddRef", Value::from(true)));
+    }
     if let Some(own) = own {
         props.push(("BindsTo", Value::from(vec![own.to_owned()])));
         props.push(("Before", Value::from(vec![own.to_owned()])));
@@ -79,11 +84,18 @@ mod tests {
             v.extend(more.iter().map(|s| s.to_string()));
             v
         };
-        let table: [(&Limits, Option<&str>, Vec<String>); 4] = [
-            (&none, None, base("5000000")),
+        let unreferenced = {
+            let mut v = base("5000000");
+            v.retain(|p| p != "AddRef=true");
+            v
+        };
+        let table: [(&Limits, Option<&str>, bool, Vec<String>); 5] = [
+            (&none, None, true, base("5000000")),
+            (&none, None, false, unreferenced),
             (
                 &none,
                 Some("teneral.service"),
+                true,
                 with(
                     base("5000000"),
                     &["BindsTo=[\"teneral.service\"]", "Before=[\"teneral.service\"]"],
@@ -92,6 +104,7 @@ mod tests {
             (
                 &all,
                 None,
+                true,
                 with(
                     base("2000000"),
                     &[
@@ -104,11 +117,13 @@ mod tests {
             (
                 &Limits { runtime_max: Some(Duration::MAX), ..none },
                 None,
+                true,
                 with(base("5000000"), &[&format!("RuntimeMaxUSec=uint64 {}", u64::MAX)]),
             ),
         ];
-        for (limits, own, want) in table {
-            assert_eq!(shown(&common("d".into(), own, limits)), want, "{limits:?} {own:?}");
+        for (limits, own, referenced, want) in table {
+            let got = shown(&common("d".into(), own, limits, referenced));
+            assert_eq!(got, want, "{limits:?} {own:?} {referenced}");
         }
     }
 }

@@ -165,7 +165,7 @@ async fn ask(
         .map(str::to_owned)
         .collect();
     let mut props: Vec<(&str, Value<'_>)> =
-        properties::common(systemd.describe(name), systemd.own_unit.as_deref(), limits);
+        properties::common(systemd.describe(name), systemd.own_unit.as_deref(), limits, true);
     props.extend([
         ("Type", Value::from("exec")),
         ("ExecStart", Value::from(exec)),
