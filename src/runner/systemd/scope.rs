@@ -22,25 +22,19 @@
 //! ([`Scope::release`]). A killed kernel's launches die with it (their
 //! parent-death signal), so the emptied scope is unloaded.
 //!
-//! On a start's path is one exchange with the manager, the
-//! `StartTransientUnit` call; the manager then runs the start job, which
-//! moves the process into the scope. From the call's answer, the start is
-//! over as soon as the process's own `/proc/PID/cgroup` shows it there
-//! ([`adopted`], read in a short loop), or the job's end (`JobRemoved`,
-//! which the manager sends the client that asked for the job) says so,
-//! whichever comes first: the move is seen without the signal's way
-//! through the bus, and a job that fails is heard at once. No answer, or
-//! neither, within [`ADOPT_WITHIN`] is a start that failed, named with the
-//! unit's state. The release after the launch's end waits for no answer,
+//! On a start's path are two exchanges with the manager: the
+//! `StartTransientUnit` call, and its job's end (`JobRemoved`, which the
+//! manager sends the client that asked for the job, subscribed or not),
+//! after the job moved the process into the scope. No answer, or no end,
+//! within [`ADOPT_WITHIN`] is a start that failed, named with the unit's
+//! state. The release after the launch's end waits for no answer,
 //! and a launch of the same name right after waits only for the manager to
 //! have seen the last one's end ([`Systemd::ask_for`]): a scope is active
 //! until the manager learns its cgroup is empty, a moment after its last
 //! process exited.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zbus::zvariant::Value;
 
@@ -55,11 +49,10 @@ pub struct Scope {
 
 impl Scope {
     /// Has the manager adopt process `pid` into scope `name` with `limits`;
-    /// returns once the process is in the scope: seen in its own
-    /// `/proc/PID/cgroup` ([`adopted`]) or told by the start job's end,
-    /// whichever comes first after the call's answer. A job that ends
-    /// otherwise, or no answer or neither within [`ADOPT_WITHIN`], is a
-    /// scope that did not start, named with its state.
+    /// returns once the start job is done (the process is in the scope). A
+    /// job that ends otherwise, or no answer or no end within
+    /// [`ADOPT_WITHIN`], is a scope that did not start, named with its
+    /// state.
     pub async fn adopt(
         systemd: &Systemd,
         name: &str,
@@ -68,27 +61,18 @@ impl Scope {
     ) -> Result<Scope, SystemdError> {
         // Watch first, then ask: the job's end cannot come unheard.
         let jobs = systemd.jobs.watch(name);
-        let asked = systemd.ask_for(name, || ask(systemd, name, pid, limits));
-        let heard = match tokio::time::timeout(ADOPT_WITHIN, asked).await {
-            Err(_) => Heard::Moved(false),
-            Ok(job) => {
-                let job = job?;
-                // The manager moves the process when it runs the job, after
-                // it has answered: only then is the process's cgroup read,
-                // so the reading takes no core from the manager before.
-                tokio::select! {
-                    seen = moved_into(pid, name, limits, ADOPT_WITHIN) => Heard::Moved(seen),
-                    result = jobs.ended(job.as_str()) => Heard::Ended(result?),
-                }
-            }
-        };
+        let started = tokio::time::timeout(ADOPT_WITHIN, async {
+            let job = systemd.ask_for(name, || ask(systemd, name, pid, limits)).await?;
+            jobs.ended(job.as_str()).await
+        })
+        .await;
         drop(jobs);
         let scope = Scope { name: name.to_owned(), systemd: systemd.clone() };
-        let (result, unit_result) = match heard {
-            Heard::Moved(true) => return Ok(scope),
-            Heard::Ended(result) if result == "done" => return Ok(scope),
-            Heard::Ended(result) => (result, "the scope did not adopt the launch".to_owned()),
-            Heard::Moved(false) => {
+        let (result, unit_result) = match started {
+            Ok(Ok(result)) if result == "done" => return Ok(scope),
+            Ok(Ok(result)) => (result, "the scope did not adopt the launch".to_owned()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
                 let state = systemd
                     .property(name, "org.freedesktop.systemd1.Unit", "ActiveState")
                     .await
@@ -217,87 +201,8 @@ pub fn procs_files(proc_cgroup: &str, mountinfo: &str) -> Vec<PathBuf> {
     out
 }
 
-/// Whether a process whose `/proc/PID/cgroup` reads `proc_cgroup` is in
-/// scope `scope` wherever the scope holds it by `limits`: the unified
-/// hierarchy (`0::`) and systemd's own (`name=systemd`), and of a v1 tree
-/// the `memory` hierarchy when it has `MemoryMax` and `pids` when it has
-/// `TasksMax`. The manager moves the process into one hierarchy after
-/// another (those two last of the v1 controllers), so a hierarchy that
-/// already names the scope is not enough. A hierarchy the process is not
-/// in (not mounted, or another layout) is not asked for; a text naming
-/// none of these is not adopted.
-pub fn adopted(proc_cgroup: &str, scope: &str, limits: &Limits) -> bool {
-    let mut held = 0;
-    for line in proc_cgroup.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let holds = (id == "0" && controllers.is_empty())
-            || controllers.split(',').any(|c| {
-                c == "name=systemd"
-                    || (c == "memory" && limits.memory_max.is_some())
-                    || (c == "pids" && limits.tasks_max.is_some())
-            });
-        if !holds {
-            continue;
-        }
-        if path.rsplit('/').next() != Some(scope) {
-            return false;
-        }
-        held += 1;
-    }
-    held > 0
-}
-
 /// How long a start waits for the manager to adopt its launch.
 pub const ADOPT_WITHIN: Duration = Duration::from_secs(10);
-
-/// What a start heard first: the process in the scope (or, `false`,
-/// nothing within the time), or the end of the start job.
-enum Heard {
-    Moved(bool),
-    Ended(String),
-}
-
-/// Reads `/proc/PID/cgroup` on a thread of the blocking pool until process
-/// `pid` is [`adopted`] by `scope` (`true`), or for `within` (`false`).
-/// Every 50 µs for the first 20 ms, where the manager's move falls on an
-/// idle or a busy machine, then every millisecond; dropped, the reading
-/// ends at its next turn.
-async fn moved_into(pid: u32, scope: &str, limits: &Limits, within: Duration) -> bool {
-    /// Tells the reading thread to end when the wait is dropped.
-    struct Stop(Arc<AtomicBool>);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let stop = Stop(Arc::new(AtomicBool::new(false)));
-    let stopped = stop.0.clone();
-    let (scope, limits) = (scope.to_owned(), *limits);
-    let read = tokio::task::spawn_blocking(move || {
-        let path = format!("/proc/{pid}/cgroup");
-        let start = Instant::now();
-        while !stopped.load(Ordering::Relaxed) && start.elapsed() < within {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if adopted(&text, &scope, &limits) {
-                return true;
-            }
-            let fast = start.elapsed() < Duration::from_millis(20);
-            std::thread::sleep(if fast {
-                Duration::from_micros(50)
-            } else {
-                Duration::from_millis(1)
-            });
-        }
-        false
-    });
-    let seen = read.await.unwrap_or(false);
-    drop(stop);
-    seen
-}
 
 /// Asks the manager for the scope; the job's path.
 async fn ask(
@@ -395,53 +300,6 @@ mod tests {
         ];
         for (proc_cgroup, mountinfo, want) in table {
             assert_eq!(files(proc_cgroup, mountinfo), want, "{proc_cgroup}");
-        }
-    }
-
-    #[test]
-    fn a_launch_is_adopted_once_every_hierarchy_its_limits_need_names_the_scope() {
-        let both = Limits {
-            memory_max: Some(1 << 30),
-            tasks_max: Some(32),
-            runtime_max: None,
-            stop_timeout: std::time::Duration::from_secs(5),
-            background: false,
-        };
-        let no_tasks = Limits { tasks_max: None, ..both };
-        let app = "/user.slice/user-0.slice/user@0.service/app.slice";
-        let s = "teneral-gate-x.scope";
-        let hybrid = |systemd: &str, memory: &str, pids: &str, unified: &str| {
-            format!(
-                "9:name=systemd:{app}{systemd}\n8:pids:{app}{pids}\n7:blkio:/\n\
-                 4:memory:{app}{memory}\n1:cpu:{app}\n0::{app}{unified}\n"
-            )
-        };
-        let at = format!("/{s}");
-        let table: [(String, &Limits, bool); 11] = [
-            // cgroup v2: its one hierarchy.
-            (format!("0::{app}/{s}\n"), &both, true),
-            (format!("0::{app}\n"), &both, false),
-            // A scope of a longer name is another scope.
-            (format!("0::{app}/x-{s}\n"), &both, false),
-            // Hybrid, moved one hierarchy after another.
-            (hybrid("", "", "", ""), &both, false),
-            (hybrid(&at, "", "", &at), &both, false),
-            (hybrid(&at, &at, "", &at), &both, false),
-            (hybrid(&at, &at, &at, &at), &both, true),
-            // Without TasksMax the pids hierarchy is not the scope's.
-            (hybrid(&at, &at, "", &at), &no_tasks, true),
-            // cgroup v1 without a unified hierarchy.
-            (
-                format!("3:memory:{app}/{s}\n2:pids:{app}/{s}\n1:name=systemd:{app}/{s}\n"),
-                &both,
-                true,
-            ),
-            // Nothing the scope holds, or nothing at all.
-            (format!("1:cpu:{app}/{s}\n"), &both, false),
-            (String::new(), &both, false),
-        ];
-        for (text, limits, want) in table {
-            assert_eq!(adopted(&text, s, limits), want, "{text}");
         }
     }
 
