@@ -214,14 +214,20 @@ impl Runner {
 
     /// The resource limits the cage applies itself: `TasksMax` and
     /// `MemoryMax` as `RLIMIT_NPROC` and `RLIMIT_AS` when no unit nor cgroup
-    /// holds them (the direct backend), none otherwise.
+    /// holds them (the direct backend), none otherwise; and under every
+    /// backend a background launch's nice value, which neither a scope nor
+    /// the zygote's spare (forked before its launch was asked for) gives it.
     fn rlimits(&self, limits: &Limits) -> teneral_cage::plan::Rlimits {
+        let nice = u8::try_from(systemd::BACKGROUND_NICE).ok().filter(|_| limits.background);
         match self.backend {
             Backend::Direct => teneral_cage::plan::Rlimits {
                 tasks: limits.tasks_max,
                 address_space: limits.memory_max,
+                nice,
             },
-            Backend::Systemd(_) | Backend::Cgroup(_) => teneral_cage::plan::Rlimits::default(),
+            Backend::Systemd(_) | Backend::Cgroup(_) => {
+                teneral_cage::plan::Rlimits { nice, ..Default::default() }
+            }
         }
     }
 

@@ -55,3 +55,17 @@ fn only_a_runner_that_may_be_systemd_asks_the_bus() {
         assert_eq!(asks_the_bus(choice), asks, "{choice:?}");
     }
 }
+
+#[test]
+fn a_background_launch_asks_the_cage_for_nice_19_under_every_backend() {
+    let none = Limits::none(Duration::from_secs(2));
+    let background = none.in_background();
+    let direct = Runner::direct(Cage::Off);
+    assert_eq!(direct.rlimits(&background).nice, Some(19));
+    assert_eq!(direct.rlimits(&none).nice, None);
+    let delegated = cgroup::Delegated::V2(std::path::PathBuf::from("/sys/fs/cgroup/x"));
+    let cgroup = Runner::cgroup(delegated, Cage::Off);
+    assert_eq!(cgroup.rlimits(&background).nice, Some(19));
+    assert_eq!(cgroup.rlimits(&background).tasks, None, "the cgroup holds the tasks");
+    assert_eq!(cgroup.rlimits(&none).nice, None);
+}

@@ -75,6 +75,7 @@ probes = {
     "fork": fork,
     "bomb": bomb,
     "uid": lambda p: os.geteuid(),
+    "nice": lambda p: os.nice(0),
     "copy": lambda p: os.chmod(shutil.copy("/usr/bin/id", p), 0o755),
 }
 for arg in sys.argv[1:]:
@@ -311,7 +312,7 @@ fn a_fork_bomb_ends_in_eagain_inside_its_cage() -> TestResult {
     let dir = tempfile::Builder::new().prefix("tnl-nproc").tempdir()?;
     let secret = secret(dir.path())?;
     let (_, _, checkout, mut gate) = plans(dir.path())?;
-    gate.limits = Rlimits { tasks: Some(LIMIT), address_space: Some(2 << 30) };
+    gate.limits = Rlimits { tasks: Some(LIMIT), address_space: Some(2 << 30), nice: None };
     let out = through_helper(&gate, &checkout, &secret, &["fork:1000".into()])?;
     let got = line(&out, "fork");
     let forked: u64 = got
@@ -410,7 +411,7 @@ fn a_fork_bomb_in_one_individual_leaves_another_able_to_fork() -> TestResult {
     let dir = tempfile::Builder::new().prefix("tnl-nproc2").tempdir()?;
     let secret = secret(dir.path())?;
     let (home, mut body, checkout, mut gate) = plans(dir.path())?;
-    let limits = Rlimits { tasks: Some(24), address_space: Some(2 << 30) };
+    let limits = Rlimits { tasks: Some(24), address_space: Some(2 << 30), nice: None };
     gate.limits = limits;
     body.limits = limits;
     if root {
@@ -447,6 +448,30 @@ fn a_fork_bomb_in_one_individual_leaves_another_able_to_fork() -> TestResult {
     assert_eq!(line(&later, "fork"), "fork OK 8", "beside another individual's bomb {seen:?}");
     if let Some(id) = body.identity {
         assert_eq!(line(&later, "uid"), format!("uid OK {}", id.uid), "{later}");
+    }
+    Ok(())
+}
+
+/// A background launch (the gate's warm-up) runs at nice 19 in the cage,
+/// through the executed helper and through the zygote alike, though a
+/// zygote's launch may be forked before its plan comes; any other at the
+/// nice value of whoever started it.
+#[test]
+fn a_background_launch_runs_at_nice_19_through_the_helper_and_the_zygote() -> TestResult {
+    if !require_cage()? {
+        return Ok(());
+    }
+    let dir = tempfile::Builder::new().prefix("tnl-nice").tempdir()?;
+    let secret = secret(dir.path())?;
+    let (_home, _body, checkout, mut gate) = plans(dir.path())?;
+    let own = rustix::process::getpriority_process(None)?;
+    for nice in [None, Some(19)] {
+        gate.limits.nice = nice;
+        let want = format!("nice OK {}", nice.map_or(own, i32::from));
+        let by_helper = through_helper(&gate, &checkout, &secret, &["nice:".into()])?;
+        assert_eq!(line(&by_helper, "nice"), want, "through the helper: {by_helper}");
+        let by_zygote = through_zygote(&gate, &checkout, &secret, &["nice:".into()])?;
+        assert_eq!(line(&by_zygote, "nice"), want, "through the zygote: {by_zygote}");
     }
     Ok(())
 }

@@ -221,9 +221,14 @@ fn confine_and_exec(
 
 /// The program's resource limits, soft and hard alike: `RLIMIT_NPROC`
 /// (counted for its identity in its user namespace, so a fork bomb ends in
-/// EAGAIN inside) and `RLIMIT_AS`.
+/// EAGAIN inside) and `RLIMIT_AS`; and its nice value, which only lowers
+/// its priority and needs no capability.
 fn set_limits(limits: crate::plan::Rlimits) -> Result<(), String> {
     use rustix::process::{setrlimit, Resource, Rlimit};
+    if let Some(nice) = limits.nice {
+        rustix::process::setpriority_process(None, i32::from(nice))
+            .map_err(|e| format!("nice {nice}: {e}"))?;
+    }
     for (resource, name, limit) in [
         (Resource::Nproc, "RLIMIT_NPROC", limits.tasks),
         (Resource::As, "RLIMIT_AS", limits.address_space),

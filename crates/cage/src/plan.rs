@@ -103,6 +103,11 @@ pub struct Rlimits {
     pub tasks: Option<u64>,
     /// `RLIMIT_AS`: bytes of address space of each process.
     pub address_space: Option<u64>,
+    /// The nice value the program starts at, 0 to 19 (19: background
+    /// work, such as the checks the gate runs ahead). A launch the zygote
+    /// forks may have been made before its plan was known, so the program's
+    /// process sets it on itself; `None` keeps the helper's.
+    pub nice: Option<u8>,
 }
 
 impl Plan {
@@ -161,6 +166,10 @@ impl Plan {
                 args.push(limit.to_string().into());
             }
         }
+        if let Some(nice) = self.limits.nice {
+            args.push("--nice".into());
+            args.push(nice.to_string().into());
+        }
         if let Some(id) = self.identity {
             args.push("--identity".into());
             args.push(id.to_arg().into());
@@ -215,6 +224,9 @@ impl Plan {
             } else if flag == "--tasks-max" {
                 plan.limits.tasks =
                     Some(text()?.parse().map_err(|_| "--tasks-max takes a number")?);
+            } else if flag == "--nice" {
+                let nice = text()?.parse().ok().filter(|n: &u8| *n <= 19);
+                plan.limits.nice = Some(nice.ok_or("--nice takes a nice value from 0 to 19")?);
             } else if flag == "--identity" {
                 let id = Identity::from_arg(&text()?);
                 plan.identity = Some(id.ok_or("--identity takes UID:GID, neither of them 0")?);

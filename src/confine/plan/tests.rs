@@ -176,7 +176,7 @@ fn a_plan_survives_the_command_line() {
     plan.pretend_missing.push("landlock".into());
     plan.forward.push(8080);
     plan.fds.push(9);
-    plan.limits = Rlimits { tasks: Some(64), address_space: Some(1 << 30) };
+    plan.limits = Rlimits { tasks: Some(64), address_space: Some(1 << 30), nice: None };
     plan.identity = Some(Identity { uid: 2_000_000_001, gid: 2_000_000_001 });
     let mut args = plan.to_args();
     args.extend(["--".into(), "/bin/true".into(), "x".into()]);

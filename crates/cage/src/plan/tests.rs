@@ -19,7 +19,7 @@ fn a_plan_survives_the_command_line() {
     plan.pretend_missing.push("landlock".into());
     plan.forward.push(8080);
     plan.fds.push(9);
-    plan.limits = Rlimits { tasks: Some(64), address_space: Some(1 << 30) };
+    plan.limits = Rlimits { tasks: Some(64), address_space: Some(1 << 30), nice: Some(19) };
     plan.identity = Some(Identity { uid: 2_000_000_001, gid: 2_000_000_001 });
     let mut args = plan.to_args();
     args.extend(["--".into(), "/bin/true".into(), "x".into()]);
@@ -43,6 +43,8 @@ fn malformed_command_lines_are_refused() {
         &["--profile", "gate", "--keep-fd", "2", "--", "true"],
         &["--profile", "gate", "--keep-fd", "x", "--", "true"],
         &["--profile", "gate", "--tasks-max", "-1", "--", "true"],
+        &["--profile", "gate", "--nice", "20", "--", "true"],
+        &["--profile", "gate", "--nice", "-5", "--", "true"],
         &["--profile", "gate", "--identity", "0:5", "--", "true"],
         &["--profile", "gate", "--identity", "5", "--", "true"],
         &["--profile"],
