@@ -14,10 +14,10 @@
 //!   the start job, `PropertiesChanged` on the unit for its state), never
 //!   by polling. The watch is in place before the unit is asked for, so no
 //!   signal can be missed; each stream is read to its end or dropped, so an
-//!   unread stream never holds the connection up. What the kernel holds no
-//!   reference to sends it nothing and is looked at: a scope's process in
-//!   its own `/proc` ([`Scope`]), and the end of a unit whose name a start
-//!   finds taken, asked every 5 ms for at most 3 s ([`Systemd::ask_for`]).
+//!   unread stream never holds the connection up. A unit the kernel holds
+//!   no reference to sends it nothing, so the end of one whose name a start
+//!   finds taken is asked for every 5 ms, for at most 3 s
+//!   ([`Systemd::ask_for`]).
 //! - A service is started with `AddRef`, so it stays loaded until the kernel
 //!   has read its exit status and result from it; then the kernel lets it go
 //!   (`ResetFailedUnit` for a failed one, and `Unref`), so its name is free
