@@ -171,7 +171,7 @@ fn main() -> Result<()> {
     if with_zygote {
         teneral::spawn::use_zygote(teneral::spawn::start_zygote(&lean, teneral_cage::SOURCE_ID)?);
     }
-    let runners = rt.block_on(runners(&teneral, &checkout));
+    let runners = InRuntime { cases: rt.block_on(runners(&teneral, &checkout)), rt: &rt };
     // `PAUSE=<ms>`: a pause after each start, as between checks that do
     // not follow each other closely (an idle core is slower to wake).
     let pause = std::env::var("PAUSE").ok().map(|p| p.parse::<u64>()).transpose()?;
@@ -261,9 +261,7 @@ fn main() -> Result<()> {
         }
     }
     println!("load average after: {}", load());
-    // The runners' bus connections end inside the runtime: a proxy's
-    // subscriptions are removed by a task of it.
-    rt.block_on(async move { drop(runners) });
+    drop(runners);
     let confined: Vec<_> = cases.iter().filter(|(name, _, _)| name.contains(", ")).collect();
     steps(&zygotes, &confined, &checkout, runs)
 }
@@ -329,6 +327,28 @@ fn bwrap_argv(gate: &[OsString], checkout: &std::path::Path) -> Option<Vec<OsStr
     argv.push(checkout.as_os_str().to_owned());
     argv.extend(gate[split + 1..].iter().cloned());
     Some(argv)
+}
+
+/// The runners' cases, dropped inside the runtime however the measurement
+/// ends (an error returned as much as its end): a bus connection's proxies
+/// remove their subscriptions in a task of it, and outside one zbus panics.
+struct InRuntime<'a> {
+    cases: Vec<RunnerCase>,
+    rt: &'a tokio::runtime::Runtime,
+}
+
+impl std::ops::Deref for InRuntime<'_> {
+    type Target = Vec<RunnerCase>;
+    fn deref(&self) -> &Vec<RunnerCase> {
+        &self.cases
+    }
+}
+
+impl Drop for InRuntime<'_> {
+    fn drop(&mut self) {
+        let cases = std::mem::take(&mut self.cases);
+        self.rt.block_on(async move { drop(cases) });
+    }
 }
 
 /// One runner's start of /bin/true, plainly or as a gate check.
@@ -478,7 +498,7 @@ fn run(
         // SAFETY: a write of a live buffer to a descriptor this program holds.
         unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
     }
-    let pid = zygote.launch(&request).with_context(|| format!("{name}: cannot start"))?;
+    let pid = zygote.launch(&request).with_context(|| format!("{name}: cannot start"))?.pid;
     let pid = rustix::process::Pid::from_raw(pid as i32).context("no pid")?;
     let (_, status) = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())?
         .context("no status")?;

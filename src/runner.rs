@@ -268,9 +268,8 @@ impl Runner {
                 if systemd::adopts(unit, spawn::goes_through_zygote(&spec)) =>
             {
                 let name = systemd::scope_name(unit);
-                let (child, scope) =
-                    adopted(systemd, unit, &name, &tag, &tails, spec, &limits).await?;
-                return Ok(Running { how: How::Scope(child, scope), tails, unit: name });
+                let how = adopted(systemd, unit, &name, &tag, &tails, spec, &limits).await?;
+                return Ok(Running { how, tails, unit: name });
             }
             Backend::Systemd(systemd) => {
                 let (out_r, out_w) = pipe_pair().map_err(spawn_err)?;
@@ -324,9 +323,11 @@ pub fn asks_the_bus(choice: RunnerChoice) -> bool {
 }
 
 /// Starts `spec` (a launch of the cage's helper) through the zygote, held,
-/// has scope `name` adopt it, then lets it go into the scope's cgroups
-/// (see [`systemd::Scope`]). A launch whose scope did not start is killed
-/// before it ran anything.
+/// has scope `name` adopt it (the cage's first process, or the helper
+/// that forks it), then lets it go on (see [`systemd::Scope`]). A launch whose scope did not start is killed
+/// before it forked anything or ran the program; one that ended on its own
+/// meanwhile (its cage could not be made, so a process the manager was
+/// given was gone) is reported as a direct launch is, by its end.
 async fn adopted(
     systemd: &Systemd,
     unit: &str,
@@ -335,15 +336,18 @@ async fn adopted(
     tails: &Tails,
     mut spec: Spec,
     limits: &Limits,
-) -> Result<(direct::Direct, systemd::Scope), RunError> {
+) -> Result<How, RunError> {
     let spawn_err = |source| RunError::Spawn { unit: unit.to_owned(), source };
     let (hold, release) = pipe_pair().map_err(spawn_err)?;
     spec.hold = Some(hold);
     let mut child = direct::start(unit, tag, Some(name), tails, spec, limits)?;
-    let adopted = systemd::Scope::adopt(systemd, name, child.pid(), limits).await;
-    let scope = match adopted {
+    let scope = match systemd::Scope::adopt(systemd, name, child.adoptable(), limits).await {
         Ok(scope) => scope,
         Err(e) => {
+            // A launch still held does not end on its own.
+            if tokio::time::timeout(ENDS_ALONE, child.wait()).await.is_ok() {
+                return Ok(How::Direct(child));
+            }
             // Closed with nothing written: the launch gives up at once.
             drop(release);
             child.signal(Signal::KILL);
@@ -351,18 +355,16 @@ async fn adopted(
             return Err(e.into());
         }
     };
-    let procs = systemd::Scope::procs_of(child.pid());
-    let written =
-        procs.and_then(|procs| rustix::io::write(&release, procs.as_bytes()).map_err(Into::into));
-    drop(release);
-    if let Err(source) = written {
-        child.signal(Signal::KILL);
-        child.wait().await;
-        scope.kill_and_release().await;
-        return Err(spawn_err(source));
-    }
-    Ok((child, scope))
+    // A launch that has ended already has closed its end, and its exit and
+    // output say why.
+    let _ = rustix::io::write(&release, b"adopted\n");
+    Ok(How::Scope(child, scope))
 }
+
+/// How long a launch the manager would not adopt is given to show it had
+/// ended on its own: its helper exits as soon as the cage's first process
+/// has, and only a launch that was never let go waits longer.
+const ENDS_ALONE: Duration = Duration::from_millis(100);
 
 /// A child a scope adopted has ended (its process group killed, and the
 /// cage's PID namespace gone with its first process): the scope is let go;

@@ -123,6 +123,11 @@ impl Spec {
 /// A started child, in a process group of its own (its pid is the group id).
 pub struct Child {
     pub pid: u32,
+    /// The cage's first process when the zygote's spare made it before the
+    /// launch was asked for: the child's own child, which a unit that
+    /// adopts the launch takes in the child's stead
+    /// (`teneral_cage::zygote::Launched`).
+    pub first: Option<u32>,
     exit: Option<oneshot::Receiver<Exit>>,
     done: Option<Exit>,
     pub stdout: Option<pipe::Receiver>,
@@ -164,7 +169,7 @@ pub fn spawn(spec: Spec) -> io::Result<Child> {
     drop(reg);
     let stdout = if want_out { child.stdout.take().map(receiver).transpose()? } else { None };
     let stderr = if want_err { child.stderr.take().map(receiver).transpose()? } else { None };
-    Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
+    Ok(Child { pid, first: None, exit: Some(rx), done: None, stdout, stderr })
 }
 
 /// Starts the cage's zygote of the helper program `helper`, built from the

@@ -31,6 +31,14 @@ impl Direct {
         self.child.pid
     }
 
+    /// The process a unit that adopts this launch takes: the cage's first
+    /// process when a spare made it ahead (the child, its helper, only
+    /// supervises it from outside and stays where the kernel is), else the
+    /// child, which forks the cage once adopted.
+    pub(super) fn adoptable(&self) -> u32 {
+        self.child.first.unwrap_or(self.child.pid)
+    }
+
     pub(super) fn signal(&self, sig: Signal) {
         self.child.signal(sig);
     }

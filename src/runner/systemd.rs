@@ -39,7 +39,7 @@ pub use names::{
     build_unit, build_unit_of, check_unit, description, gate_unit, generation_unit, instance_for,
     leftovers, unit_path,
 };
-pub use scope::{adopts, procs_files, scope_name, Scope, ADOPT_WITHIN};
+pub use scope::{adopts, scope_name, Scope, ADOPT_WITHIN};
 pub use unit::{Unit, BACKGROUND_NICE};
 
 use std::time::Duration;

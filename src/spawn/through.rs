@@ -119,7 +119,7 @@ fn spawn_through(zygote: &zygote::Zygote, spec: Spec) -> io::Result<Child> {
     let (tx, rx) = oneshot::channel();
     // As in spawn: registered before the reaper can collect it.
     let mut reg = lock_registry();
-    let pid = zygote.launch(&request)?;
+    let zygote::Launched { pid, first } = zygote.launch(&request)?;
     reg.insert(pid as i32, tx);
     groups::started(pid);
     drop(reg);
@@ -127,5 +127,5 @@ fn spawn_through(zygote: &zygote::Zygote, spec: Spec) -> io::Result<Child> {
     let [out, err] = readers;
     let stdout = out.map(receiver).transpose()?;
     let stderr = err.map(receiver).transpose()?;
-    Ok(Child { pid, exit: Some(rx), done: None, stdout, stderr })
+    Ok(Child { pid, first, exit: Some(rx), done: None, stdout, stderr })
 }

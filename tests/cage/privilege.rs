@@ -138,7 +138,7 @@ fn through_zygote(plan: &Plan, cwd: &Path, secret: &Path, args: &[OsString]) -> 
     ];
     let env = vec![("PATH".into(), "/usr/bin:/bin".into())];
     let request = Request { args: all, cwd: cwd.to_owned(), env, fds };
-    let pid = zygote.launch(&request)?;
+    let pid = zygote.launch(&request)?.pid;
     let pid = rustix::process::Pid::from_raw(pid as i32).ok_or("no pid")?;
     rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())?;
     let mut text = String::new();

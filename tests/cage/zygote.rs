@@ -27,6 +27,8 @@ pub(super) fn zygote() -> std::io::Result<Zygote> {
 /// A launch's output files and pid.
 struct Launched {
     pid: u32,
+    /// The cage's first process, when a spare made it ahead.
+    first: Option<u32>,
     stdout: std::fs::File,
     stderr: std::fs::File,
 }
@@ -113,8 +115,8 @@ fn launch_with(
     ];
     fds.extend(more);
     let request = Request { args, cwd: cwd.to_owned(), env, fds };
-    let pid = zygote.launch(&request)?;
-    Ok(Launched { pid, stdout, stderr })
+    let teneral_cage::zygote::Launched { pid, first } = zygote.launch(&request)?;
+    Ok(Launched { pid, first, stdout, stderr })
 }
 
 pub(super) fn checkout() -> Result<(tempfile::TempDir, PathBuf, PathBuf), Box<dyn std::error::Error>>
@@ -360,7 +362,10 @@ fn a_launch_that_fits_goes_straight_to_the_spare_the_kernel_holds() -> TestResul
 /// A launch held on a pipe (`zygote::HOLD`, as the systemd runner holds one
 /// until its scope has adopted it) runs nothing until the kernel writes to
 /// the pipe and closes it; one whose pipe is closed with nothing written
-/// ends without running its program, with the namespaces step's status.
+/// ends without running its program, with the namespaces step's status. A
+/// spare's launch names its first process (the helper's child, pid 1 of the
+/// cage's PID namespace), which waits with its root built and nothing
+/// forked; a fresh launch names none, and waits before it forks the cage.
 #[test]
 fn a_held_launch_runs_only_once_let_go() -> TestResult {
     if !require_cage()? {
@@ -370,21 +375,54 @@ fn a_held_launch_runs_only_once_let_go() -> TestResult {
     let zygote = zygote()?;
     let gate = Profile::Gate { checkout: checkout.clone(), writable: vec![] };
     let sh = |text: &str| vec![OsString::from("/bin/sh"), "-c".into(), text.into()];
-    let held = |text: &str| -> Result<(Launched, OwnedFd), Box<dyn std::error::Error>> {
-        let (hold, release) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let hold = vec![(teneral_cage::zygote::HOLD, hold)];
-        Ok((launch_with(&zygote, &gate, &[], sh(text), &checkout, &tmp, hold)?, release))
+    let held =
+        |text: &str, forward: &[u16]| -> Result<(Launched, OwnedFd), Box<dyn std::error::Error>> {
+            let (hold, release) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+            let hold = vec![(teneral_cage::zygote::HOLD, hold)];
+            Ok((launch_with(&zygote, &gate, forward, sh(text), &checkout, &tmp, hold)?, release))
+        };
+    let status_of = |pid: u32, field: &str| -> String {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let line = text.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap_or("");
+        line.split_once(':')
+            .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
     };
-    let (mut waiting, release) = held("echo ran")?;
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(waiting.stdout(), "", "nothing runs while it is held");
-    // Let go with no cgroup to enter (an empty line names none).
-    rustix::io::write(&release, b"\n")?;
-    drop(release);
-    let (status, out, err) = waiting.wait();
-    assert_eq!((status, out.as_str()), (0, "ran\n"), "{err}");
+    for forward in [&[][..], &[47615][..]] {
+        let (mut waiting, release) = held("echo ran", forward)?;
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(waiting.stdout(), "", "nothing runs while it is held");
+        match (forward.is_empty(), waiting.first) {
+            (true, Some(first)) => {
+                assert_eq!(status_of(first, "PPid"), waiting.pid.to_string(), "the helper's child");
+                let nspid = status_of(first, "NSpid");
+                assert!(nspid.ends_with(" 1"), "pid 1 of the cage's namespace: {nspid}");
+                let children = format!("/proc/{first}/task/{first}/children");
+                let children = std::fs::read_to_string(children)?;
+                assert_eq!(children.trim(), "", "the program's process is not forked yet");
+                let mnt = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt"));
+                assert_ne!(
+                    mnt(&first.to_string())?,
+                    mnt("self")?,
+                    "its cage is made while it waits"
+                );
+            }
+            (false, None) => {
+                let children = format!("/proc/{0}/task/{0}/children", waiting.pid);
+                let children = std::fs::read_to_string(children)?;
+                assert_eq!(children.trim(), "", "a fresh launch forks nothing while held");
+            }
+            (spare, first) => {
+                panic!("a spare's launch ({spare}) names its first process: {first:?}")
+            }
+        }
+        rustix::io::write(&release, b"adopted\n")?;
+        drop(release);
+        let (status, out, err) = waiting.wait();
+        assert_eq!((status, out.as_str()), (0, "ran\n"), "{err}");
+    }
 
-    let (given_up, release) = held("echo ran anyway")?;
+    let (given_up, release) = held("echo ran anyway", &[])?;
     drop(release);
     let (status, out, err) = given_up.wait();
     assert_eq!(status, teneral_cage::EXIT_NAMESPACES, "{out}{err}");

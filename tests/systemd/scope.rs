@@ -26,6 +26,9 @@ const DIR_VARIABLE: &str = "TENERAL_TEST_SCOPE_DIR";
 const HELD: &str = "teneral-gate-scopetest-held.service";
 const MEMORY: &str = "teneral-gate-scopetest-memory.service";
 const TASKS: &str = "teneral-gate-scopetest-tasks.service";
+/// A check whose cage cannot be made: its checkout is reached through a
+/// link the cage's identity owns, which no grant follows.
+const GONE: &str = "teneral-gate-scopetest-gone.service";
 /// Checks that read their own cgroup first thing, one after another under
 /// one name.
 const FIRST: &str = "teneral-gate-scopetest-first.service";
@@ -151,9 +154,18 @@ fn a_gate_check_the_zygote_forks_is_adopted_by_a_scope_with_its_limits() -> Test
             "a fork refused by the scope's TasksMax: {tasks}"
         );
         assert!(!output.contains("all started"), "{tasks}");
+        // A cage that cannot be made ends with its own word, whether the
+        // manager had adopted its first process before it ended or not.
+        let gone = find(GONE);
+        let word = format!("exit status {}", teneral_cage::EXIT_NAMESPACES);
+        assert_eq!(gone["exit"], word.as_str(), "{gone}");
+        let output = gone["output"].as_str().unwrap_or("");
+        assert!(output.contains("cannot grant"), "{gone}");
+        assert!(!output.lines().any(|l| l == "ran"), "the program never ran: {gone}");
 
-        // The held check: its scope, with the limits, holding the helper
-        // the manager adopted and the program the cage started.
+        // The held check: its scope, with the limits, holding the cage (its
+        // first process, the helper's child, which the manager adopted, and
+        // the program), while the helper supervises from the kernel's unit.
         let held = wait_for_file(&dir.join("held"), SHORT)?;
         let helper: u32 = held.trim().parse()?;
         let scope = scope_of(HELD);
@@ -162,7 +174,16 @@ fn a_gate_check_the_zygote_forks_is_adopted_by_a_scope_with_its_limits() -> Test
             assert!(shown.contains(want), "{want} in:\n{shown}");
         }
         let inside = processes_in(&scope);
-        assert!(inside.iter().any(|(pid, _)| *pid == helper), "the helper: {inside:?}");
+        let parent = |pid: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest.to_owned()).unwrap_or_default();
+            after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok())
+        };
+        assert!(
+            inside.iter().any(|(pid, _)| parent(*pid) == Some(helper)),
+            "the cage's first process: {inside:?}"
+        );
+        assert!(inside.iter().all(|(pid, _)| *pid != helper), "not the helper: {inside:?}");
         assert!(
             inside.iter().any(|(_, cmd)| cmd.trim() == "sleep 600"),
             "the program in the cage's PID namespace is in the scope too: {inside:?}"
@@ -265,6 +286,17 @@ fn scope_checks(dir: &Path) -> TestResult {
                 limits(256 << 20, 12),
             ),
         ];
+        let linked = dir.join("linked");
+        std::os::unix::fs::symlink(&checkout, &linked)?;
+        let body = teneral_cage::BODY_ID;
+        std::os::unix::fs::lchown(&linked, Some(body), Some(body))?;
+        let gone = Profile::Gate { checkout: linked, writable: vec![] };
+        let ended = ended.into_iter().map(|(unit, spec, limits)| (unit, spec, limits, &gate)).chain([(
+            GONE,
+            check("echo ran"),
+            limits(256 << 20, 32),
+            &gone,
+        )]);
         // Each reads its own cgroups before anything else (it is the
         // program the cage executes); the same name each time.
         let mut firsts = String::new();
@@ -280,8 +312,8 @@ fn scope_checks(dir: &Path) -> TestResult {
         }
         std::fs::write(dir.join("firsts"), firsts)?;
         let mut lines = String::new();
-        for (unit, spec, limits) in ended {
-            let launch = Launch::new(spec, limits).caged(gate.clone());
+        for (unit, spec, limits, profile) in ended {
+            let launch = Launch::new(spec, limits).caged(profile.clone());
             let (ended, running) = runner.run(unit, launch).await?;
             let line = serde_json::json!({
                 "unit": running.unit(),
@@ -291,7 +323,7 @@ fn scope_checks(dir: &Path) -> TestResult {
             });
             lines.push_str(&format!("{line}\n"));
         }
-        assert_eq!(spawn::zygote_launches(), FIRSTS + 2, "all went through the zygote");
+        assert_eq!(spawn::zygote_launches(), FIRSTS + 3, "all went through the zygote");
         std::fs::write(dir.join("checks"), lines)?;
         let spec = check("echo scope check line; exec sleep 600");
         let launch = Launch::new(spec, limits(256 << 20, 32)).caged(gate.clone());

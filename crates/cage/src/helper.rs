@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use rustix::thread::{CapabilitySet, CapabilitySets};
 
 use crate::plan::Plan;
-use crate::zygote::Ahead;
+use crate::zygote::{Ahead, Hold};
 use crate::{
     filter, init, namespaces, root, ruleset, steps, EXIT_CAPABILITIES, EXIT_EXEC, EXIT_LANDLOCK,
     EXIT_LIMITS, EXIT_NAMESPACES, EXIT_NOT_FOUND, EXIT_NO_NEW_PRIVS, EXIT_SECCOMP, EXIT_USAGE,
@@ -24,14 +24,30 @@ use crate::{
 /// Runs the helper with the arguments after `confine`; returns the exit
 /// status of the step that failed (it returns only on failure).
 pub fn main(args: &[OsString]) -> i32 {
-    run(args, Ahead::default())
+    run(args, Ahead::default(), None)
 }
 
 /// [`main`] with what a zygote's spare made ahead of need
-/// ([`crate::zygote`]): those namespaces are used instead of made.
-pub(crate) fn run(args: &[OsString], ahead: Ahead) -> i32 {
+/// ([`crate::zygote`]): those namespaces are used instead of made; and,
+/// when a unit of the user manager adopts the launch, held until the
+/// kernel's word that it has ([`Hold`]). A fresh launch is the process the
+/// unit adopts, and waits first of all. A spare's first process, adopted
+/// in its helper's stead, waits once its root is built, just before it
+/// forks the program's process: what comes before forks nothing and runs
+/// nothing of the program, and the cage is made while the manager works.
+pub(crate) fn run(args: &[OsString], ahead: Ahead, hold: Option<Hold>) -> i32 {
     steps::init();
     steps::mark("helper started");
+    let hold = match hold {
+        Some(hold) if ahead.inside.is_none() => {
+            if let Err(e) = hold.wait() {
+                return fail(EXIT_NAMESPACES, "hold", &e);
+            }
+            steps::mark("let go");
+            None
+        }
+        hold => hold,
+    };
     if let Err(e) = enter_cgroups() {
         return fail(EXIT_NAMESPACES, "cgroup", &e);
     }
@@ -49,7 +65,7 @@ pub(crate) fn run(args: &[OsString], ahead: Ahead) -> i32 {
     // descriptor this process inherited (from the kernel, from whatever
     // started the kernel, from the zygote) is closed before anything of
     // the cage is made; the helper's own are closed on exec.
-    if let Err(e) = keep_descriptors(&plan, &ahead) {
+    if let Err(e) = keep_descriptors(&plan, &ahead, hold.as_ref()) {
         return fail(EXIT_USAGE, "descriptors", &e);
     }
     steps::mark("descriptors");
@@ -109,16 +125,24 @@ pub(crate) fn run(args: &[OsString], ahead: Ahead) -> i32 {
         Ok(cwd) => cwd,
         Err(e) => return fail(EXIT_NAMESPACES, "root", &e),
     };
+    if let Some(hold) = hold {
+        if let Err(e) = hold.wait() {
+            return fail(EXIT_NAMESPACES, "hold", &e);
+        }
+        steps::mark("let go");
+    }
     init::run(inside, root::finish, move |ready| {
         confine_and_exec(&plan, &argv, body, counted, &cwd, ready)
     })
 }
 
 /// Closes every descriptor from 3 up but those `plan` names (which lose
-/// close-on-exec, so the program gets them) and the helper's own (`ahead`'s
-/// and the benchmark's, which keep or get it, so the program does not).
-fn keep_descriptors(plan: &Plan, ahead: &Ahead) -> Result<(), String> {
-    let own: Vec<i32> = ahead.fds().into_iter().chain(steps::fd()).collect();
+/// close-on-exec, so the program gets them) and the helper's own (`ahead`'s,
+/// the hold's and the benchmark's, which keep or get it, so the program
+/// does not).
+fn keep_descriptors(plan: &Plan, ahead: &Ahead, hold: Option<&Hold>) -> Result<(), String> {
+    let own: Vec<i32> =
+        ahead.fds().into_iter().chain(hold.map(Hold::fd)).chain(steps::fd()).collect();
     let keep: Vec<i32> = plan.fds.iter().chain(&own).copied().collect();
     crate::sys::close_all_but(&keep).map_err(|e| format!("close_range: {e}"))?;
     for &fd in own.iter().filter(|fd| !plan.fds.contains(fd)) {

@@ -26,8 +26,10 @@
 //!   zygote hands that socket and the helper's pid to the kernel, in a
 //!   message framed as a request (`spare <pid>`, the socket as its one
 //!   descriptor). The kernel sends a request that fits straight to the
-//!   spare once it has said it is ready (one hand-off, not two), moves the
-//!   helper into the launch's cgroups first, and asks for the next spare
+//!   spare once it has said it is ready (one hand-off, not two; the word
+//!   carries the first process's credentials, so the kernel learns its
+//!   pid, which a unit that adopts the launch is given), moves the helper
+//!   into the launch's cgroups first, and asks for the next spare
 //!   (`spare`). A spare takes exactly one launch: a namespace made ahead is
 //!   never used by two, so no check can reach another through loopback or
 //!   abstract sockets. A spare that has died gives end of file, and its
@@ -65,13 +67,10 @@ use crate::{helper, init, sys, CGROUP_PROCS, EXIT_NAMESPACES, EXIT_USAGE, SOURCE
 
 // The messages on the zygote's socket.
 
-/// The number a request gives its hold, when it has one: a pipe the
-/// launch's first process reads to its end before anything else, so that
-/// nothing of the launch runs before the kernel has put it where it
-/// belongs (a transient unit under the user manager adopts its pid, and
-/// the kernel then writes that unit's `cgroup.procs` files, one a line,
-/// which the launch enters as it enters [`CGROUP_PROCS`]). It is taken out
-/// of the request's descriptors and never reaches the program.
+/// The number a request gives its hold, when it has one: a pipe on which
+/// the kernel lets the launch go once a transient unit of the user manager
+/// has adopted it ([`Hold`]). It is taken out of the request's descriptors
+/// and never reaches the program.
 pub const HOLD: i32 = -1;
 
 /// The most descriptors one launch may carry.
@@ -472,6 +471,9 @@ fn launch(request: Request, kernel: &UnixStream, kernel_pid: Option<Pid>) -> Res
 /// takes its request.
 fn make_spare(kernel: &UnixStream, kernel_pid: Option<Pid>) -> io::Result<(i32, UnixStream)> {
     let (ours, theirs) = UnixStream::pair()?;
+    // The word that the spare is ready then names the process that sent it
+    // (the cage's first process), as the reader's PID namespace numbers it.
+    rustix::net::sockopt::set_socket_passcred(&ours, true)?;
     match sys::fork_sibling()? {
         Some(pid) => Ok((pid, ours)),
         None => {
@@ -521,21 +523,12 @@ fn as_kernels_child(kernel_pid: Option<Pid>) -> Result<(), String> {
 fn become_launch(mut request: Request, ahead: Ahead) -> i32 {
     let hold = request.fds.iter().position(|(target, _)| *target == HOLD).map(|at| {
         let (_, fd) = request.fds.swap_remove(at);
-        fd
+        Hold(fd)
     });
     if let Err(e) = take_descriptors(request.fds) {
         eprintln!("teneral confine: descriptors: {e}");
         return EXIT_USAGE;
     }
-    // Its own stderr taken first, so that a refusal is the launch's output.
-    let joined = match hold.map(wait_for_release) {
-        Some(Ok(procs)) => Some(procs),
-        Some(Err(e)) => {
-            eprintln!("teneral confine: {e}");
-            return EXIT_NAMESPACES;
-        }
-        None => None,
-    };
     for (key, _) in std::env::vars_os() {
         std::env::remove_var(key);
     }
@@ -544,17 +537,12 @@ fn become_launch(mut request: Request, ahead: Ahead) -> i32 {
             std::env::set_var(key, value);
         }
     }
-    if let Some(procs) = joined {
-        // The helper enters them first thing, as it enters the cgroup
-        // runner's (crate::CGROUP_PROCS).
-        std::env::set_var(CGROUP_PROCS, procs);
-    }
     if let Err(e) = std::env::set_current_dir(&request.cwd) {
         eprintln!("teneral confine: cannot enter {}: {e}", request.cwd.display());
         return EXIT_USAGE;
     }
     match plan_args(&request.args) {
-        Ok(args) => helper::run(args, ahead),
+        Ok(args) => helper::run(args, ahead, hold),
         Err(e) => {
             eprintln!("teneral confine: arguments: {e}");
             EXIT_USAGE
@@ -562,21 +550,36 @@ fn become_launch(mut request: Request, ahead: Ahead) -> i32 {
     }
 }
 
-/// Waits until the kernel lets a held launch go: it writes the
-/// `cgroup.procs` files of the unit that adopted the launch (one a line)
-/// and closes its end. An end closed with nothing written means the
-/// kernel gave the launch up: nothing of it may run.
-fn wait_for_release(hold: OwnedFd) -> Result<OsString, String> {
-    let mut text = Vec::new();
-    std::fs::File::from(hold)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("the kernel's word to start could not be read: {e}"))?;
-    if text.is_empty() {
-        return Err("the kernel gave this launch up before it started (its unit did not \
-                    start; the kernel's log says why)"
-            .into());
+/// A launch held until a transient unit of the user manager has adopted
+/// it: the read end of a pipe the kernel writes a word to once the
+/// manager has moved the launch's processes (the helper, and the cage's
+/// first process when a spare made it ahead) into the unit's cgroups.
+/// Until then nothing of the launch may fork a process or run the
+/// program, which would then run outside the unit's limits; the helper
+/// says where it waits ([`crate::helper`]).
+pub(crate) struct Hold(OwnedFd);
+
+impl Hold {
+    /// The descriptor, kept open (close-on-exec) until the word comes.
+    pub(crate) fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
     }
-    Ok(OsString::from_vec(text))
+
+    /// Waits for the kernel's word. An end closed with nothing written
+    /// means the kernel gave the launch up (its unit did not start):
+    /// nothing of it may run.
+    pub(crate) fn wait(self) -> Result<(), String> {
+        let mut text = Vec::new();
+        std::fs::File::from(self.0)
+            .read_to_end(&mut text)
+            .map_err(|e| format!("the kernel's word to start could not be read: {e}"))?;
+        if text.is_empty() {
+            return Err("the kernel gave this launch up before it started (its unit did not \
+                        start; the kernel's log says why)"
+                .into());
+        }
+        Ok(())
+    }
 }
 
 /// Puts each received descriptor at its number (0, 1, 2, the benchmark's).
@@ -610,6 +613,18 @@ pub struct Zygote {
 struct SpareSlot {
     held: Option<Spare>,
     coming: bool,
+}
+
+/// A started launch: its process (the helper), and the cage's first
+/// process when a spare made it before the launch was asked for. That one
+/// is the helper's child, not the kernel's, and it is what a unit that
+/// adopts the launch must take: everything of the cage descends from it,
+/// while the helper only supervises from outside. A fresh launch's helper
+/// forks the cage after it is let go, so the unit takes the helper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launched {
+    pub pid: u32,
+    pub first: Option<u32>,
 }
 
 /// A launch made ahead: its process (the helper, supervising the cage's
@@ -655,9 +670,9 @@ impl Zygote {
     }
 
     /// Has `request` started, by the spare when it fits one, else by the
-    /// zygote; the pid of the launch's process, a child of this process in
-    /// a process group of its own.
-    pub fn launch(&self, request: &Request) -> io::Result<u32> {
+    /// zygote; the launch's process, a child of this process in a process
+    /// group of its own, and the cage's first process when a spare made it.
+    pub fn launch(&self, request: &Request) -> io::Result<Launched> {
         let mut slot = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         if slot.coming {
             slot.coming = false;
@@ -666,7 +681,9 @@ impl Zygote {
         let spare = if fits(&request.args) { slot.held.take() } else { None };
         let pid = match spare.and_then(|spare| through_spare(spare, request)) {
             Some(launched) => launched,
-            None => send(&self.socket, request).and_then(|()| read_answer(&self.socket)),
+            None => send(&self.socket, request)
+                .and_then(|()| read_answer(&self.socket))
+                .map(|pid| Launched { pid, first: None }),
         };
         // The next spare, made while this launch goes on. A zygote that is
         // gone fails the next launch, not this one, which has started.
@@ -694,15 +711,44 @@ impl Zygote {
 
 /// `request` sent to `spare` once it is ready; `None` when it has died
 /// (the zygote then forks a fresh launch).
-fn through_spare(spare: Spare, request: &Request) -> Option<io::Result<u32>> {
-    let mut ready = [0u8; 1];
+fn through_spare(spare: Spare, request: &Request) -> Option<io::Result<Launched>> {
     spare.socket.set_read_timeout(Some(SILENCE)).ok()?;
-    (&spare.socket).read_exact(&mut ready).ok()?;
+    let first = ready(&spare.socket)?;
     if let Err(e) = move_into_cgroups(request, spare.pid) {
         return Some(Err(e));
     }
     send(&spare.socket, request).ok()?;
-    Some(Ok(spare.pid))
+    Some(Ok(Launched { pid: spare.pid, first: Some(first) }))
+}
+
+/// Reads a spare's word that it is ready: the pid of the process that sent
+/// it (the cage's first process, as this process's PID namespace numbers
+/// it), from the credentials the socket was made to carry ([`make_spare`]).
+/// `None` when the spare has died or the word came without them.
+fn ready(socket: &UnixStream) -> Option<u32> {
+    let mut byte = [0u8; 1];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match rustix::net::recvmsg(
+            socket,
+            &mut [IoSliceMut::new(&mut byte)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            got => break got.ok()?,
+        }
+    };
+    if got.bytes != 1 {
+        return None;
+    }
+    control.drain().find_map(|message| match message {
+        RecvAncillaryMessage::ScmCredentials(sender) => {
+            u32::try_from(sender.pid.as_raw_nonzero().get()).ok()
+        }
+        _ => None,
+    })
 }
 
 /// Moves a spare's helper, forked before its launch was asked for, into

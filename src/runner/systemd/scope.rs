@@ -4,16 +4,18 @@
 //! (`StartTransientUnit` with `PIDs=`) with the same limits and name a
 //! service would have had.
 //!
-//! The launch is held (`teneral_cage::zygote::HOLD`) until the manager has
-//! moved it into the scope: only then does the kernel write the scope's
-//! `cgroup.procs` files ([`procs_files`], read from where the manager put
-//! the adopted process) to the hold, and the launch's first process enters
-//! them before it runs anything. That first process matters when the
-//! launch was made ahead (a spare): the manager moves the pid it is given,
-//! the helper, and not the cage's first process the helper had already
-//! forked.
+//! The manager is given the process that holds, or will fork, the cage:
+//! the cage's first process when the zygote's spare made it ahead (pid 1
+//! of the cage's PID namespace; its helper only supervises it from outside
+//! and stays where the kernel is), else the launch's helper, which forks
+//! the cage once adopted. The launch is held
+//! (`teneral_cage::zygote::Hold`) until the kernel says the manager has
+//! moved that process: until then it forks nothing and runs nothing of the
+//! program, so everything of the cage is born in the scope. A spare's
+//! first process builds its cage's root while it waits, so that the
+//! manager's work and the cage's overlap.
 //!
-//! The process stays the kernel's child: the kernel reaps it and keeps its
+//! The helper stays the kernel's child: the kernel reaps it and keeps its
 //! runtime limit as for a direct launch; the scope holds `MemoryMax`,
 //! `TasksMax` and `RuntimeMaxSec` and is bound to the kernel's own unit.
 //! The kernel holds no reference to it (no `AddRef`, see [`ask`]): it is
@@ -33,7 +35,6 @@
 //! until the manager learns its cgroup is empty, a moment after its last
 //! process exited.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use zbus::zvariant::Value;
@@ -118,22 +119,6 @@ impl Scope {
         let _ = self.systemd.kill(&self.name, super::sigkill()).await;
         self.systemd.forget_failure(&self.name).await;
     }
-
-    /// The `cgroup.procs` files of the cgroups process `pid` is in (after
-    /// [`Scope::adopt`]: the scope's), one a line, for the launch's hold.
-    pub fn procs_of(pid: u32) -> std::io::Result<String> {
-        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-        let files = procs_files(&cgroup, &mountinfo);
-        if files.is_empty() {
-            return Err(std::io::Error::other(format!(
-                "no mounted cgroup hierarchy holds process {pid}; mount the cgroup tree at \
-                 /sys/fs/cgroup"
-            )));
-        }
-        let lines: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-        Ok(lines.join("\n"))
-    }
 }
 
 /// The scope's name for a launch named `unit` (`teneral-gate-abc-x.service`
@@ -148,57 +133,6 @@ pub fn scope_name(unit: &str) -> String {
 /// `systemctl status` name (its start comes once a generation).
 pub fn adopts(unit: &str, through_zygote: bool) -> bool {
     through_zygote && !unit.starts_with("teneral-gen-")
-}
-
-/// The `cgroup.procs` file of every hierarchy a process is in, from the
-/// text of its `/proc/<pid>/cgroup` and of `/proc/self/mountinfo`: each
-/// line `id:controllers:path` is found in the mount of its hierarchy
-/// (`cgroup2` for id 0; a `cgroup` mount whose options name each of the
-/// line's controllers, or its `name=`), the first mount point of it and,
-/// of the mounts stacked there, the last; the directory is that point and
-/// the path below the mount's root. Hierarchies not mounted, or mounted
-/// from a root the path is not below, are left out.
-pub fn procs_files(proc_cgroup: &str, mountinfo: &str) -> Vec<PathBuf> {
-    let mounts: Vec<(&str, &str, &str, &str)> = mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let left: Vec<&str> = left.split(' ').collect();
-            let right: Vec<&str> = right.split(' ').collect();
-            Some((*left.get(3)?, *left.get(4)?, *right.first()?, right.get(2).copied()?))
-        })
-        .collect();
-    let mut out = Vec::new();
-    for line in proc_cgroup.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        let hierarchy = |fstype: &str, options: &str| {
-            if id == "0" {
-                return fstype == "cgroup2";
-            }
-            fstype == "cgroup"
-                && !ctrls.is_empty()
-                && ctrls.split(',').all(|c| options.split(',').any(|o| o == c))
-        };
-        let mut found: Option<(&str, &str)> = None;
-        for &(root, point, fstype, options) in &mounts {
-            if !hierarchy(fstype, options) || found.is_some_and(|(_, first)| first != point) {
-                continue;
-            }
-            found = Some((root, point));
-        }
-        let Some((root, point)) = found else { continue };
-        let below = if root == "/" { Some(path) } else { path.strip_prefix(root) };
-        let Some(below) = below.filter(|b| b.is_empty() || b.starts_with('/')) else { continue };
-        let dir = Path::new(point).join(below.trim_start_matches('/'));
-        let file = dir.join("cgroup.procs");
-        if !out.contains(&file) {
-            out.push(file);
-        }
-    }
-    out
 }
 
 /// How long a start waits for the manager to adopt its launch.
@@ -236,72 +170,6 @@ async fn ask(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const HYBRID: &str = "\
-30 25 0:26 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755
-31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
-32 30 0:28 / /sys/fs/cgroup/systemd rw,nosuid - cgroup cgroup rw,xattr,name=systemd
-33 30 0:29 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
-34 30 0:30 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids
-35 30 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
-";
-
-    fn files(proc_cgroup: &str, mountinfo: &str) -> Vec<String> {
-        procs_files(proc_cgroup, mountinfo).iter().map(|p| p.display().to_string()).collect()
-    }
-
-    #[test]
-    fn each_hierarchy_of_the_process_is_found_in_its_mount() {
-        let scope = "/user.slice/user-0.slice/user@0.service/app.slice/teneral-gate-x.scope";
-        let proc_cgroup = format!(
-            "12:pids:{scope}\n6:memory:{scope}\n4:cpu,cpuacct:/\n1:name=systemd:{scope}\n\
-             0::{scope}\n3:blkio:/\n"
-        );
-        let got = files(&proc_cgroup, HYBRID);
-        let want = [
-            format!("/sys/fs/cgroup/pids{scope}/cgroup.procs"),
-            format!("/sys/fs/cgroup/memory{scope}/cgroup.procs"),
-            "/sys/fs/cgroup/cpu,cpuacct/cgroup.procs".to_owned(),
-            format!("/sys/fs/cgroup/systemd{scope}/cgroup.procs"),
-            format!("/sys/fs/cgroup/unified{scope}/cgroup.procs"),
-        ];
-        assert_eq!(got, want, "blkio is not mounted, so it is left out");
-    }
-
-    #[test]
-    fn a_mount_of_part_of_a_hierarchy_and_mounts_stacked_on_it_are_read_as_the_kernel_shows_them() {
-        let table: [(&str, &str, &[&str]); 4] = [
-            // cgroup v2 alone.
-            (
-                "0::/a/b.scope\n",
-                "40 1 0:40 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-                &["/sys/fs/cgroup/a/b.scope/cgroup.procs"],
-            ),
-            // A container's mount of its own part of the hierarchy.
-            (
-                "0::/machine/c1/a.scope\n",
-                "40 1 0:40 /machine/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-                &["/sys/fs/cgroup/a.scope/cgroup.procs"],
-            ),
-            // A path outside the mount's root cannot be reached.
-            (
-                "0::/elsewhere\n",
-                "40 1 0:40 /machine/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-                &[],
-            ),
-            // A read-only mount with a writable part bound over it: the last counts.
-            (
-                "6:memory:/k/x.scope\n",
-                "33 30 0:29 / /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n\
-                 50 33 0:29 /k /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
-                 51 1 0:29 / /elsewhere rw - cgroup cgroup rw,memory\n",
-                &["/sys/fs/cgroup/memory/x.scope/cgroup.procs"],
-            ),
-        ];
-        for (proc_cgroup, mountinfo, want) in table {
-            assert_eq!(files(proc_cgroup, mountinfo), want, "{proc_cgroup}");
-        }
-    }
 
     #[test]
     fn every_launch_the_zygote_forks_is_adopted_but_a_generations_body() {
