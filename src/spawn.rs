@@ -90,8 +90,9 @@ pub struct Spec {
     pub stdin: Option<OwnedFd>,
     /// A launch of the cage's helper held until the kernel lets it go: the
     /// read end of a pipe the zygote's launch reads to its end before it
-    /// runs anything (`teneral_cage::zygote::HOLD`). Only the zygote takes
-    /// such a launch; [`spawn`] refuses one it would execute.
+    /// forks anything of the cage or runs the program
+    /// (`teneral_cage::zygote::HOLD`). Only the zygote takes such a launch;
+    /// [`spawn`] refuses one it would execute.
     pub hold: Option<OwnedFd>,
 }
 
