@@ -69,8 +69,8 @@ use crate::{helper, init, sys, CGROUP_PROCS, EXIT_NAMESPACES, EXIT_USAGE, SOURCE
 
 /// The number a request gives its hold, when it has one: a pipe on which
 /// the kernel lets the launch go once a transient unit of the user manager
-/// has adopted it ([`Hold`]). It is taken out of the request's descriptors
-/// and never reaches the program.
+/// has adopted it (the launch side is this module's `Hold`). It is taken
+/// out of the request's descriptors and never reaches the program.
 pub const HOLD: i32 = -1;
 
 /// The most descriptors one launch may carry.
